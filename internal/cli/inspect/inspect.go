@@ -1,0 +1,347 @@
+// Package inspect implements `dcdit inspect`: what a checkpoint holds,
+// read from headers only.
+package inspect
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dcdit/dcdit/internal/cli/cmdutil"
+	"github.com/dcdit/dcdit/internal/cli/iostreams"
+	"github.com/dcdit/dcdit/loaders"
+	"github.com/dcdit/dcdit/loaders/arch"
+)
+
+// Options are the flags and arguments of `dcdit inspect`.
+type Options struct {
+	IO       *iostreams.IO
+	Path     string
+	JSON     bool
+	Tensors  bool
+	Filter   string
+	NumHeads int
+}
+
+// NewCmd returns the inspect command. runF replaces the action in tests
+// that only check flag parsing; nil runs the real inspection.
+func NewCmd(ios *iostreams.IO, runF func(*Options) error) *cobra.Command {
+	opts := &Options{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "inspect PATH",
+		Short: "Describe a checkpoint: architecture, config, parameters, dtypes, shards, warnings",
+		Long: `Inspect reads a checkpoint's headers (never its tensor data) and reports the
+architecture and key naming, the inferred model config, parameter counts by
+group, dtypes, shards, metadata and anything suspicious.
+
+PATH may be a .safetensors file, a *.safetensors.index.json, a PyTorch .pt/.pth/
+.bin checkpoint (read without executing any pickled code), a folder holding one
+of those, or a diffusers model folder (its transformer/ is used, with
+config.json when present).`,
+		Example: `  dcdit inspect DiT-XL-2-256x256.pt
+  dcdit inspect Z-Image-Turbo/ --json
+  dcdit inspect model.safetensors --tensors --filter 'blocks\.0\.'`,
+		Args: cmdutil.ExactArgs(1, "the checkpoint PATH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Path = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return Run(opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON object")
+	cmd.Flags().BoolVar(&opts.Tensors, "tensors", false, "list every tensor (name, dtype, shape)")
+	cmd.Flags().StringVar(&opts.Filter, "filter", "", "with --tensors, list only names matching this regular expression")
+	cmd.Flags().IntVar(&opts.NumHeads, "num-heads", 0, "attention heads, for DiT checkpoints that match no preset (they do not store it)")
+	return cmd
+}
+
+// Result is the inspection of one checkpoint; it is also the --json schema.
+type Result struct {
+	Path              string             `json:"path"`
+	Format            loaders.Format     `json:"format"`
+	Architecture      arch.Architecture  `json:"architecture"`
+	Layout            arch.Layout        `json:"layout"`
+	Prefix            string             `json:"prefix,omitempty"`
+	Config            any                `json:"config"`
+	ConfigFile        string             `json:"config_file,omitempty"`
+	Parameters        int64              `json:"parameters"`
+	ParametersByGroup map[string]int64   `json:"parameters_by_group"`
+	Tensors           int                `json:"tensors"`
+	Bytes             int64              `json:"bytes"`
+	DTypes            map[string]int     `json:"dtypes"`
+	Shards            []loaders.FileInfo `json:"shards"`
+	Metadata          map[string]string  `json:"metadata"`
+	Training          *loaders.Training  `json:"training,omitempty"`
+	Missing           []string           `json:"missing"`
+	Unexpected        []string           `json:"unexpected"`
+	Mismatched        []arch.Mismatch    `json:"mismatched"`
+	Warnings          []string           `json:"warnings"`
+	TensorList        []TensorRow        `json:"tensor_list,omitempty"`
+}
+
+// TensorRow is one line of the --tensors listing.
+type TensorRow struct {
+	Name  string  `json:"name"`
+	DType string  `json:"dtype"`
+	Shape []int64 `json:"shape"`
+	File  string  `json:"file,omitempty"`
+}
+
+// Run inspects opts.Path and prints the result.
+func Run(opts *Options) error {
+	var filter *regexp.Regexp
+	if opts.Filter != "" {
+		re, err := regexp.Compile(opts.Filter)
+		if err != nil {
+			return &cmdutil.UsageError{Err: fmt.Errorf("--filter %q is not a regular expression: %v", opts.Filter, err)}
+		}
+		filter = re
+	}
+	res, err := Inspect(opts.Path, opts.NumHeads)
+	if err != nil {
+		return err
+	}
+	if opts.Tensors || filter != nil {
+		res.TensorList = listTensors(res.TensorList, filter)
+	} else {
+		res.TensorList = nil
+	}
+	if opts.JSON {
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	writeTable(opts.IO.Out, res, opts.Tensors || filter != nil)
+	return nil
+}
+
+func listTensors(rows []TensorRow, filter *regexp.Regexp) []TensorRow {
+	if filter == nil {
+		return rows
+	}
+	out := rows[:0:0]
+	for _, r := range rows {
+		if filter.MatchString(r.Name) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Inspect opens the checkpoint at path and describes it. numHeads, when
+// positive, overrides the inferred DiT head count.
+func Inspect(path string, numHeads int) (*Result, error) {
+	ck, err := loaders.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer ck.Close()
+	in := arch.Input{Metadata: ck.Metadata, Config: ck.Config, NumHeads: numHeads}
+	if ck.Training != nil {
+		in.Args = ck.Training.Args
+	}
+	res := &Result{
+		Path: ck.Path, Format: ck.Format, ConfigFile: ck.ConfigPath, Tensors: len(ck.Tensors),
+		Bytes: ck.TotalBytes(), DTypes: map[string]int{}, Shards: ck.Files, Metadata: ck.Metadata,
+		Training: ck.Training,
+	}
+	multiFile := len(ck.Files) > 1
+	for _, t := range ck.Tensors {
+		in.Tensors = append(in.Tensors, arch.TensorMeta{Name: t.Name, DType: t.DType, Shape: t.Shape})
+		res.Parameters += t.NumElements()
+		res.DTypes[t.DType.String()]++
+		row := TensorRow{Name: t.Name, DType: t.DType.String(), Shape: t.Shape}
+		if multiFile {
+			row.File = t.File
+		}
+		res.TensorList = append(res.TensorList, row)
+	}
+	rep := arch.Detect(in)
+	res.Architecture, res.Layout, res.Prefix, res.Config = rep.Architecture, rep.Layout, rep.Prefix, rep.Config
+	res.ParametersByGroup = rep.Parameters
+	res.Missing, res.Unexpected, res.Mismatched = rep.Missing, rep.Unexpected, rep.Mismatched
+	res.Warnings = append(append([]string{}, ck.Warnings...), rep.Warnings...)
+	if ck.Training != nil {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("training checkpoint: using the %q state dict (top-level keys: %s)", ck.Training.Selected, strings.Join(ck.Training.TopLevel, ", ")))
+	}
+	// Empty lists and maps print as [] and {} in --json, never null.
+	if res.Metadata == nil {
+		res.Metadata = map[string]string{}
+	}
+	res.Missing, res.Unexpected = orEmpty(res.Missing), orEmpty(res.Unexpected)
+	if res.Mismatched == nil {
+		res.Mismatched = []arch.Mismatch{}
+	}
+	if res.Shards == nil {
+		res.Shards = []loaders.FileInfo{}
+	}
+	return res, nil
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func writeTable(w io.Writer, r *Result, withTensors bool) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, args...)) }
+	row("path", "%s", r.Path)
+	files := "1 file"
+	if len(r.Shards) > 1 {
+		files = fmt.Sprintf("%d shards", len(r.Shards))
+	}
+	row("format", "%s (%s, %s of tensors)", r.Format, files, humanBytes(r.Bytes))
+	layout := string(r.Layout)
+	if r.Prefix != "" {
+		layout += ", prefix " + r.Prefix
+	}
+	if layout != "" {
+		row("architecture", "%s (%s naming)", r.Architecture, layout)
+	} else {
+		row("architecture", "%s", r.Architecture)
+	}
+	if r.ConfigFile != "" {
+		row("config file", "%s", r.ConfigFile)
+	}
+	if r.Config != nil {
+		row("config", "%s", configLine(r.Config))
+	}
+	row("parameters", "%s (%s)", commas(r.Parameters), humanCount(r.Parameters))
+	for _, g := range []string{arch.GroupEmbedders, arch.GroupBlocks, arch.GroupFinalLayer, arch.GroupScaffold, arch.GroupOther} {
+		if n, ok := r.ParametersByGroup[g]; ok && n > 0 {
+			row("  "+g, "%s", commas(n))
+		}
+	}
+	row("tensors", "%d", r.Tensors)
+	row("dtypes", "%s", histogram(r.DTypes))
+	if len(r.Shards) > 1 {
+		for _, s := range r.Shards {
+			row("  shard", "%s (%d tensors, %s)", s.Path, s.Tensors, humanBytes(s.Bytes))
+		}
+	}
+	if r.Training != nil {
+		row("training", "state dict %q of {%s}", r.Training.Selected, strings.Join(r.Training.TopLevel, ", "))
+	}
+	if len(r.Metadata) > 0 {
+		keys := make([]string, 0, len(r.Metadata))
+		for k := range r.Metadata {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for i, k := range keys {
+			label := ""
+			if i == 0 {
+				label = "metadata"
+			}
+			v := r.Metadata[k]
+			if len(v) > 80 {
+				v = v[:77] + "..."
+			}
+			row(label, "%s = %s", k, v)
+		}
+	}
+	tw.Flush()
+	if len(r.Warnings) > 0 {
+		fmt.Fprintln(w, "warnings:")
+		for _, msg := range r.Warnings {
+			fmt.Fprintf(w, "  - %s\n", msg)
+		}
+	}
+	if withTensors {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tDTYPE\tSHAPE\tFILE")
+		for _, t := range r.TensorList {
+			fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", t.Name, t.DType, t.Shape, t.File)
+		}
+		tw.Flush()
+	}
+}
+
+// configLine renders a config struct as "key value · key value".
+func configLine(cfg any) string {
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return fmt.Sprint(cfg)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return string(raw)
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		v, _ := json.Marshal(m[k])
+		parts = append(parts, k+"="+string(v))
+	}
+	return strings.Join(parts, " ")
+}
+
+func histogram(h map[string]int) string {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return h[keys[i]] > h[keys[j]] || (h[keys[i]] == h[keys[j]] && keys[i] < keys[j]) })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s ×%d", k, h[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func commas(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+func humanCount(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2f B", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1f M", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1f K", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%d B", n)
+}
