@@ -105,16 +105,27 @@ func (t *Tensor) Float32() ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.DType == dtype.F32 {
-		if v, ok := dtype.Float32View(raw); ok {
-			return v, nil
-		}
-	}
-	dst := make([]float32, t.NumElements())
-	if err := dtype.DecodeFloat32(dst, raw, t.DType); err != nil {
+	v, err := dtype.ToFloat32(raw, t.DType)
+	if err != nil {
 		return nil, fmt.Errorf("%s: tensor %q: %w", t.File, t.Name, err)
 	}
-	return dst, nil
+	return v, nil
+}
+
+// DecodeFloat32 decodes the tensor into dst, which must hold exactly
+// NumElements values (for filling preallocated parameters).
+func (t *Tensor) DecodeFloat32(dst []float32) error {
+	if int64(len(dst)) != t.NumElements() {
+		return fmt.Errorf("%s: tensor %q: destination holds %d values, tensor %v has %d", t.File, t.Name, len(dst), t.Shape, t.NumElements())
+	}
+	raw, err := t.Bytes()
+	if err != nil {
+		return err
+	}
+	if err := dtype.DecodeFloat32(dst, raw, t.DType); err != nil {
+		return fmt.Errorf("%s: tensor %q: %w", t.File, t.Name, err)
+	}
+	return nil
 }
 
 // Int64 decodes an integer or BOOL tensor.
@@ -123,11 +134,11 @@ func (t *Tensor) Int64() ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	dst := make([]int64, t.NumElements())
-	if err := dtype.DecodeInt64(dst, raw, t.DType); err != nil {
+	v, err := dtype.ToInt64(raw, t.DType)
+	if err != nil {
 		return nil, fmt.Errorf("%s: tensor %q: %w", t.File, t.Name, err)
 	}
-	return dst, nil
+	return v, nil
 }
 
 // Tensor returns the named tensor.
@@ -147,14 +158,12 @@ func (c *Checkpoint) TotalBytes() int64 {
 
 // Close releases every file.
 func (c *Checkpoint) Close() error {
-	var first error
+	var errs []error
 	for _, cl := range c.closers {
-		if err := cl.Close(); err != nil && first == nil {
-			first = err
-		}
+		errs = append(errs, cl.Close())
 	}
 	c.closers = nil
-	return first
+	return errors.Join(errs...)
 }
 
 // ErrNoWeights is wrapped when a folder holds no checkpoint file.

@@ -8,6 +8,8 @@ package arch
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -250,7 +252,7 @@ func summarizePrefixes(ts []TensorMeta) string {
 		counts[head]++
 	}
 	var parts []string
-	for _, k := range sortedKeys(counts) {
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
 		parts = append(parts, fmt.Sprintf("%s.* ×%d", k, counts[k]))
 	}
 	return strings.Join(parts, ", ")
@@ -367,15 +369,6 @@ func dcGroup(name string) string {
 		return zimageGroup(rest)
 	}
 	return GroupScaffold
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // intFrom reads an integer config value (JSON numbers decode as float64).

@@ -88,49 +88,8 @@ func DecodeFloat32(dst []float32, src []byte, d DType) error {
 		decodeByTable(dst, src, e5m2fnuzTable())
 	case F8_E8M0:
 		decodeByTable(dst, src, e8m0Table())
-	case BOOL:
-		src = src[:len(dst)]
-		for i, b := range src {
-			if b != 0 {
-				dst[i] = 1
-			} else {
-				dst[i] = 0
-			}
-		}
-	case U8:
-		src = src[:len(dst)]
-		for i, b := range src {
-			dst[i] = float32(b)
-		}
-	case I8:
-		src = src[:len(dst)]
-		for i, b := range src {
-			dst[i] = float32(int8(b))
-		}
-	case I16:
-		for i := range dst {
-			dst[i] = float32(int16(binary.LittleEndian.Uint16(src[2*i:])))
-		}
-	case U16:
-		for i := range dst {
-			dst[i] = float32(binary.LittleEndian.Uint16(src[2*i:]))
-		}
-	case I32:
-		for i := range dst {
-			dst[i] = float32(int32(binary.LittleEndian.Uint32(src[4*i:])))
-		}
-	case U32:
-		for i := range dst {
-			dst[i] = float32(binary.LittleEndian.Uint32(src[4*i:]))
-		}
-	case I64:
-		for i := range dst {
-			dst[i] = float32(int64(binary.LittleEndian.Uint64(src[8*i:])))
-		}
-	case U64:
-		for i := range dst {
-			dst[i] = float32(binary.LittleEndian.Uint64(src[8*i:]))
-		}
+	case BOOL, U8, I8, I16, U16, I32, U32, I64, U64:
+		decodeInts(dst, src, d)
 	default:
 		// Reached only if a dtype is added to dtype.go without a codec here.
 		return &UnsupportedError{DType: d, Op: opDecodeFloat32}
@@ -153,10 +112,23 @@ func DecodeInt64(dst []int64, src []byte, d DType) error {
 	if err := checkLen("decode", d, "source", len(src), len(dst)); err != nil {
 		return err
 	}
+	if d == U64 {
+		for i := range dst {
+			if v := binary.LittleEndian.Uint64(src[8*i:]); v > math.MaxInt64 {
+				return fmt.Errorf("dtype: decode U64: element %d = %d overflows int64", i, v)
+			}
+		}
+	}
+	decodeInts(dst, src, d)
+	return nil
+}
+
+// decodeInts converts integer and BOOL elements; d must be one of them and
+// src already checked to hold len(dst) elements.
+func decodeInts[T float32 | int64](dst []T, src []byte, d DType) {
 	switch d {
 	case BOOL:
-		src = src[:len(dst)]
-		for i, b := range src {
+		for i, b := range src[:len(dst)] {
 			if b != 0 {
 				dst[i] = 1
 			} else {
@@ -164,47 +136,38 @@ func DecodeInt64(dst []int64, src []byte, d DType) error {
 			}
 		}
 	case U8:
-		src = src[:len(dst)]
-		for i, b := range src {
-			dst[i] = int64(b)
+		for i, b := range src[:len(dst)] {
+			dst[i] = T(b)
 		}
 	case I8:
-		src = src[:len(dst)]
-		for i, b := range src {
-			dst[i] = int64(int8(b))
+		for i, b := range src[:len(dst)] {
+			dst[i] = T(int8(b))
 		}
 	case I16:
 		for i := range dst {
-			dst[i] = int64(int16(binary.LittleEndian.Uint16(src[2*i:])))
+			dst[i] = T(int16(binary.LittleEndian.Uint16(src[2*i:])))
 		}
 	case U16:
 		for i := range dst {
-			dst[i] = int64(binary.LittleEndian.Uint16(src[2*i:]))
+			dst[i] = T(binary.LittleEndian.Uint16(src[2*i:]))
 		}
 	case I32:
 		for i := range dst {
-			dst[i] = int64(int32(binary.LittleEndian.Uint32(src[4*i:])))
+			dst[i] = T(int32(binary.LittleEndian.Uint32(src[4*i:])))
 		}
 	case U32:
 		for i := range dst {
-			dst[i] = int64(binary.LittleEndian.Uint32(src[4*i:]))
+			dst[i] = T(binary.LittleEndian.Uint32(src[4*i:]))
 		}
 	case I64:
 		for i := range dst {
-			dst[i] = int64(binary.LittleEndian.Uint64(src[8*i:]))
+			dst[i] = T(int64(binary.LittleEndian.Uint64(src[8*i:])))
 		}
 	case U64:
 		for i := range dst {
-			v := binary.LittleEndian.Uint64(src[8*i:])
-			if v > math.MaxInt64 {
-				return fmt.Errorf("dtype: decode U64: element %d = %d overflows int64", i, v)
-			}
-			dst[i] = int64(v)
+			dst[i] = T(binary.LittleEndian.Uint64(src[8*i:]))
 		}
-	default:
-		return &UnsupportedError{DType: d, Op: opDecodeInt64}
 	}
-	return nil
 }
 
 // EncodeFloat32 encodes src as little-endian elements of type d into dst;
@@ -604,3 +567,29 @@ var (
 	e5m2fnuzTable = byteTable(f8E5M2FNUZToFloat32)
 	e8m0Table     = byteTable(f8E8M0ToFloat32)
 )
+
+// ToFloat32 returns the elements of src, of type d, as float32: a view of
+// src when d is F32 and Float32View allows it (the caller must then treat
+// the result as read-only, like src), else a newly decoded slice.
+func ToFloat32(src []byte, d DType) ([]float32, error) {
+	if d == F32 {
+		if v, ok := Float32View(src); ok {
+			return v, nil
+		}
+	}
+	if d.Size() == 0 {
+		return nil, &UnsupportedError{DType: d, Op: opDecodeFloat32}
+	}
+	dst := make([]float32, len(src)/d.Size())
+	return dst, DecodeFloat32(dst, src, d)
+}
+
+// ToInt64 returns the integer or BOOL elements of src, of type d, as a new
+// int64 slice.
+func ToInt64(src []byte, d DType) ([]int64, error) {
+	if d.Size() == 0 {
+		return nil, &UnsupportedError{DType: d, Op: opDecodeInt64}
+	}
+	dst := make([]int64, len(src)/d.Size())
+	return dst, DecodeInt64(dst, src, d)
+}

@@ -475,6 +475,10 @@ func TestStridedRead(t *testing.T) {
 	if _, err := bad.ReadBytes(r); err == nil || !strings.Contains(err.Error(), `tensor "w"`) || !strings.Contains(err.Error(), "beyond storage") {
 		t.Errorf("ReadBytes beyond the storage: %v", err)
 	}
+	huge := Tensor{Name: "w", DType: dtype.F32, Shape: []int64{1 << 40}, Strides: []int64{0}, FileOffset: 100, StorageBytes: int64(len(storage)), Storage: "archive/data/0"}
+	if _, err := huge.ReadBytes(r); err == nil || !strings.Contains(err.Error(), "refusing to expand") {
+		t.Errorf("ReadBytes of a huge stride-0 view: %v", err)
+	}
 	short := Tensor{Name: "w", DType: dtype.F32, Shape: []int64{12}, Strides: []int64{1}, FileOffset: 104, StorageBytes: int64(len(storage))}
 	if _, err := short.ReadBytes(r); err == nil || !strings.Contains(err.Error(), "unexpected EOF") {
 		t.Errorf("ReadBytes past the end of the file: %v", err)

@@ -46,15 +46,26 @@ func (t *Tensor) ByteRange() (off, n int64, ok bool) {
 	return t.FileOffset + lo, numel * int64(t.DType.Size()), true
 }
 
+// maxOverlapBytes bounds what ReadBytes materialises for a tensor whose
+// elements overlap (a stride-0 view from expand), which can name far more
+// elements than its storage holds.
+const maxOverlapBytes = 1 << 28
+
 // ReadBytes reads the tensor's elements from r, the checkpoint file, and
 // returns them in row-major order (numel*size bytes, little-endian as
 // stored). A strided tensor is gathered from the storage region it spans.
+// A tensor with overlapping elements (stride 0) whose result would exceed
+// both its storage and 256 MiB is refused.
 func (t *Tensor) ReadBytes(r io.ReaderAt) ([]byte, error) {
 	numel, lo, hi, err := t.span()
 	if err != nil {
 		return nil, fmt.Errorf("pytorch: %w", err)
 	}
 	es := int64(t.DType.Size())
+	if n := numel * es; n > t.StorageBytes && n > maxOverlapBytes {
+		return nil, fmt.Errorf("pytorch: tensor %q: shape %v with strides %v repeats elements of storage %q (%d bytes); refusing to expand it to %d bytes",
+			t.Name, t.Shape, t.Strides, t.Storage, t.StorageBytes, n)
+	}
 	if t.FileOffset < 0 || hi > math.MaxInt64-t.FileOffset || numel*es > math.MaxInt {
 		return nil, fmt.Errorf("pytorch: tensor %q: file offset %d and size %d bytes are out of range", t.Name, t.FileOffset, hi)
 	}

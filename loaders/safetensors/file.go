@@ -131,36 +131,11 @@ func (t *Tensor) Float32() ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.DType == dtype.F32 {
-		if v, ok := dtype.Float32View(raw); ok {
-			return v, nil
-		}
-	}
-	dst := make([]float32, t.NumElements())
-	if err := t.decode(dst, raw); err != nil {
-		return nil, err
-	}
-	return dst, nil
-}
-
-// DecodeFloat32 decodes the tensor into dst, which must hold exactly
-// NumElements values.
-func (t *Tensor) DecodeFloat32(dst []float32) error {
-	if int64(len(dst)) != t.NumElements() {
-		return fmt.Errorf("safetensors: %s: tensor %q: destination holds %d values, tensor has %d", t.file.Path, t.Name, len(dst), t.NumElements())
-	}
-	raw, err := t.Bytes()
+	v, err := dtype.ToFloat32(raw, t.DType)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("safetensors: %s: tensor %q: %w", t.file.Path, t.Name, err)
 	}
-	return t.decode(dst, raw)
-}
-
-func (t *Tensor) decode(dst []float32, raw []byte) error {
-	if err := dtype.DecodeFloat32(dst, raw, t.DType); err != nil {
-		return fmt.Errorf("safetensors: %s: tensor %q: %w", t.file.Path, t.Name, err)
-	}
-	return nil
+	return v, nil
 }
 
 // Int64 decodes an integer or BOOL tensor.
@@ -169,9 +144,9 @@ func (t *Tensor) Int64() ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	dst := make([]int64, t.NumElements())
-	if err := dtype.DecodeInt64(dst, raw, t.DType); err != nil {
+	v, err := dtype.ToInt64(raw, t.DType)
+	if err != nil {
 		return nil, fmt.Errorf("safetensors: %s: tensor %q: %w", t.file.Path, t.Name, err)
 	}
-	return dst, nil
+	return v, nil
 }

@@ -3,10 +3,13 @@ package safetensors
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -167,7 +170,7 @@ func OpenSharded(path string) (_ *Sharded, err error) {
 			s.byName[t.Name], _ = f.Tensor(t.Name)
 		}
 	}
-	for _, name := range sortedKeys(ix.WeightMap) {
+	for _, name := range slices.Sorted(maps.Keys(ix.WeightMap)) {
 		if _, ok := where[name]; !ok {
 			msg := fmt.Sprintf("is indexed in %s but that shard does not hold it", ix.WeightMap[name])
 			if other := findUnindexed(dir, ix, name); other != "" {
@@ -217,15 +220,6 @@ func countIn(wm map[string]string, shard string) int {
 	return n
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // Tensor returns a lazy handle to the named tensor in whichever shard holds it.
 func (s *Sharded) Tensor(name string) (*Tensor, bool) {
 	t, ok := s.byName[name]
@@ -234,13 +228,11 @@ func (s *Sharded) Tensor(name string) (*Tensor, bool) {
 
 // Close closes every shard.
 func (s *Sharded) Close() error {
-	var first error
+	var errs []error
 	for _, f := range s.Shards {
-		if err := f.Close(); err != nil && first == nil {
-			first = err
-		}
+		errs = append(errs, f.Close())
 	}
-	return first
+	return errors.Join(errs...)
 }
 
 // ShardName is the file name of shard i (1-based) of n for a base name such

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -234,12 +236,7 @@ func writeTable(w io.Writer, r *Result, withTensors bool) {
 		row("training", "state dict %q of {%s}", r.Training.Selected, strings.Join(r.Training.TopLevel, ", "))
 	}
 	if len(r.Metadata) > 0 {
-		keys := make([]string, 0, len(r.Metadata))
-		for k := range r.Metadata {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for i, k := range keys {
+		for i, k := range slices.Sorted(maps.Keys(r.Metadata)) {
 			label := ""
 			if i == 0 {
 				label = "metadata"
@@ -279,13 +276,8 @@ func configLine(cfg any) string {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return string(raw)
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		v, _ := json.Marshal(m[k])
 		parts = append(parts, k+"="+string(v))
 	}
@@ -293,10 +285,7 @@ func configLine(cfg any) string {
 }
 
 func histogram(h map[string]int) string {
-	keys := make([]string, 0, len(h))
-	for k := range h {
-		keys = append(keys, k)
-	}
+	keys := slices.Collect(maps.Keys(h))
 	sort.Slice(keys, func(i, j int) bool { return h[keys[i]] > h[keys[j]] || (h[keys[i]] == h[keys[j]] && keys[i] < keys[j]) })
 	parts := make([]string, len(keys))
 	for i, k := range keys {
