@@ -293,7 +293,8 @@ func openFile(path string) (*Checkpoint, error) {
 	if n == 0 {
 		return nil, fmt.Errorf("open checkpoint: %s: file is empty", path)
 	}
-	if pytorch.IsZipCheckpoint(head[:n]) {
+	if pytorch.IsZipCheckpoint(head[:n]) || hasAnySuffix(path, ".pt", ".pth", ".bin", ".ckpt") {
+		// The PyTorch reader explains legacy and TorchScript files itself.
 		return openPyTorch(path)
 	}
 	// A safetensors file under another name is recognised by its header.

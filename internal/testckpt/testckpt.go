@@ -245,10 +245,11 @@ func BadCases() []BadCase {
 		{"index-bad-json/model.safetensors.index.json", []string{"model.safetensors.index.json", "not a JSON object"}},
 		{"index-escape/model.safetensors.index.json", []string{"model.safetensors.index.json", "not a plain file name"}},
 		{"no-weights", []string{"no-weights", "no weights found"}},
-		{"garbage.bin", []string{"garbage.bin", "not a safetensors file"}},
+		{"garbage.bin", []string{"garbage.bin", "not a zip-format PyTorch checkpoint"}},
+		{"garbage.dat", []string{"garbage.dat", "not a safetensors file, an index or a PyTorch zip checkpoint"}},
 		{"pickle-global.pt", []string{"pickle-global.pt", "os.system"}},
-		{"truncated.pt", []string{"truncated.pt"}},
-		{"legacy.pt", []string{"legacy.pt", "legacy"}},
+		{"truncated.pt", []string{"truncated.pt", "zip"}},
+		{"legacy.pt", []string{"legacy.pt", "legacy (pre-1.6, non-zip) PyTorch checkpoint is not supported"}},
 	}
 }
 
@@ -289,6 +290,7 @@ func generateBad(dir string) error {
 		"metadata-number.safetensors":  rawSafetensors(`{"__metadata__":{"step":100},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, 4),
 		"missing-field.safetensors":    rawSafetensors(`{"w":{"dtype":"F32","shape":[1]}}`, 4),
 		"garbage.bin":                  []byte("this is not a checkpoint at all\n"),
+		"garbage.dat":                  []byte("neither is this\n"),
 		"legacy.pt":                    append([]byte{0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19}, make([]byte, 32)...),
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "no-weights"), 0o755); err != nil {
