@@ -35,9 +35,11 @@ const (
 type (
 	pyBytes []byte
 
-	// pyTuple is an immutable tuple; key caches its canonical dict-key form.
+	// pyTuple is an immutable tuple; key caches its canonical dict-key form
+	// and depth is its tuple-nesting depth, which bounds hashKey's recursion.
 	pyTuple struct {
 		items  []any
+		depth  int
 		key    string
 		keyErr error
 		keyed  bool
@@ -473,19 +475,19 @@ func (u *unpickler) step() error {
 
 	// Containers.
 	case opEmptyTuple:
-		u.push(&pyTuple{})
+		u.push(newTuple(nil))
 	case opTuple1, opTuple2, opTuple3:
 		items, err := u.popN(int(u.op-opTuple1) + 1)
 		if err != nil {
 			return err
 		}
-		u.push(&pyTuple{items: items})
+		u.push(newTuple(items))
 	case opTuple:
 		items, err := u.popMark()
 		if err != nil {
 			return err
 		}
-		u.push(&pyTuple{items: items})
+		u.push(newTuple(items))
 	case opEmptyList:
 		u.push(&pyList{})
 	case opEmptyDict:
@@ -834,7 +836,7 @@ func call(g *pyGlobal, args []any) (any, error) {
 				return nil, fmt.Errorf("%s: element is %s, want an int", g.name, typeName(it))
 			}
 		}
-		return &pyTuple{items: items}, nil
+		return newTuple(items), nil
 	}
 	return nil, fmt.Errorf("global %s cannot be called", g.name)
 }
@@ -1019,12 +1021,27 @@ func hashKey(v any) (string, error) {
 		return "g" + k.name, nil
 	case *pyTuple:
 		if !k.keyed {
-			k.key, k.keyErr = tupleKey(k)
+			if k.depth > maxValueDepth {
+				k.keyErr = fmt.Errorf("tuple key nested more than %d deep", maxValueDepth)
+			} else {
+				k.key, k.keyErr = tupleKey(k)
+			}
 			k.keyed = true
 		}
 		return k.key, k.keyErr
 	}
 	return "", fmt.Errorf("unhashable dict or set key: %s", typeName(v))
+}
+
+// newTuple returns a tuple of items, recording how deeply tuples nest in it.
+func newTuple(items []any) *pyTuple {
+	t := &pyTuple{items: items, depth: 1}
+	for _, it := range items {
+		if c, ok := it.(*pyTuple); ok && c.depth+1 > t.depth {
+			t.depth = c.depth + 1
+		}
+	}
+	return t
 }
 
 // tupleKey builds a tuple's key from its elements' (cached) keys.

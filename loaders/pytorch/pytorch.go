@@ -83,8 +83,8 @@ type Tensor struct {
 
 // Limits on what Open reads into memory.
 const (
-	maxPickleBytes = 1 << 30 // data.pkl
-	maxSmallRecord = 64      // byteorder
+	maxPickleBytes = 128 << 20 // data.pkl
+	maxSmallRecord = 64        // byteorder
 )
 
 // legacyMagic is the pickled LONG1 magic number 0x1950a86a20f9469cfc6c that
@@ -349,11 +349,9 @@ func parse(pklName string, pkl []byte, lookup func(key string) (record, error)) 
 				why, stateDictKeys, f.TopLevel)
 		}
 		if v, ok := top.get("args"); ok {
-			switch a := v.(type) {
-			case *pyObject:
-				f.Args = toGo(a).(map[string]any)
-			case *pyDict:
-				f.Args = toGo(a).(map[string]any)
+			switch v.(type) {
+			case *pyObject, *pyDict:
+				f.Args, _ = toGo(v).(map[string]any)
 			}
 		}
 	}
@@ -403,8 +401,8 @@ func makeTensor(name string, t *tensorVal) (Tensor, error) {
 	out := Tensor{
 		Name:          name,
 		DType:         t.dt,
-		Shape:         t.shape,
-		Strides:       t.stride,
+		Shape:         append([]int64{}, t.shape...),
+		Strides:       append([]int64{}, t.stride...),
 		StorageOffset: t.offset,
 		Storage:       st.record.name,
 		FileOffset:    st.record.offset,

@@ -2,28 +2,26 @@ package pytorch
 
 import (
 	"archive/zip"
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 
+	"github.com/dcdit/dcdit/internal/atomicfile"
 	"github.com/dcdit/dcdit/loaders/dtype"
 )
 
 // SaveTensor is one tensor for Save: contiguous row-major little-endian
 // bytes (len(Data) must be numel*DType.Size()).
 type SaveTensor struct {
-	Name  string
-	DType dtype.DType
-	Shape []int64
-	Data  []byte
+	Name  string      // state-dict key
+	DType dtype.DType // one of F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL
+	Shape []int64     // empty for a 0-d scalar
+	Data  []byte      // the elements, row-major, little-endian
 }
 
 // SaveOptions control Save. The zero value writes a bare state dict in an
@@ -64,7 +62,7 @@ const storageAlignment = 64
 // per tensor, every record stored uncompressed with its data aligned to 64
 // bytes. The file is written to a temporary file in the same folder, synced
 // and renamed over path.
-func Save(path string, tensors []SaveTensor, opts SaveOptions) (err error) {
+func Save(path string, tensors []SaveTensor, opts SaveOptions) error {
 	errf := func(format string, args ...any) error {
 		return fmt.Errorf("pytorch: %s: "+format, append([]any{path}, args...)...)
 	}
@@ -115,63 +113,32 @@ func Save(path string, tensors []SaveTensor, opts SaveOptions) (err error) {
 	}
 	p.op(opStop)
 
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	err := atomicfile.Write(path, func(w io.Writer) error {
+		cw := &countWriter{w: w}
+		zw := zip.NewWriter(cw)
+		put := func(name string, data []byte) error {
+			return writeAligned(zw, cw, archive+"/"+name, data)
+		}
+		if err := put("data.pkl", p.buf.Bytes()); err != nil {
+			return err
+		}
+		for _, r := range []struct{ name, data string }{{".format_version", "1"}, {".storage_alignment", "64"}, {"byteorder", "little"}} {
+			if err := put(r.name, []byte(r.data)); err != nil {
+				return err
+			}
+		}
+		for i, data := range storages {
+			if err := put("data/"+strconv.Itoa(i), data); err != nil {
+				return err
+			}
+		}
+		if err := put("version", []byte("3\n")); err != nil {
+			return err
+		}
+		return zw.Close()
+	})
 	if err != nil {
 		return fmt.Errorf("pytorch: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	cw := &countWriter{w: bw}
-	zw := zip.NewWriter(cw)
-	put := func(name string, data []byte) error {
-		return writeAligned(zw, cw, archive+"/"+name, data)
-	}
-	if err := put("data.pkl", p.buf.Bytes()); err != nil {
-		return errf("%w", err)
-	}
-	for _, r := range []struct{ name, data string }{{".format_version", "1"}, {".storage_alignment", "64"}, {"byteorder", "little"}} {
-		if err := put(r.name, []byte(r.data)); err != nil {
-			return errf("%w", err)
-		}
-	}
-	for i, data := range storages {
-		if err := put("data/"+strconv.Itoa(i), data); err != nil {
-			return errf("%w", err)
-		}
-	}
-	if err := put("version", []byte("3\n")); err != nil {
-		return errf("%w", err)
-	}
-	if err := zw.Close(); err != nil {
-		return errf("%w", err)
-	}
-	if err := bw.Flush(); err != nil {
-		return errf("%w", err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("pytorch: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("pytorch: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("pytorch: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("pytorch: %w", err)
-	}
-	if d, err := os.Open(dir); err == nil { // make the rename durable; best effort
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }
