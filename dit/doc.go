@@ -1,4 +1,4 @@
-// Package dit is the DiT backbone (facebookresearch/DiT) on dcdit's kernels:
-// patch and position embeddings, adaLN-Zero blocks over packed tokens, the
-// final layer, and the DDPM process it was trained with.
+// Package dit is the DiT backbone (facebookresearch/DiT) on dcdit's
+// kernels: patch and position embeddings, adaLN-Zero blocks over packed
+// tokens and the final layer. Its diffusion process is in dit/ddpm.
 package dit
