@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 	"github.com/dcdit/dcdit/loaders"
@@ -86,8 +87,22 @@ type Result struct {
 	Unexpected        []string           `json:"unexpected"`
 	Mismatched        []arch.Mismatch    `json:"mismatched"`
 	Warnings          []string           `json:"warnings"`
+	FLOPs             *FLOPsReport       `json:"flops,omitempty"`
 	TensorList        []TensorRow        `json:"tensor_list,omitempty"`
 }
+
+// FLOPsReport is the model's compute at its native resolution.
+type FLOPsReport struct {
+	Convention   string  `json:"convention"`
+	Tokens       int     `json:"tokens"`
+	ForwardFLOPs float64 `json:"forward_flops"`
+	// TFLOPsPerImage is for Steps sampling steps without guidance.
+	Steps          int     `json:"steps"`
+	TFLOPsPerImage float64 `json:"tflops_per_image"`
+}
+
+// flopsSteps is DiT's default number of sampling steps.
+const flopsSteps = 250
 
 // TensorRow is one line of the --tensors listing.
 type TensorRow struct {
@@ -171,6 +186,14 @@ func Inspect(path string, numHeads int) (*Result, error) {
 	res.ParametersByGroup = rep.Parameters
 	res.Missing, res.Unexpected, res.Mismatched = rep.Missing, rep.Unexpected, rep.Mismatched
 	res.Warnings = append(append([]string{}, ck.Warnings...), rep.Warnings...)
+	if c, ok := rep.Config.(*arch.DiTConfig); ok && len(rep.Missing)+len(rep.Mismatched) == 0 {
+		fwd := dit.ForwardFLOPs(c, c.NumTokens()).Total()
+		res.FLOPs = &FLOPsReport{
+			Convention: "2 per multiply-add of matmuls and convolutions, plus attention H·L²·(4·d_h+3); per image",
+			Tokens:     c.NumTokens(), ForwardFLOPs: fwd,
+			Steps: flopsSteps, TFLOPsPerImage: dit.SamplingFLOPs(fwd, flopsSteps, false) / 1e12,
+		}
+	}
 	if ck.Training != nil {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("training checkpoint: using the %q state dict (top-level keys: %s)", ck.Training.Selected, strings.Join(ck.Training.TopLevel, ", ")))
 	}
@@ -224,6 +247,9 @@ func writeTable(w io.Writer, r *Result, withTensors bool) {
 		if n, ok := r.ParametersByGroup[g]; ok && n > 0 {
 			row("  "+g, "%s", commas(n))
 		}
+	}
+	if f := r.FLOPs; f != nil {
+		row("flops", "%s per forward (%d tokens), %s per image at %d steps", siFLOP(f.ForwardFLOPs), f.Tokens, siFLOP(f.TFLOPsPerImage*1e12), f.Steps)
 	}
 	row("tensors", "%d", r.Tensors)
 	row("dtypes", "%s", histogram(r.DTypes))
@@ -321,6 +347,18 @@ func humanCount(n int64) string {
 		return fmt.Sprintf("%.1f K", float64(n)/1e3)
 	}
 	return fmt.Sprint(n)
+}
+
+func siFLOP(v float64) string {
+	for _, u := range []struct {
+		scale  float64
+		prefix string
+	}{{1e15, "P"}, {1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "K"}} {
+		if v >= u.scale {
+			return fmt.Sprintf("%.2f %sFLOP", v/u.scale, u.prefix)
+		}
+	}
+	return fmt.Sprintf("%.0f FLOP", v)
 }
 
 func humanBytes(n int64) string {
