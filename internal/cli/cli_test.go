@@ -49,6 +49,9 @@ func TestInspectJSON(t *testing.T) {
 					t.Errorf("field %q missing", field)
 				}
 			}
+			if f, _ := res["flops"].(map[string]any); c.arch == "dit" && (f == nil || f["tflops_per_image"].(float64) <= 0) {
+				t.Errorf("flops = %v, want a positive tflops_per_image for a DiT", res["flops"])
+			}
 			if res["architecture"] != c.arch || res["layout"] != c.layout {
 				t.Errorf("architecture/layout = %v/%v, want %s/%s", res["architecture"], res["layout"], c.arch, c.layout)
 			}
