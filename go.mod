@@ -3,11 +3,13 @@ module github.com/dcdit/dcdit
 go 1.26.0
 
 require (
+	github.com/nlpodyssey/spago v1.1.0
 	github.com/spf13/cobra v1.10.2
 	golang.org/x/sys v0.49.0
 )
 
 require (
+	github.com/google/flatbuffers v23.5.26+incompatible // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 )

@@ -1,0 +1,3 @@
+module github.com/dcdit/dcdit/kernels/gemm/_asm
+
+go 1.26.0
