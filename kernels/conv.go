@@ -1,0 +1,419 @@
+package kernels
+
+import (
+	"github.com/dcdit/dcdit/kernels/gemm"
+	"github.com/dcdit/dcdit/kernels/parallel"
+)
+
+// The 3×3 convolution is an implicit GEMM: the tokens are cut into blocks,
+// each worker gathers a block's 3×3 neighbourhoods into a column panel in its
+// own scratch (im2col, kept small enough to stay in L2) and multiplies it by
+// the repacked weights with GemmSerial. y and dx blocks are independent and
+// handed out dynamically; dW and dbias are sums over all blocks, so each
+// worker sums a fixed range of blocks into its own partial and the partials
+// are added in worker order: results do not depend on scheduling. Token-major
+// storage makes im2col cheap: a neighbour is a contiguous run of cin values,
+// and the three horizontal neighbours of an interior token are one run of
+// 3·cin.
+//
+// Column panels order their 9·cin columns tap-major (tap·cin + c, tap =
+// 3·(di+1) + (dj+1)); the PyTorch weight order is (c, tap), so weights are
+// repacked into scratch on each call (9·cin·cout elements, negligible next
+// to the products).
+
+// convSizing says how many tokens a block holds: as many as fit budget
+// elements of column panel, but at least minRows.
+type convSizing struct{ budget, minRows int }
+
+// convDefault keeps a float32 column panel at 512 KiB, half of an L2 cache,
+// leaving room for the GEMM's packed weights.
+var convDefault = convSizing{budget: 1 << 17, minRows: 16}
+
+// convRowAlign rounds block heights to a multiple of the GEMM micro-kernel
+// heights (4, 6, 8, 12, 16): a partial register tile goes through a slower
+// path.
+const convRowAlign = 48
+
+const (
+	errConvDims    = "kernels: conv needs batch ≥ 0 and height, width, cin, cout ≥ 1"
+	errConvTokens  = "kernels: conv needs tokens ≥ 0 and cin, cout ≥ 1"
+	errConvX       = "kernels: conv x shorter than tokens·cin"
+	errConvY       = "kernels: conv y shorter than tokens·cout"
+	errConvDX      = "kernels: conv dx shorter than tokens·cin"
+	errConvDY      = "kernels: conv dy shorter than tokens·cout"
+	errConvW       = "kernels: conv w shorter than cout·cin·kernel size"
+	errConvDW      = "kernels: conv dw shorter than cout·cin·kernel size"
+	errConvBias    = "kernels: conv bias shorter than cout"
+	errConvDBias   = "kernels: conv dbias shorter than cout"
+	errConvScratch = "kernels: conv scratch smaller than Conv3x3Scratch"
+)
+
+// convPlan is how a 3×3 convolution is cut into blocks of tokens.
+type convPlan struct {
+	tokens int // batch·height·width
+	rows   int // tokens per block (the last block may be shorter)
+	blocks int
+	kmax   int // 9·max(cin, cout): the width of the widest column panel
+}
+
+func newConvPlan(batch, height, width, cin, cout int, z convSizing) convPlan {
+	if batch < 0 || height < 1 || width < 1 || cin < 1 || cout < 1 {
+		panic(errConvDims)
+	}
+	p := convPlan{tokens: batch * height * width, kmax: 9 * max(cin, cout)}
+	if p.tokens == 0 {
+		return p
+	}
+	p.rows = max(z.budget/p.kmax, z.minRows)
+	if p.rows >= convRowAlign {
+		p.rows -= p.rows % convRowAlign
+	}
+	p.rows = min(p.rows, p.tokens)
+	p.blocks = (p.tokens + p.rows - 1) / p.rows
+	return p
+}
+
+// perWorker is the scratch of one worker: the column panel, and in the
+// backward pass a dW partial sum [cout, 9·cin], a dbias partial sum and one
+// block's bias sums.
+func (p convPlan) perWorker(cin, cout int, backward bool) int {
+	if !backward {
+		return p.rows * 9 * cin
+	}
+	return p.rows*p.kmax + 9*cin*cout + 2*cout
+}
+
+// workers is how many workers ws can hold after the repacked weights.
+func (p convPlan) workers(cin, cout int, backward bool, wsLen int) int {
+	w := min(parallel.Workers(p.blocks, 1), (wsLen-9*cin*cout)/p.perWorker(cin, cout, backward))
+	if w < 1 {
+		panic(errConvScratch)
+	}
+	return w
+}
+
+// Conv3x3Scratch returns the number of T elements of scratch space ws that
+// Conv3x3Forward and Conv3x3Backward need: the repacked weights plus, per
+// worker, a column panel of a few hundred KiB and the dW partial sums.
+func Conv3x3Scratch(batch, height, width, cin, cout int) int {
+	return conv3x3Scratch(batch, height, width, cin, cout, convDefault)
+}
+
+func conv3x3Scratch(batch, height, width, cin, cout int, z convSizing) int {
+	p := newConvPlan(batch, height, width, cin, cout, z)
+	if p.tokens == 0 {
+		return 0
+	}
+	return 9*cin*cout + parallel.Workers(p.blocks, 1)*p.perWorker(cin, cout, true)
+}
+
+// Conv3x3Forward computes a 2-D convolution with a 3×3 kernel, stride 1 and
+// zero padding 1 (PyTorch nn.Conv2d(cin, cout, 3, padding=1)) over
+// token-major grids: x is [batch·height·width, cin] and sample b's tokens
+// are rows b·H·W + (i·W + j). w is [cout, cin, 3, 3] (PyTorch layout), bias
+// is [cout] or nil, y is [batch·height·width, cout]. ws holds at least
+// Conv3x3Scratch(batch, height, width, cin, cout) elements.
+func Conv3x3Forward[T gemm.Float](y, x, w, bias []T, batch, height, width, cin, cout int, ws []T) {
+	conv3x3Forward(y, x, w, bias, batch, height, width, cin, cout, ws, convDefault)
+}
+
+func conv3x3Forward[T gemm.Float](y, x, w, bias []T, batch, height, width, cin, cout int, ws []T, z convSizing) {
+	p := newConvPlan(batch, height, width, cin, cout, z)
+	checkConv(p.tokens, cin, cout, 9, x, y, w, bias, errConvY)
+	if p.tokens == 0 {
+		return
+	}
+	workers := p.workers(cin, cout, false, len(ws))
+	// wt is [9·cin, cout]: row tap·cin + c holds w[:, c, tap].
+	kin := 9 * cin
+	wt := ws[:kin*cout]
+	for co := range cout {
+		for c := range cin {
+			src := w[(co*cin+c)*9 : (co*cin+c+1)*9]
+			for tap, v := range src {
+				wt[(tap*cin+c)*cout+co] = v
+			}
+		}
+	}
+	per := p.perWorker(cin, cout, false)
+	free := ws[kin*cout:]
+	forItems(p.blocks, workers, func(wk, b int) {
+		col := free[wk*per : (wk+1)*per]
+		t0 := b * p.rows
+		t1 := min(t0+p.rows, p.tokens)
+		im2col3x3(col, x, t0, t1, height, width, cin)
+		yb := y[t0*cout : t1*cout]
+		var beta T
+		if bias != nil {
+			for t := range t1 - t0 {
+				copy(yb[t*cout:(t+1)*cout], bias[:cout])
+			}
+			beta = 1
+		}
+		gemm.GemmSerial(false, false, t1-t0, cout, kin, 1, col, kin, wt, cout, beta, yb, cout)
+	})
+}
+
+// Conv3x3Backward writes dx (may be nil), dw and dbias (either may be nil)
+// from dy, for Conv3x3Forward's x and w; gradients are overwritten, not
+// accumulated. dx is the transposed convolution, computed as a 3×3
+// convolution of dy with the flipped, channel-transposed kernel, so that it
+// too gathers neighbourhoods instead of scattering into them.
+func Conv3x3Backward[T gemm.Float](dx, dw, dbias, dy, x, w []T, batch, height, width, cin, cout int, ws []T) {
+	conv3x3Backward(dx, dw, dbias, dy, x, w, batch, height, width, cin, cout, ws, convDefault)
+}
+
+func conv3x3Backward[T gemm.Float](dx, dw, dbias, dy, x, w []T, batch, height, width, cin, cout int, ws []T, z convSizing) {
+	p := newConvPlan(batch, height, width, cin, cout, z)
+	checkConv(p.tokens, cin, cout, 9, x, dy, w, nil, errConvDY)
+	if dx != nil && len(dx) < p.tokens*cin {
+		panic(errConvDX)
+	}
+	if dw != nil && len(dw) < cout*cin*9 {
+		panic(errConvDW)
+	}
+	if dbias != nil && len(dbias) < cout {
+		panic(errConvDBias)
+	}
+	if p.tokens == 0 {
+		clear(dw[:min(len(dw), cout*cin*9)])
+		clear(dbias[:min(len(dbias), cout)])
+		return
+	}
+	workers := p.workers(cin, cout, true, len(ws))
+	kin, kout := 9*cin, 9*cout
+	// wf is [9·cout, cin]: row tap·cout + co holds w[co, :, 8−tap], the
+	// kernel rotated by 180° with its channel axes swapped.
+	wf := ws[:kout*cin]
+	if dx != nil {
+		for co := range cout {
+			for c := range cin {
+				src := w[(co*cin+c)*9 : (co*cin+c+1)*9]
+				for tap, v := range src {
+					wf[((8-tap)*cout+co)*cin+c] = v
+				}
+			}
+		}
+	}
+	per := p.perWorker(cin, cout, true)
+	free := ws[kout*cin:]
+	part := func(wk int) (col, dwp, dbp, dbb []T) {
+		s := free[wk*per : (wk+1)*per]
+		n := p.rows * p.kmax
+		return s[:n], s[n : n+kin*cout], s[n+kin*cout : n+kin*cout+cout], s[n+kin*cout+cout : per]
+	}
+	if dw != nil || dbias != nil {
+		runWorkers(workers, func(wk int) {
+			col, dwp, dbp, dbb := part(wk)
+			b0, b1 := wk*p.blocks/workers, (wk+1)*p.blocks/workers
+			for b := b0; b < b1; b++ {
+				t0 := b * p.rows
+				t1 := min(t0+p.rows, p.tokens)
+				dyb := dy[t0*cout : t1*cout]
+				if dw != nil {
+					var beta T
+					if b > b0 {
+						beta = 1
+					}
+					im2col3x3(col, x, t0, t1, height, width, cin)
+					gemm.GemmSerial(true, false, cout, kin, t1-t0, 1, dyb, cout, col, kin, beta, dwp, kin)
+				}
+				if dbias != nil {
+					// Per-block sums first: adding each token straight into a
+					// running total over thousands of tokens loses float32 bits.
+					clear(dbb)
+					for t := range t1 - t0 {
+						for co, v := range dyb[t*cout : (t+1)*cout] {
+							dbb[co] += v
+						}
+					}
+					if b == b0 {
+						copy(dbp, dbb)
+					} else {
+						for co, v := range dbb {
+							dbp[co] += v
+						}
+					}
+				}
+			}
+		})
+	}
+	if dx != nil {
+		forItems(p.blocks, workers, func(wk, b int) {
+			col, _, _, _ := part(wk)
+			t0 := b * p.rows
+			t1 := min(t0+p.rows, p.tokens)
+			im2col3x3(col, dy, t0, t1, height, width, cout)
+			gemm.GemmSerial(false, false, t1-t0, cin, kout, 1, col, kout, wf, cin, 0, dx[t0*cin:t1*cin], cin)
+		})
+	}
+	if dw != nil {
+		// Sum the workers' partials and return to PyTorch's (co, c, tap)
+		// order in one pass.
+		at := p.rows * p.kmax // offset of dwp within a worker's slot
+		parallel.For(cout, 8, func(lo, hi int) {
+			for co := lo; co < hi; co++ {
+				for c := range cin {
+					for tap := range 9 {
+						var s T
+						for wk := range workers {
+							s += free[wk*per+at+co*kin+tap*cin+c]
+						}
+						dw[(co*cin+c)*9+tap] = s
+					}
+				}
+			}
+		})
+	}
+	if dbias != nil {
+		_, _, dbp, _ := part(0)
+		copy(dbias[:cout], dbp)
+		for wk := 1; wk < workers; wk++ {
+			_, _, dbp, _ := part(wk)
+			for co, v := range dbp {
+				dbias[co] += v
+			}
+		}
+	}
+}
+
+// im2col3x3 gathers the 3×3 neighbourhoods of tokens t0..t1-1 of x (c
+// channels, grids of height×width) into col [t1−t0, 9·c], tap-major, with
+// zeros where a neighbour falls outside its sample's grid. Blocks may span
+// samples: each token's sample is derived from its index.
+func im2col3x3[T gemm.Float](col, x []T, t0, t1, height, width, c int) {
+	hw := height * width
+	k := 9 * c
+	for t := t0; t < t1; t++ {
+		dst := col[(t-t0)*k : (t-t0+1)*k]
+		base := t / hw * hw
+		i := (t - base) / width
+		j := t - base - i*width
+		for di := -1; di <= 1; di++ {
+			seg := dst[(di+1)*3*c : (di+2)*3*c]
+			ii := i + di
+			if ii < 0 || ii >= height {
+				clear(seg)
+				continue
+			}
+			row := base + ii*width
+			if j >= 1 && j+1 < width {
+				copy(seg, x[(row+j-1)*c:(row+j+2)*c])
+				continue
+			}
+			for dj := -1; dj <= 1; dj++ {
+				s := seg[(dj+1)*c : (dj+2)*c]
+				if jj := j + dj; jj >= 0 && jj < width {
+					copy(s, x[(row+jj)*c:(row+jj+1)*c])
+				} else {
+					clear(s)
+				}
+			}
+		}
+	}
+}
+
+// checkConv validates the slices shared by the convolution kernels; out is
+// y (forward) or dy (backward), named by outErr.
+func checkConv[T gemm.Float](tokens, cin, cout, ksize int, x, out, w, bias []T, outErr string) {
+	if len(x) < tokens*cin {
+		panic(errConvX)
+	}
+	if len(out) < tokens*cout {
+		panic(outErr)
+	}
+	if len(w) < cout*cin*ksize {
+		panic(errConvW)
+	}
+	if bias != nil && len(bias) < cout {
+		panic(errConvBias)
+	}
+}
+
+// Conv1x1Forward computes the 1×1 convolution y = x·wᵀ + bias over the
+// token-major layout of Conv3x3Forward: x is [tokens, cin], w is
+// [cout, cin, 1, 1], bias is [cout] or nil, y is [tokens, cout]. It is a
+// per-token linear map and runs as one parallel GEMM.
+func Conv1x1Forward[T gemm.Float](y, x, w, bias []T, tokens, cin, cout int) {
+	if tokens < 0 || cin < 1 || cout < 1 {
+		panic(errConvTokens)
+	}
+	checkConv(tokens, cin, cout, 1, x, y, w, bias, errConvY)
+	if tokens == 0 {
+		return
+	}
+	var beta T
+	if bias != nil {
+		parallel.For(tokens, 256, func(lo, hi int) {
+			for t := lo; t < hi; t++ {
+				copy(y[t*cout:(t+1)*cout], bias[:cout])
+			}
+		})
+		beta = 1
+	}
+	gemm.Gemm(false, true, tokens, cout, cin, 1, x, cin, w, cin, beta, y, cout)
+}
+
+// Conv1x1Backward writes dx (may be nil), dw and dbias (either may be nil)
+// from dy for Conv1x1Forward's x and w; gradients are overwritten.
+func Conv1x1Backward[T gemm.Float](dx, dw, dbias, dy, x, w []T, tokens, cin, cout int) {
+	if tokens < 0 || cin < 1 || cout < 1 {
+		panic(errConvTokens)
+	}
+	checkConv(tokens, cin, cout, 1, x, dy, w, nil, errConvDY)
+	if dx != nil && len(dx) < tokens*cin {
+		panic(errConvDX)
+	}
+	if dw != nil && len(dw) < cout*cin {
+		panic(errConvDW)
+	}
+	if dbias != nil && len(dbias) < cout {
+		panic(errConvDBias)
+	}
+	if tokens == 0 {
+		clear(dw[:min(len(dw), cout*cin)])
+		clear(dbias[:min(len(dbias), cout)])
+		return
+	}
+	if dx != nil {
+		gemm.Gemm(false, false, tokens, cin, cout, 1, dy, cout, w, cin, 0, dx, cin)
+	}
+	if dw != nil {
+		gemm.Gemm(true, false, cout, cin, tokens, 1, dy, cout, x, cin, 0, dw, cin)
+	}
+	if dbias != nil {
+		columnSums(dbias[:cout], dy, tokens, cout)
+	}
+}
+
+// colGroup is how many columns columnSums handles per task: 16 float32
+// values are one 64-byte cache line of each row.
+const colGroup = 16
+
+// columnSums sets dst[c] = Σ_t src[t·cols + c] without scratch: tasks own
+// groups of columns, and sum blocks of rows into a stack array before adding
+// them to the total, so float32 error grows with the number of blocks, not
+// of rows.
+func columnSums[T gemm.Float](dst, src []T, rows, cols int) {
+	const rowBlock = 128
+	groups := (cols + colGroup - 1) / colGroup
+	parallel.For(groups, 1, func(lo, hi int) {
+		for g := lo; g < hi; g++ {
+			c0 := g * colGroup
+			n := min(colGroup, cols-c0)
+			var total [colGroup]T
+			for r0 := 0; r0 < rows; r0 += rowBlock {
+				var acc [colGroup]T
+				for r := r0; r < min(r0+rowBlock, rows); r++ {
+					for j, v := range src[r*cols+c0 : r*cols+c0+n] {
+						acc[j] += v
+					}
+				}
+				for j := range n {
+					total[j] += acc[j]
+				}
+			}
+			copy(dst[c0:c0+n], total[:n])
+		}
+	})
+}
