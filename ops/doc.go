@@ -1,4 +1,53 @@
-// Package ops holds dcdit's differentiable operations as spago autograd
-// functions over fast float32 kernels (GEMM, packed attention, convolutions,
-// norms, modulation).
+// Package ops holds dcdit's differentiable operations: spago autograd
+// functions over whole token-major matrices, computed by the fused kernels
+// of package kernels.
+//
+// # Conventions
+//
+// Activations are 2-D matrices [tokens, features]; the tokens of all
+// samples are packed together and sample s owns rows offsets[s] ≤ r <
+// offsets[s+1] (offsets has length S+1, starts at 0 and ends at the row
+// count). Per-sample vectors (adaLN shift, scale, gate) are [S, features].
+// Vectors such as biases and norm weights may be [n, 1] or [1, n]; their
+// gradients take the operand's own shape. Every operand of one op has the
+// same element type, float32 (training) or float64 (gradient checks).
+//
+// Shapes are checked when the op is built: a mismatch is a caller bug and
+// panics with "ops: <Op>: ..." naming the operand, the expected and the
+// found shape. (spago turns an error returned from Forward into log.Fatal,
+// so Forward never has anything left to reject.)
+//
+// # The pattern
+//
+// One op is one graph node over whole matrices, never one node per token.
+// Each op is three pieces, in a file of its own beside its test:
+//
+//	// Linear returns y = x·Wᵀ + b ...
+//	func Linear(x, w, b mat.Tensor) mat.Tensor { return ag.NewOperator(newLinear(x, w, b)).Run() }
+//
+//	// newLinear validates shapes and non-tensor arguments (copying slices
+//	// such as offsets, which the caller may reuse), then picks the element
+//	// type: pick(op, &linear[float32]{...}, &linear[float64]{...}, operands...).
+//	func newLinear(x, w, b mat.Tensor) ag.AutoGradFunction
+//
+//	// linear[T] holds the operands, the dimensions and whatever the
+//	// backward pass needs from the forward one (LayerNorm's mean and rstd).
+//	type linear[T float.DType] struct{ ... }
+//	func (f *linear[T]) Operands() []mat.Tensor      // optional operands (nil bias) left out
+//	func (f *linear[T]) Forward() (mat.Tensor, error) // kernels.LinearForward into a new output
+//	func (f *linear[T]) Backward(gy mat.Tensor) error // kernels.LinearBackward, then AccGrad
+//
+// Backward asks each operand whether it RequiresGrad, passes nil to the
+// kernel for those that do not (so their gradient is never computed), and
+// calls AccGrad exactly once for each one that does: spago counts the
+// pending gradients of a node per operand occurrence, and a missing call
+// would stall the backward pass. The gradients are computed into pooled
+// scratch buffers (gradBuffer) that go back to the pool once AccGrad has
+// copied or added them (spago's Dense clones a gradient the first time and
+// adds into its own copy afterwards; it never keeps the argument). A
+// gradient equal to the upstream one (Add, the residual of GatedResidual)
+// is passed on without a copy.
+//
+// Attention and convolution ops follow the same pattern over
+// kernels.AttentionForward/Backward and kernels.Conv3x3Forward/Backward.
 package ops

@@ -1,0 +1,182 @@
+package ops
+
+import (
+	"fmt"
+	"math/bits"
+	"sync"
+
+	"github.com/nlpodyssey/spago/ag"
+	"github.com/nlpodyssey/spago/mat"
+	"github.com/nlpodyssey/spago/mat/float"
+)
+
+// named is an operand with the name used in panic messages.
+type named struct {
+	name string
+	t    mat.Tensor
+}
+
+// is64 reports whether the element type shared by all operands is
+// float64, panicking when an operand is nil, not a spago Dense matrix, or
+// of another element type than the first: mixing them would make
+// mat.Data silently convert (copy) and AccGrad panic later, far from the
+// cause.
+func is64(op string, operands ...named) bool {
+	var first string
+	for _, o := range operands {
+		if o.t == nil {
+			panic(fmt.Sprintf("ops: %s: %s is nil", op, o.name))
+		}
+		var dt string
+		switch v := o.t.Value().(type) {
+		case *mat.Dense[float32]:
+			dt = "float32"
+		case *mat.Dense[float64]:
+			dt = "float64"
+		default:
+			panic(fmt.Sprintf("ops: %s: %s is a %T, want *mat.Dense[float32] or *mat.Dense[float64]", op, o.name, v))
+		}
+		if first == "" {
+			first = dt
+		} else if dt != first {
+			panic(fmt.Sprintf("ops: %s: %s is %s, want %s like %s", op, o.name, dt, first, operands[0].name))
+		}
+	}
+	return first == "float64"
+}
+
+// pick returns f64 when the operands are float64 and f32 otherwise; the
+// constructors build both candidates (two small structs) so that each op's
+// generic struct is instantiated in one line per element type.
+func pick(op string, f32, f64 ag.AutoGradFunction, operands ...named) ag.AutoGradFunction {
+	if is64(op, operands...) {
+		return f64
+	}
+	return f32
+}
+
+// dims returns a matrix operand's rows and columns (spago matrices are
+// always 2-D).
+func dims(op, name string, t mat.Tensor) (rows, cols int) {
+	if t == nil {
+		panic(fmt.Sprintf("ops: %s: %s is nil", op, name))
+	}
+	s := t.Shape()
+	return s[0], s[1]
+}
+
+// needShape panics unless t is [rows, cols].
+func needShape(op, name string, t mat.Tensor, rows, cols int, why string) {
+	r, c := dims(op, name, t)
+	if r != rows || c != cols {
+		panic(fmt.Sprintf("ops: %s: %s has shape [%d %d], want [%d %d]%s", op, name, r, c, rows, cols, why))
+	}
+}
+
+// needVector panics unless t is a vector of n elements, [n 1] or [1 n].
+func needVector(op, name string, t mat.Tensor, n int, why string) {
+	r, c := dims(op, name, t)
+	if r*c != n || (r != 1 && c != 1) {
+		panic(fmt.Sprintf("ops: %s: %s has shape [%d %d], want a vector [%d 1] or [1 %d]%s", op, name, r, c, n, n, why))
+	}
+}
+
+// copyOffsets validates packed-sample offsets against a row count and
+// returns a private copy: Backward runs later, when the caller may have
+// reused its slice.
+func copyOffsets(op string, offsets []int, rows int) []int {
+	if len(offsets) == 0 {
+		panic(fmt.Sprintf("ops: %s: empty offsets, want S+1 entries from 0 to %d", op, rows))
+	}
+	if offsets[0] != 0 || offsets[len(offsets)-1] != rows {
+		panic(fmt.Sprintf("ops: %s: offsets run from %d to %d, want 0 to %d (the rows of x)", op, offsets[0], offsets[len(offsets)-1], rows))
+	}
+	for s := 1; s < len(offsets); s++ {
+		if offsets[s] < offsets[s-1] {
+			panic(fmt.Sprintf("ops: %s: offsets decrease at %d: %d after %d", op, s, offsets[s], offsets[s-1]))
+		}
+	}
+	return append([]int(nil), offsets...)
+}
+
+// copyIndex validates row indices against a row count and returns a
+// private copy.
+func copyIndex(op string, idx []int, rows int) []int {
+	for i, j := range idx {
+		if j < 0 || j >= rows {
+			panic(fmt.Sprintf("ops: %s: idx[%d] = %d out of range [0, %d)", op, i, j, rows))
+		}
+	}
+	return append([]int(nil), idx...)
+}
+
+// data returns the backing slice of an operand's value (no copy: the
+// element type was checked when the op was built).
+func data[T float.DType](t mat.Tensor) []T {
+	return mat.Data[T](t.Value())
+}
+
+// newMatrix wraps data as a [rows, cols] matrix without copying it.
+func newMatrix[T float.DType](rows, cols int, data []T) *mat.Dense[T] {
+	return mat.NewDense[T](mat.WithShape(rows, cols), mat.WithBacking(data))
+}
+
+// gradBuffer returns a scratch slice for t's gradient, or nil when t does
+// not require one (kernels then skip that gradient).
+func gradBuffer[T float.DType](t mat.Tensor) []T {
+	if t == nil || !t.RequiresGrad() {
+		return nil
+	}
+	return getBuffer[T](t.Size())
+}
+
+// accGrad hands a gradient computed by gradBuffer to t and recycles the
+// buffer. g == nil (gradient not required) does nothing.
+func accGrad[T float.DType](t mat.Tensor, g []T) {
+	if g == nil {
+		return
+	}
+	t.AccGrad(mat.NewDense[T](mat.WithShape(t.Shape()...), mat.WithBacking(g)))
+	putBuffer(g)
+}
+
+// Scratch buffers are pooled by power-of-two capacity class and element
+// type. A backward pass computes every input gradient into a temporary that
+// AccGrad copies (first gradient) or adds (later ones): pooling the
+// temporaries halves the allocation of a backward pass, whose sizes repeat
+// op after op.
+var (
+	pool32 [64]sync.Pool
+	pool64 [64]sync.Pool
+)
+
+func poolFor[T float.DType](class int) *sync.Pool {
+	var zero T
+	if _, ok := any(zero).(float64); ok {
+		return &pool64[class]
+	}
+	return &pool32[class]
+}
+
+// getBuffer returns a slice of length n with unspecified contents (kernels
+// overwrite their outputs).
+func getBuffer[T float.DType](n int) []T {
+	if n == 0 {
+		return []T{}
+	}
+	class := bits.Len(uint(n - 1))
+	if p, ok := poolFor[T](class).Get().(*[]T); ok {
+		return (*p)[:n]
+	}
+	return make([]T, n, 1<<class)
+}
+
+// putBuffer returns a slice obtained from getBuffer to its pool.
+func putBuffer[T float.DType](b []T) {
+	c := cap(b)
+	if c == 0 || c&(c-1) != 0 {
+		return
+	}
+	b = b[:c]
+	poolFor[T](bits.Len(uint(c - 1))).Put(&b)
+}
