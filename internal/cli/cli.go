@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dcdit/dcdit/internal/cli/bench"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/inspect"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
@@ -77,7 +78,7 @@ compute budget chosen at inference time.`,
 		return nil
 	}
 	root.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
-	root.AddCommand(inspect.NewCmd(io, nil), newVersionCmd(io))
+	root.AddCommand(inspect.NewCmd(io, nil), bench.NewCmd(io, nil), newVersionCmd(io))
 	return root
 }
 
