@@ -1,0 +1,223 @@
+package dit
+
+import (
+	"fmt"
+
+	"github.com/nlpodyssey/spago/mat"
+	"github.com/nlpodyssey/spago/nn"
+
+	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/ops"
+)
+
+// Epsilons of DiT's norms (models.py): every LayerNorm is affine-free with
+// eps 1e-6.
+const normEps = 1e-6
+
+// Model is a DiT whose parameters are spago parameters, computed with
+// dcdit's ops. Its blocks run on packed tokens (several samples' token
+// rows concatenated, sample s owning rows offsets[s]..offsets[s+1]), so the
+// same model serves fixed-patch DiT and the DC scaffold's kept tokens.
+type Model struct {
+	Config *arch.DiTConfig
+	// Params holds every trainable parameter under its original name.
+	Params map[string]*nn.Param
+	// posEmbed is the fixed [T, D] table at the native grid.
+	posEmbed []float32
+}
+
+// New builds a model from loaded weights. The parameter data is copied.
+func New(w *Weights) (*Model, error) {
+	m := &Model{Config: w.Config, Params: map[string]*nn.Param{}}
+	for _, name := range arch.ExpectedDiT(w.Config, arch.Original).Names() {
+		p, ok := w.Params[name]
+		if !ok {
+			return nil, fmt.Errorf("dit: weights lack %q", name)
+		}
+		if name == "pos_embed" {
+			m.posEmbed = p.Data
+			continue
+		}
+		rows, cols := matrixShape(p.Shape)
+		data := append([]float32(nil), p.Data...)
+		m.Params[name] = nn.NewParam(mat.NewDense[float32](mat.WithShape(rows, cols), mat.WithBacking(data)))
+	}
+	return m, nil
+}
+
+// matrixShape views a tensor as a matrix: vectors as [n, 1], higher ranks
+// flattened after the first dimension (a conv weight [D, C, p, p] becomes
+// [D, C·p·p], the Linear over channel-major patches).
+func matrixShape(shape []int) (rows, cols int) {
+	if len(shape) == 1 {
+		return shape[0], 1
+	}
+	cols = 1
+	for _, d := range shape[1:] {
+		cols *= d
+	}
+	return shape[0], cols
+}
+
+func (m *Model) p(name string) *nn.Param { return m.Params[name] }
+
+// constant wraps data as a matrix that takes no gradient.
+func constant(rows, cols int, data []float32) mat.Tensor {
+	return mat.NewDense[float32](mat.WithShape(rows, cols), mat.WithBacking(data))
+}
+
+// Condition returns c = t_embedder(t) + y_embedder(y), [B, D]: the vector
+// every adaLN reads. t are the (float) diffusion timesteps, y the labels
+// (NumClasses is the null class).
+func (m *Model) Condition(t []float32, y []int) mat.Tensor {
+	f := m.Config.FrequencySize
+	freq := make([]float32, len(t)*f)
+	TimestepFrequencies(freq, t, f)
+	h := ops.Linear(constant(len(t), f, freq), m.p("t_embedder.mlp.0.weight"), m.p("t_embedder.mlp.0.bias"))
+	temb := ops.Linear(ops.SiLU(h), m.p("t_embedder.mlp.2.weight"), m.p("t_embedder.mlp.2.bias"))
+	yemb := ops.GatherRows(m.p("y_embedder.embedding_table.weight"), y)
+	return ops.Add(temb, yemb)
+}
+
+// Block applies transformer block i to packed tokens x [N, D] under the
+// per-sample conditioning c [S, D] (adaLN-Zero, DiT's math exactly).
+func (m *Model) Block(i int, x, c mat.Tensor, offsets []int) mat.Tensor {
+	D := m.Config.HiddenSize
+	b := fmt.Sprintf("blocks.%d.", i)
+	mod := ops.Linear(ops.SiLU(c), m.p(b+"adaLN_modulation.1.weight"), m.p(b+"adaLN_modulation.1.bias")) // [S, 6D]
+	chunk := func(k int) mat.Tensor { return ops.SliceCols(mod, k*D, (k+1)*D) }
+	shiftMSA, scaleMSA, gateMSA := chunk(0), chunk(1), chunk(2)
+	shiftMLP, scaleMLP, gateMLP := chunk(3), chunk(4), chunk(5)
+
+	h := ops.Modulate(ops.LayerNorm(x, normEps), shiftMSA, scaleMSA, offsets)
+	qkv := ops.Linear(h, m.p(b+"attn.qkv.weight"), m.p(b+"attn.qkv.bias")) // [N, 3D]
+	a := ops.Attention(qkv, offsets, m.Config.NumHeads)                     // [N, D]
+	a = ops.Linear(a, m.p(b+"attn.proj.weight"), m.p(b+"attn.proj.bias"))
+	x = ops.GatedResidual(x, gateMSA, a, offsets)
+
+	h = ops.Modulate(ops.LayerNorm(x, normEps), shiftMLP, scaleMLP, offsets)
+	h = ops.GELU(ops.Linear(h, m.p(b+"mlp.fc1.weight"), m.p(b+"mlp.fc1.bias")))
+	h = ops.Linear(h, m.p(b+"mlp.fc2.weight"), m.p(b+"mlp.fc2.bias"))
+	return ops.GatedResidual(x, gateMLP, h, offsets)
+}
+
+// Blocks applies every block in turn.
+func (m *Model) Blocks(x, c mat.Tensor, offsets []int) mat.Tensor {
+	for i := range m.Config.Depth {
+		x = m.Block(i, x, c, offsets)
+	}
+	return x
+}
+
+// FinalLayer maps packed tokens to patch outputs [N, p·p·C_out]
+// (feature index (pi·p + pj)·C_out + channel).
+func (m *Model) FinalLayer(x, c mat.Tensor, offsets []int) mat.Tensor {
+	D := m.Config.HiddenSize
+	mod := ops.Linear(ops.SiLU(c), m.p("final_layer.adaLN_modulation.1.weight"), m.p("final_layer.adaLN_modulation.1.bias"))
+	shift, scale := ops.SliceCols(mod, 0, D), ops.SliceCols(mod, D, 2*D) // shift first
+	h := ops.Modulate(ops.LayerNorm(x, normEps), shift, scale, offsets)
+	return ops.Linear(h, m.p("final_layer.linear.weight"), m.p("final_layer.linear.bias"))
+}
+
+// Embed patchifies latents x ([B, C, H, W] with H = W = InputSize) and
+// returns the tokens x_embedder(x) + pos_embed, [B·T, D], and the offsets
+// of the B samples.
+func (m *Model) Embed(x []float32, batch int) (mat.Tensor, []int) {
+	c := m.Config
+	g := c.InputSize / c.PatchSize
+	T := g * g
+	patches := Patchify(x, batch, c.InChannels, c.InputSize, c.PatchSize)
+	tokens := ops.Linear(constant(batch*T, c.InChannels*c.PatchSize*c.PatchSize, patches), m.p("x_embedder.proj.weight"), m.p("x_embedder.proj.bias"))
+	pos := make([]float32, batch*T*c.HiddenSize)
+	for b := range batch {
+		copy(pos[b*T*c.HiddenSize:], m.posEmbed)
+	}
+	offsets := make([]int, batch+1)
+	for b := range offsets {
+		offsets[b] = b * T
+	}
+	return ops.Add(tokens, constant(batch*T, c.HiddenSize, pos)), offsets
+}
+
+// Forward runs the whole fixed-patch model: latents x [B, C, H, W] at
+// timesteps t with labels y give the patch outputs [B·T, p·p·C_out]
+// (Unpatchify turns them into [B, C_out, H, W]).
+func (m *Model) Forward(x []float32, t []float32, y []int) mat.Tensor {
+	B := len(t)
+	tokens, offsets := m.Embed(x, B)
+	c := m.Condition(t, y)
+	return m.FinalLayer(m.Blocks(tokens, c, offsets), c, offsets)
+}
+
+// Patchify rearranges latents [B, C, S, S] into per-token patches
+// [B·(S/p)², C·p·p] in the patch-embedding convolution's channel-major
+// order (c, pi, pj), tokens in row-major grid order.
+func Patchify(x []float32, batch, channels, size, p int) []float32 {
+	g := size / p
+	k := channels * p * p
+	out := make([]float32, batch*g*g*k)
+	for b := range batch {
+		for i := range g {
+			for j := range g {
+				row := out[((b*g+i)*g+j)*k:]
+				for ch := range channels {
+					for pi := range p {
+						for pj := range p {
+							row[(ch*p+pi)*p+pj] = x[((b*channels+ch)*size+i*p+pi)*size+j*p+pj]
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Unpatchify rearranges patch outputs [B·(S/p)², p·p·C] (feature
+// (pi·p + pj)·C + c) into images [B, C, S, S], as DiT's unpatchify does.
+// With grad set it performs the inverse, mapping an image-shaped gradient
+// back to the token layout.
+func Unpatchify(dst, src []float32, batch, channels, size, p int, grad bool) {
+	g := size / p
+	k := p * p * channels
+	for b := range batch {
+		for i := range g {
+			for j := range g {
+				row := ((b*g+i)*g + j) * k
+				for pi := range p {
+					for pj := range p {
+						for ch := range channels {
+							tok := row + (pi*p+pj)*channels + ch
+							img := ((b*channels+ch)*size+i*p+pi)*size + j*p + pj
+							if grad {
+								dst[tok] = src[img]
+							} else {
+								dst[img] = src[tok]
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// Denoiser adapts the model to ddpm's sampling interface: NCHW latents in,
+// NCHW [B, 2C, H, W] outputs out (learned sigma), no gradients kept.
+func (m *Model) Denoiser() func(x []float32, t []int, y []int) ([]float32, error) {
+	c := m.Config
+	return func(x []float32, t []int, y []int) ([]float32, error) {
+		B := len(t)
+		if len(x) != B*c.InChannels*c.InputSize*c.InputSize || len(y) != B {
+			return nil, fmt.Errorf("dit: denoiser got %d latent values and %d labels for a batch of %d", len(x), len(y), B)
+		}
+		ts := make([]float32, B)
+		for i, v := range t {
+			ts[i] = float32(v)
+		}
+		out := m.Forward(x, ts, y)
+		img := make([]float32, B*c.OutChannels()*c.InputSize*c.InputSize)
+		Unpatchify(img, mat.Data[float32](out.Value()), B, c.OutChannels(), c.InputSize, c.PatchSize, false)
+		return img, nil
+	}
+}
