@@ -4,62 +4,85 @@ import (
 	"fmt"
 
 	"github.com/nlpodyssey/spago/mat"
-	"github.com/nlpodyssey/spago/nn"
 
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/ops"
+	"github.com/dcdit/dcdit/params"
 )
 
 // Epsilons of DiT's norms (models.py): every LayerNorm is affine-free with
 // eps 1e-6.
 const normEps = 1e-6
 
-// Model is a DiT whose parameters are spago parameters, computed with
-// dcdit's ops. Its blocks run on packed tokens (several samples' token
-// rows concatenated, sample s owning rows offsets[s]..offsets[s+1]), so the
-// same model serves fixed-patch DiT and the DC scaffold's kept tokens.
+// Model is a DiT whose parameters live in one flat arena (package params),
+// computed with dcdit's ops. Its blocks run on packed tokens (several
+// samples' token rows concatenated, sample s owning rows
+// offsets[s]..offsets[s+1]), so the same model serves fixed-patch DiT and
+// the DC scaffold's kept tokens.
 type Model struct {
 	Config *arch.DiTConfig
-	// Params holds every trainable parameter under its original name.
-	Params map[string]*nn.Param
+	// Params holds every trainable tensor under its original name, in the
+	// order of arch.ExpectedDiT; pos_embed is fixed and not among them.
+	Params *params.Set
 	// posEmbed is the fixed [T, D] table at the native grid.
 	posEmbed []float32
 }
 
-// New builds a model from loaded weights. The parameter data is copied.
-func New(w *Weights) (*Model, error) {
-	m := &Model{Config: w.Config, Params: map[string]*nn.Param{}}
-	for _, name := range arch.ExpectedDiT(w.Config, arch.Original).Names() {
-		p, ok := w.Params[name]
-		if !ok {
-			return nil, fmt.Errorf("dit: weights lack %q", name)
-		}
+// paramSpecs lists the trainable tensors of a config as matrices, in the
+// expected-key order.
+func paramSpecs(cfg *arch.DiTConfig) []params.Spec {
+	exp := arch.ExpectedDiT(cfg, arch.Original)
+	var specs []params.Spec
+	for i, name := range exp.Names() {
 		if name == "pos_embed" {
-			m.posEmbed = p.Data
 			continue
 		}
-		rows, cols := matrixShape(p.Shape)
-		data := append([]float32(nil), p.Data...)
-		m.Params[name] = nn.NewParam(mat.NewDense[float32](mat.WithShape(rows, cols), mat.WithBacking(data)))
+		rows, cols := matrixShape(exp.Shape(i))
+		specs = append(specs, params.Spec{Name: name, Rows: rows, Cols: cols})
 	}
+	return specs
+}
+
+// New builds a model from loaded weights, copying them into the arena.
+func New(w *Weights) (*Model, error) {
+	set, err := params.New(paramSpecs(w.Config))
+	if err != nil {
+		return nil, fmt.Errorf("dit: %w", err)
+	}
+	m := &Model{Config: w.Config, Params: set}
+	for _, p := range set.List() {
+		src, ok := w.Params[p.Name]
+		if !ok {
+			return nil, fmt.Errorf("dit: weights lack %q", p.Name)
+		}
+		if len(src.Data) != p.Hi-p.Lo {
+			return nil, fmt.Errorf("dit: %q has %d values, want %d", p.Name, len(src.Data), p.Hi-p.Lo)
+		}
+		copy(p.Values(), src.Data)
+	}
+	pos, ok := w.Params["pos_embed"]
+	if !ok {
+		return nil, fmt.Errorf("dit: weights lack %q", "pos_embed")
+	}
+	m.posEmbed = pos.Data
 	return m, nil
 }
 
 // matrixShape views a tensor as a matrix: vectors as [n, 1], higher ranks
 // flattened after the first dimension (a conv weight [D, C, p, p] becomes
 // [D, C·p·p], the Linear over channel-major patches).
-func matrixShape(shape []int) (rows, cols int) {
+func matrixShape(shape []int64) (rows, cols int) {
 	if len(shape) == 1 {
-		return shape[0], 1
+		return int(shape[0]), 1
 	}
 	cols = 1
 	for _, d := range shape[1:] {
-		cols *= d
+		cols *= int(d)
 	}
-	return shape[0], cols
+	return int(shape[0]), cols
 }
 
-func (m *Model) p(name string) *nn.Param { return m.Params[name] }
+func (m *Model) p(name string) *params.Param { return m.Params.Get(name) }
 
 // constant wraps data as a matrix that takes no gradient.
 func constant(rows, cols int, data []float32) mat.Tensor {

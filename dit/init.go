@@ -1,0 +1,68 @@
+package dit
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/params"
+)
+
+// Init builds a freshly initialised model as DiT's initialize_weights does
+// (models.py): Xavier-uniform Linear weights (the patch embedding viewed as a
+// Linear over patches) with zero biases, N(0, 0.02²) label table and
+// timestep MLP weights, and adaLN-Zero: every adaLN modulation and the final
+// linear layer start at zero, so each block starts as the identity. The
+// position table is the fixed 2-D sin-cos embedding. Values are drawn from
+// a PCG stream seeded with seed, so a seed gives the same model everywhere.
+func Init(cfg *arch.DiTConfig, seed uint64) (*Model, error) {
+	if err := validConfig(cfg); err != nil {
+		return nil, err
+	}
+	set, err := params.New(paramSpecs(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("dit: %w", err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 0xd17))
+	for _, p := range set.List() {
+		v := p.Values()
+		rows, cols := p.Dense.Shape()[0], p.Dense.Shape()[1]
+		switch {
+		case strings.HasSuffix(p.Name, ".bias"):
+			// Zero, as every Linear bias and the patch-embedding bias.
+		case strings.Contains(p.Name, "adaLN_modulation") || p.Name == "final_layer.linear.weight":
+			// adaLN-Zero.
+		case p.Name == "y_embedder.embedding_table.weight" || strings.HasPrefix(p.Name, "t_embedder.mlp."):
+			for i := range v {
+				v[i] = float32(0.02 * rng.NormFloat64())
+			}
+		default:
+			// Xavier uniform over [fan_out, fan_in] = [rows, cols].
+			bound := math.Sqrt(6 / float64(rows+cols))
+			for i := range v {
+				v[i] = float32(bound * (2*rng.Float64() - 1))
+			}
+		}
+	}
+	g := cfg.InputSize / cfg.PatchSize
+	pos := make([]float32, g*g*cfg.HiddenSize)
+	PosEmbedGrid(pos, g, cfg.HiddenSize)
+	return &Model{Config: cfg, Params: set, posEmbed: pos}, nil
+}
+
+// validConfig rejects configurations the model cannot be built for.
+func validConfig(c *arch.DiTConfig) error {
+	switch {
+	case c.Depth <= 0 || c.HiddenSize <= 0 || c.NumHeads <= 0 || c.PatchSize <= 0 || c.InChannels <= 0 || c.InputSize <= 0 || c.FrequencySize <= 0 || c.NumClasses <= 0 || c.MLPRatio <= 0:
+		return fmt.Errorf("dit: config %+v: every size must be positive", *c)
+	case c.HiddenSize%c.NumHeads != 0:
+		return fmt.Errorf("dit: hidden size %d is not a multiple of %d heads", c.HiddenSize, c.NumHeads)
+	case c.HiddenSize%4 != 0:
+		return fmt.Errorf("dit: hidden size %d: the 2-D sin-cos embedding needs a multiple of 4", c.HiddenSize)
+	case c.InputSize%c.PatchSize != 0:
+		return fmt.Errorf("dit: input size %d is not a multiple of patch size %d", c.InputSize, c.PatchSize)
+	}
+	return nil
+}

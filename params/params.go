@@ -1,0 +1,149 @@
+// Package params holds a model's trainable tensors in one flat float32
+// arena, with their gradients in a second arena of the same layout.
+//
+// The optimiser, the gradient clipper and the EMA (package optim) work over
+// flat buffers, and checkpoints are written tensor by tensor from views: a
+// Set gives both. Each Param is a spago leaf tensor whose value is a view of
+// Set.Data and whose AccGrad adds into its view of Set.Grad, so a training
+// step neither clones gradients (as spago's own Dense does on the first
+// accumulation) nor gathers them afterwards.
+package params
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/nlpodyssey/spago/mat"
+)
+
+// Spec describes one tensor of a Set: its name and its shape as a matrix
+// (rows, cols). Higher-rank tensors are viewed as [shape[0], rest].
+type Spec struct {
+	Name       string
+	Rows, Cols int
+}
+
+// Set is the arena. Data and Grad have the same length; parameter i owns
+// Data[Lo:Hi] and Grad[Lo:Hi] of its Range.
+type Set struct {
+	Data, Grad []float32
+	list       []*Param
+	byName     map[string]*Param
+}
+
+// Param is one tensor of a Set. It is a spago leaf (mat.Tensor): ops read
+// its value and call AccGrad on it.
+type Param struct {
+	*mat.Dense[float32]
+	// Name is the tensor's name in checkpoints.
+	Name string
+	// Lo and Hi delimit the tensor in Set.Data and Set.Grad.
+	Lo, Hi int
+
+	grad    []float32
+	gradT   *mat.Dense[float32]
+	mu      sync.Mutex
+	touched bool
+}
+
+// New allocates a Set for specs, zero-filled, in the given order. Names
+// must be unique and shapes positive.
+func New(specs []Spec) (*Set, error) {
+	n := 0
+	for _, s := range specs {
+		if s.Rows <= 0 || s.Cols <= 0 {
+			return nil, fmt.Errorf("params: %q has shape [%d %d], want positive dimensions", s.Name, s.Rows, s.Cols)
+		}
+		n += s.Rows * s.Cols
+	}
+	set := &Set{Data: make([]float32, n), Grad: make([]float32, n), byName: make(map[string]*Param, len(specs))}
+	lo := 0
+	for _, s := range specs {
+		if _, dup := set.byName[s.Name]; dup {
+			return nil, fmt.Errorf("params: %q appears twice", s.Name)
+		}
+		hi := lo + s.Rows*s.Cols
+		p := &Param{Name: s.Name, Lo: lo, Hi: hi, grad: set.Grad[lo:hi:hi]}
+		p.Dense = mat.NewDense[float32](mat.WithShape(s.Rows, s.Cols), mat.WithBacking(set.Data[lo:hi:hi]))
+		p.gradT = mat.NewDense[float32](mat.WithShape(s.Rows, s.Cols), mat.WithBacking(p.grad))
+		p.Dense.SetRequiresGrad(true)
+		set.list = append(set.list, p)
+		set.byName[s.Name] = p
+		lo = hi
+	}
+	return set, nil
+}
+
+// Get returns the parameter called name, or nil.
+func (s *Set) Get(name string) *Param { return s.byName[name] }
+
+// List returns the parameters in arena order. The slice is shared: do not
+// modify it.
+func (s *Set) List() []*Param { return s.list }
+
+// Len is the number of float32 values in the arena.
+func (s *Set) Len() int { return len(s.Data) }
+
+// ZeroGrad clears every gradient before the next backward pass.
+func (s *Set) ZeroGrad() {
+	clear(s.Grad)
+	for _, p := range s.list {
+		p.touched = false
+	}
+}
+
+// SetRequiresGrad turns gradient tracking on or off for every parameter;
+// inference runs with it off so that ops keep nothing for a backward pass.
+func (s *Set) SetRequiresGrad(v bool) {
+	for _, p := range s.list {
+		p.Dense.SetRequiresGrad(v)
+	}
+}
+
+// Values returns the parameter's data (a view of the arena).
+func (p *Param) Values() []float32 { return mat.Data[float32](p.Dense) }
+
+// Gradient returns the parameter's gradient (a view of the gradient arena).
+func (p *Param) Gradient() []float32 { return p.grad }
+
+// AccGrad adds g into the parameter's view of the gradient arena. Spago
+// may run operators' backward passes concurrently, so it locks.
+func (p *Param) AccGrad(g mat.Tensor) {
+	src := mat.Data[float32](g)
+	if len(src) != len(p.grad) {
+		// A shape mismatch here is an op bug; spago panics in the same case.
+		panic(fmt.Sprintf("params: gradient of %q has %d values, want %d", p.Name, len(src), len(p.grad)))
+	}
+	p.mu.Lock()
+	for i, v := range src {
+		p.grad[i] += v
+	}
+	p.touched = true
+	p.mu.Unlock()
+}
+
+// Grad returns the accumulated gradient as a matrix (nil before any).
+func (p *Param) Grad() mat.Tensor {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.touched {
+		return nil
+	}
+	return p.gradT
+}
+
+// HasGrad reports whether a gradient was accumulated since the last
+// ZeroGrad.
+func (p *Param) HasGrad() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.touched
+}
+
+// ZeroGrad clears this parameter's gradient.
+func (p *Param) ZeroGrad() {
+	p.mu.Lock()
+	clear(p.grad)
+	p.touched = false
+	p.mu.Unlock()
+}
