@@ -1,0 +1,202 @@
+package dc
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+)
+
+// Numerical constants of the reference scaffold (AMD-AGI/DynamicChunkingDiT).
+const (
+	// GroupNormEps is the eps of every GroupNorm (PyTorch's default).
+	GroupNormEps = 1e-5
+	// RMSNormEps is the eps of the encoder's and decoder's final RMSNorm.
+	RMSNormEps = 1e-5
+	// FinalNormEps is the eps of the final layer's affine-free LayerNorm.
+	FinalNormEps = 1e-6
+	// ProbClamp bounds the boundary probabilities the de-chunker weights
+	// with to [ProbClamp, 1 − ProbClamp].
+	ProbClamp = 1e-4
+)
+
+// Config is the scaffold's configuration: everything the encoder, router,
+// chunker, de-chunker, decoder and ratio loss need besides the backbone.
+// Sizes are checked against the weights when a model is built.
+type Config struct {
+	InChannels  int `json:"in_channels"`  // latent channels C (4)
+	OutChannels int `json:"out_channels"` // output channels (2C with learned sigma)
+	GridRows    int `json:"grid_rows"`    // latent grid height (patch size 1)
+	GridCols    int `json:"grid_cols"`    // latent grid width
+	EncDecDim   int `json:"enc_dec_dim"`  // E = D / f, the conv blocks' width
+	ModelDim    int `json:"model_dim"`    // D, the routing width = the backbone's width
+	CondDim     int `json:"cond_dim"`     // width of the conditioning vector
+	RouterDim   int `json:"router_dim"`   // the router's bottleneck (D/4 in the reference)
+
+	EncoderBlocks int `json:"encoder_blocks"` // conv blocks before routing (E→…→D)
+	DecoderBlocks int `json:"decoder_blocks"` // conv blocks after de-chunking (D→E→…)
+	NormGroups    int `json:"norm_groups"`    // GroupNorm groups in the conv blocks (32)
+	RouterGroups  int `json:"router_groups"`  // GroupNorm groups in the router's scorer (8)
+
+	// Sigma is the de-chunk Gaussian's standard deviation in grid units
+	// (1.0 at 256 px).
+	Sigma float64 `json:"dechunk_sigma"`
+	// TargetN is the ratio loss's target downsampling factor N (> 1).
+	TargetN float64 `json:"target_n"`
+	// RatioLossWeight is the ratio loss's weight in the training loss.
+	RatioLossWeight float64 `json:"ratio_loss_weight"`
+	// RatioBatchSize groups the batch for the ratio loss (F and G per group
+	// of this many samples, averaged over groups); 0 takes the whole batch.
+	RatioBatchSize int `json:"ratio_batch_size"`
+}
+
+// Tokens is the number of grid positions L = rows·cols.
+func (c *Config) Tokens() int { return c.GridRows * c.GridCols }
+
+// Validate reports the first inconsistent setting.
+func (c *Config) Validate() error {
+	pos := []struct {
+		name string
+		v    int
+	}{
+		{"in_channels", c.InChannels}, {"out_channels", c.OutChannels}, {"grid_rows", c.GridRows},
+		{"grid_cols", c.GridCols}, {"enc_dec_dim", c.EncDecDim}, {"model_dim", c.ModelDim},
+		{"cond_dim", c.CondDim}, {"router_dim", c.RouterDim}, {"encoder_blocks", c.EncoderBlocks},
+		{"decoder_blocks", c.DecoderBlocks}, {"norm_groups", c.NormGroups}, {"router_groups", c.RouterGroups},
+	}
+	for _, p := range pos {
+		if p.v < 1 {
+			return fmt.Errorf("dc: config: %s = %d, want ≥ 1", p.name, p.v)
+		}
+	}
+	for _, w := range c.convWidths() {
+		if w[0]%c.NormGroups != 0 || min(w[0], w[1])%c.NormGroups != 0 {
+			return fmt.Errorf("dc: config: conv block %d→%d: widths must be multiples of norm_groups = %d", w[0], w[1], c.NormGroups)
+		}
+	}
+	if c.RouterDim%c.RouterGroups != 0 {
+		return fmt.Errorf("dc: config: router_dim = %d is not a multiple of router_groups = %d", c.RouterDim, c.RouterGroups)
+	}
+	if !(c.Sigma > 0) {
+		return fmt.Errorf("dc: config: dechunk_sigma = %v, want > 0", c.Sigma)
+	}
+	if !(c.TargetN > 1) {
+		return fmt.Errorf("dc: config: target_n = %v, want > 1", c.TargetN)
+	}
+	if c.RatioBatchSize < 0 {
+		return fmt.Errorf("dc: config: ratio_batch_size = %d, want ≥ 0 (0: whole batch)", c.RatioBatchSize)
+	}
+	return nil
+}
+
+// convWidths lists (in, out) of the encoder's blocks then the decoder's:
+// the encoder stays at E and its last block changes to D; the decoder's
+// first block changes D to E and the rest stay at E (Isotropic's
+// _compute_block_dims).
+func (c *Config) convWidths() [][2]int {
+	var w [][2]int
+	for i := range c.EncoderBlocks {
+		out := c.EncDecDim
+		if i == c.EncoderBlocks-1 {
+			out = c.ModelDim
+		}
+		w = append(w, [2]int{c.EncDecDim, out})
+	}
+	for i := range c.DecoderBlocks {
+		in := c.EncDecDim
+		if i == 0 {
+			in = c.ModelDim
+		}
+		w = append(w, [2]int{in, c.EncDecDim})
+	}
+	return w
+}
+
+// Settings are the parts of a Config that the weights do not determine.
+type Settings struct {
+	Sigma           float64
+	TargetN         float64
+	RatioLossWeight float64
+	RatioBatchSize  int
+	NormGroups      int // 0: 32
+	RouterGroups    int // 0: 8
+}
+
+var blockKey = regexp.MustCompile(`^hnet\.(encoder|decoder)\.layers\.(\d+)\.`)
+
+// InferConfig derives the sizes of a reference DC-DiT scaffold from its
+// tensor shapes (names as in the reference state_dict) and completes them
+// with s. The grid is taken from pos_embed [1, L, D] when present and must
+// be square there (DC-DiT is square-only); without it, grid must be given
+// as rows, cols > 0.
+func InferConfig(shapes map[string][]int, s Settings, rows, cols int) (*Config, error) {
+	get := func(name string, rank int) ([]int, error) {
+		sh, ok := shapes[name]
+		if !ok {
+			return nil, fmt.Errorf("dc: infer config: tensor %q missing", name)
+		}
+		if len(sh) != rank {
+			return nil, fmt.Errorf("dc: infer config: tensor %q has shape %v, want rank %d", name, sh, rank)
+		}
+		return sh, nil
+	}
+	emb, err := get("x_embedder.proj.weight", 4)
+	if err != nil {
+		return nil, err
+	}
+	fin, err := get("final_layer.linear.weight", 2)
+	if err != nil {
+		return nil, err
+	}
+	res, err := get("hnet.residual_proj.weight", 2)
+	if err != nil {
+		return nil, err
+	}
+	rp, err := get("hnet.routing_module.proj.weight", 4)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := get("hnet.encoder.layers.0.cond_proj.1.weight", 2)
+	if err != nil {
+		return nil, err
+	}
+	c := &Config{
+		InChannels: emb[1], EncDecDim: emb[0], OutChannels: fin[0], ModelDim: res[0], RouterDim: rp[0], CondDim: cp[1],
+		Sigma: s.Sigma, TargetN: s.TargetN, RatioLossWeight: s.RatioLossWeight, RatioBatchSize: s.RatioBatchSize,
+		NormGroups: s.NormGroups, RouterGroups: s.RouterGroups, GridRows: rows, GridCols: cols,
+	}
+	if c.NormGroups == 0 {
+		c.NormGroups = 32
+	}
+	if c.RouterGroups == 0 {
+		c.RouterGroups = 8
+	}
+	for name := range shapes {
+		m := blockKey.FindStringSubmatch(name)
+		if m == nil {
+			continue
+		}
+		i, _ := strconv.Atoi(m[2])
+		if m[1] == "encoder" {
+			c.EncoderBlocks = max(c.EncoderBlocks, i+1)
+		} else {
+			c.DecoderBlocks = max(c.DecoderBlocks, i+1)
+		}
+	}
+	if pe, ok := shapes["pos_embed"]; ok && rows == 0 && cols == 0 {
+		if len(pe) != 3 {
+			return nil, fmt.Errorf("dc: infer config: pos_embed has shape %v, want [1, L, D]", pe)
+		}
+		side := 0
+		for side*side < pe[1] {
+			side++
+		}
+		if side*side != pe[1] {
+			return nil, fmt.Errorf("dc: infer config: pos_embed has %d positions, not a square grid", pe[1])
+		}
+		c.GridRows, c.GridCols = side, side
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}

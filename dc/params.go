@@ -1,0 +1,160 @@
+package dc
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/nlpodyssey/spago/mat"
+	"github.com/nlpodyssey/spago/nn"
+
+	"github.com/dcdit/dcdit/loaders/safetensors"
+)
+
+// Tensor is one named parameter tensor in float32, as read from a file.
+type Tensor struct {
+	Shape []int
+	Data  []float32
+}
+
+// ReadSafetensors reads every tensor of a safetensors file into float32
+// (the data is copied out of the file).
+func ReadSafetensors(path string) (map[string]Tensor, error) {
+	f, err := safetensors.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("dc: %w", err)
+	}
+	defer f.Close()
+	out := map[string]Tensor{}
+	for _, info := range f.Tensors() {
+		t, _ := f.Tensor(info.Name)
+		v, err := t.Float32()
+		if err != nil {
+			return nil, fmt.Errorf("dc: %w", err)
+		}
+		shape := make([]int, len(info.Shape))
+		for i, d := range info.Shape {
+			shape[i] = int(d)
+		}
+		out[info.Name] = Tensor{Shape: shape, Data: append([]float32(nil), v...)}
+	}
+	return out, nil
+}
+
+// Shapes returns the shapes of a tensor map.
+func Shapes(ts map[string]Tensor) map[string][]int {
+	out := make(map[string][]int, len(ts))
+	for k, t := range ts {
+		out[k] = t.Shape
+	}
+	return out
+}
+
+// ScaffoldShapes lists every parameter of the scaffold under its reference
+// name with its shape: the latent embedder, the encoder and decoder conv
+// blocks with their final RMSNorms, the router, residual_proj and the
+// final layer.
+func ScaffoldShapes(c *Config) map[string][]int {
+	s := map[string][]int{
+		"x_embedder.proj.weight":                       {c.EncDecDim, c.InChannels, 3, 3},
+		"x_embedder.proj.bias":                         {c.EncDecDim},
+		"hnet.encoder.rmsnorm.weight":                  {c.ModelDim},
+		"hnet.decoder.rmsnorm.weight":                  {c.EncDecDim},
+		"hnet.residual_proj.weight":                    {c.ModelDim, c.ModelDim},
+		"hnet.residual_proj.bias":                      {c.ModelDim},
+		"hnet.routing_module.proj.weight":              {c.RouterDim, c.ModelDim, 1, 1},
+		"hnet.routing_module.proj.bias":                {c.RouterDim},
+		"hnet.routing_module.context_predictor.weight": {c.RouterDim, c.RouterDim, 3, 3},
+		"hnet.routing_module.context_predictor.bias":   {c.RouterDim},
+		"hnet.routing_module.residual_scorer.0.weight": {c.RouterDim, c.RouterDim, 3, 3},
+		"hnet.routing_module.residual_scorer.0.bias":   {c.RouterDim},
+		"hnet.routing_module.residual_scorer.1.weight": {c.RouterDim},
+		"hnet.routing_module.residual_scorer.1.bias":   {c.RouterDim},
+		"hnet.routing_module.residual_scorer.3.weight": {1, c.RouterDim, 1, 1},
+		"hnet.routing_module.residual_scorer.3.bias":   {1},
+		"final_layer.adaLN_modulation.1.weight":        {2 * c.EncDecDim, c.CondDim},
+		"final_layer.adaLN_modulation.1.bias":          {2 * c.EncDecDim},
+		"final_layer.linear.weight":                    {c.OutChannels, c.EncDecDim},
+		"final_layer.linear.bias":                      {c.OutChannels},
+	}
+	for i, w := range c.convWidths() {
+		prefix := fmt.Sprintf("hnet.encoder.layers.%d.", i)
+		if i >= c.EncoderBlocks {
+			prefix = fmt.Sprintf("hnet.decoder.layers.%d.", i-c.EncoderBlocks)
+		}
+		for k, v := range convBlockShapes(w[0], w[1], c.CondDim) {
+			s[prefix+k] = v
+		}
+	}
+	return s
+}
+
+// convBlockShapes lists one HNetConvBlock's parameters (names relative to
+// the block).
+func convBlockShapes(in, out, cond int) map[string][]int {
+	inner := min(in, out)
+	s := map[string][]int{
+		"norm1.weight": {in}, "norm1.bias": {in},
+		"conv1.weight": {inner, in, 3, 3}, "conv1.bias": {inner},
+		"cond_proj.1.weight": {inner, cond}, "cond_proj.1.bias": {inner},
+		"norm2.weight": {inner}, "norm2.bias": {inner},
+		"conv2.weight": {out, inner, 3, 3}, "conv2.bias": {out},
+	}
+	if in != out {
+		s["skip_proj.weight"] = []int{out, in, 1, 1}
+		s["skip_proj.bias"] = []int{out}
+	}
+	return s
+}
+
+// NewParams builds spago parameters for the expected names from ts,
+// copying the data. Missing and mis-shaped tensors are reported together;
+// tensors of ts that are not expected are ignored (the caller accounts for
+// them).
+func NewParams(ts map[string]Tensor, expected map[string][]int, what string) (map[string]*nn.Param, error) {
+	var problems []string
+	params := make(map[string]*nn.Param, len(expected))
+	for _, name := range sortedKeys(expected) {
+		want := expected[name]
+		t, ok := ts[name]
+		if !ok {
+			problems = append(problems, "missing "+name)
+			continue
+		}
+		if !slices.Equal(t.Shape, want) {
+			problems = append(problems, fmt.Sprintf("%s has shape %v, want %v", name, t.Shape, want))
+			continue
+		}
+		rows, cols := matrixShape(want)
+		data := append([]float32(nil), t.Data...)
+		params[name] = nn.NewParam(mat.NewDense[float32](mat.WithShape(rows, cols), mat.WithBacking(data)))
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("dc: %s weights: %s", what, strings.Join(problems, "; "))
+	}
+	return params, nil
+}
+
+// matrixShape views a tensor as a matrix: vectors as [n, 1], higher ranks
+// flattened after the first dimension (a conv weight [out, in, k, k]
+// becomes [out, in·k·k], the layout the conv ops take).
+func matrixShape(shape []int) (rows, cols int) {
+	if len(shape) == 1 {
+		return shape[0], 1
+	}
+	cols = 1
+	for _, d := range shape[1:] {
+		cols *= d
+	}
+	return shape[0], cols
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
