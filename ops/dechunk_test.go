@@ -122,7 +122,9 @@ func TestDeChunkShapes(t *testing.T) {
 	h := mat.NewDense[float32](mat.WithShape(2, 3))
 	p := mat.NewDense[float32](mat.WithShape(2, 1))
 	mustPanic(t, func() { DeChunk(h, p, []int{0, 2}, []float64{0, 0}, 1, 1e-4) }, "DeChunk", "pos")
-	mustPanic(t, func() { DeChunk(h, mat.NewDense[float32](mat.WithShape(3, 1)), []int{0, 2}, make([]float64, 4), 1, 1e-4) }, "DeChunk", "p")
+	mustPanic(t, func() {
+		DeChunk(h, mat.NewDense[float32](mat.WithShape(3, 1)), []int{0, 2}, make([]float64, 4), 1, 1e-4)
+	}, "DeChunk", "p")
 	mustPanic(t, func() { DeChunk(h, p, []int{0, 2}, make([]float64, 4), 0, 1e-4) }, "sigma")
 }
 
