@@ -2,9 +2,8 @@ package dc
 
 import (
 	"github.com/nlpodyssey/spago/mat"
-	"github.com/nlpodyssey/spago/nn"
-
 	"github.com/dcdit/dcdit/ops"
+	"github.com/dcdit/dcdit/params"
 )
 
 // grid describes a batch of token-major latent grids: sample b owns rows
@@ -37,15 +36,15 @@ func (g grid) conv3x3(x, w, b mat.Tensor) mat.Tensor {
 //	h = h + Linear(SiLU(c))                  (per sample, broadcast over the grid)
 //	h = conv2(SiLU(GroupNorm(h)))            (3×3, inner → out)
 //	y = h + (skip_proj(x) if in ≠ out else x) (1×1)
-func convBlock(p map[string]*nn.Param, prefix string, x, c mat.Tensor, g grid, groups int) mat.Tensor {
-	w := func(name string) mat.Tensor { return p[prefix+name] }
+func convBlock(p *params.Set, prefix string, x, c mat.Tensor, g grid, groups int) mat.Tensor {
+	w := func(name string) mat.Tensor { return p.Get(prefix + name) }
 	h := ops.SiLU(ops.GroupNorm(x, w("norm1.weight"), w("norm1.bias"), g.batch, groups, GroupNormEps))
 	h = g.conv3x3(h, w("conv1.weight"), w("conv1.bias"))
 	temb := ops.Linear(ops.SiLU(c), w("cond_proj.1.weight"), w("cond_proj.1.bias")) // [B, inner]
 	h = ops.AddPerSample(h, temb, g.offsets())
 	h = ops.SiLU(ops.GroupNorm(h, w("norm2.weight"), w("norm2.bias"), g.batch, groups, GroupNormEps))
 	h = g.conv3x3(h, w("conv2.weight"), w("conv2.bias"))
-	if skip, ok := p[prefix+"skip_proj.weight"]; ok {
+	if skip := p.Get(prefix + "skip_proj.weight"); skip != nil {
 		return ops.Add(h, ops.Conv1x1(x, skip, w("skip_proj.bias")))
 	}
 	return ops.Add(h, x)

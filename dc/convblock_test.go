@@ -56,8 +56,8 @@ func TestFixtureConvBlock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(params) != len(ws) {
-			t.Fatalf("%d parameters expected, the file holds %d", len(params), len(ws))
+		if len(params.List()) != len(ws) {
+			t.Fatalf("%d parameters expected, the file holds %d", len(params.List()), len(ws))
 		}
 		io := c.Open(t, "io.safetensors")
 		N := g.batch * g.tokens()
@@ -67,9 +67,9 @@ func TestFixtureConvBlock(t *testing.T) {
 		check(t, "out", values(y), io.F32("out"), forwardTol)
 
 		inner := min(in, out)
-		temb := ops.Linear(ops.SiLU(cv), params["cond_proj.1.weight"], params["cond_proj.1.bias"])
+		temb := ops.Linear(ops.SiLU(cv), params.Get("cond_proj.1.weight"), params.Get("cond_proj.1.bias"))
 		check(t, "temb", values(temb), io.F32("temb"), forwardTol)
-		h := g.conv3x3(ops.SiLU(ops.GroupNorm(x, params["norm1.weight"], params["norm1.bias"], g.batch, groups, GroupNormEps)), params["conv1.weight"], params["conv1.bias"])
+		h := g.conv3x3(ops.SiLU(ops.GroupNorm(x, params.Get("norm1.weight"), params.Get("norm1.bias"), g.batch, groups, GroupNormEps)), params.Get("conv1.weight"), params.Get("conv1.bias"))
 		check(t, "conv1_out", FromTokens(values(h), g.batch, inner, g.rows, g.cols), io.F32("conv1_out"), forwardTol)
 
 		S := ops.Sum(ops.Mul(y, dense(N, out, io.F32("R"), false)))
@@ -80,7 +80,7 @@ func TestFixtureConvBlock(t *testing.T) {
 		check(t, "grad.x", mat.Data[float32](x.Grad()), io.F32("grad.x"), gradTol)
 		check(t, "grad.cond", mat.Data[float32](cv.Grad()), io.F32("grad.cond"), gradTol)
 		for _, name := range []string{"cond_proj.1.bias", "cond_proj.1.weight", "conv2.bias", "norm1.weight", "norm2.bias", "norm2.weight", "skip_proj.bias", "skip_proj.weight"} {
-			check(t, "grad."+name, mat.Data[float32](params[name].Grad()), io.F32("grad."+name), gradTol)
+			check(t, "grad."+name, params.Get(name).Gradient(), io.F32("grad."+name), gradTol)
 		}
 	})
 }

@@ -6,10 +6,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/nlpodyssey/spago/mat"
-	"github.com/nlpodyssey/spago/nn"
-
 	"github.com/dcdit/dcdit/loaders/safetensors"
+	"github.com/dcdit/dcdit/params"
 )
 
 // Tensor is one named parameter tensor in float32, as read from a file.
@@ -108,14 +106,15 @@ func convBlockShapes(in, out, cond int) map[string][]int {
 	return s
 }
 
-// NewParams builds spago parameters for the expected names from ts,
-// copying the data. Missing and mis-shaped tensors are reported together;
-// tensors of ts that are not expected are ignored (the caller accounts for
-// them).
-func NewParams(ts map[string]Tensor, expected map[string][]int, what string) (map[string]*nn.Param, error) {
+// NewParams allocates a parameter arena for the expected names (sorted)
+// and copies their data from ts. Missing and mis-shaped tensors are
+// reported together; tensors of ts that are not expected are ignored (the
+// caller accounts for them).
+func NewParams(ts map[string]Tensor, expected map[string][]int, what string) (*params.Set, error) {
 	var problems []string
-	params := make(map[string]*nn.Param, len(expected))
-	for _, name := range sortedKeys(expected) {
+	names := sortedKeys(expected)
+	specs := make([]params.Spec, 0, len(names))
+	for _, name := range names {
 		want := expected[name]
 		t, ok := ts[name]
 		if !ok {
@@ -127,13 +126,19 @@ func NewParams(ts map[string]Tensor, expected map[string][]int, what string) (ma
 			continue
 		}
 		rows, cols := matrixShape(want)
-		data := append([]float32(nil), t.Data...)
-		params[name] = nn.NewParam(mat.NewDense[float32](mat.WithShape(rows, cols), mat.WithBacking(data)))
+		specs = append(specs, params.Spec{Name: name, Rows: rows, Cols: cols})
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("dc: %s weights: %s", what, strings.Join(problems, "; "))
 	}
-	return params, nil
+	set, err := params.New(specs)
+	if err != nil {
+		return nil, fmt.Errorf("dc: %s weights: %w", what, err)
+	}
+	for _, p := range set.List() {
+		copy(p.Values(), ts[p.Name].Data)
+	}
+	return set, nil
 }
 
 // matrixShape views a tensor as a matrix: vectors as [n, 1], higher ranks

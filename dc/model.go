@@ -1,0 +1,223 @@
+package dc
+
+import (
+	"fmt"
+
+	"github.com/nlpodyssey/spago/mat"
+
+	"github.com/dcdit/dcdit/ops"
+	"github.com/dcdit/dcdit/params"
+)
+
+// Model is a DC-DiT: the scaffold (latent embedder, conv encoder, router,
+// chunker, de-chunker, conv decoder, final layer) around a Backbone.
+type Model struct {
+	Config   *Config
+	Params   *params.Set // the scaffold's parameters, under reference names
+	Backbone Backbone
+}
+
+// New builds the scaffold from named tensors (reference names; other names
+// in ts are ignored) around a backbone whose widths must match the config.
+func New(cfg *Config, ts map[string]Tensor, bb Backbone) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if bb.Width() != cfg.ModelDim || bb.CondWidth() != cfg.CondDim {
+		return nil, fmt.Errorf("dc: backbone widths (tokens %d, conditioning %d) differ from the scaffold's model_dim %d and cond_dim %d",
+			bb.Width(), bb.CondWidth(), cfg.ModelDim, cfg.CondDim)
+	}
+	p, err := NewParams(ts, ScaffoldShapes(cfg), "scaffold")
+	if err != nil {
+		return nil, err
+	}
+	return &Model{Config: cfg, Params: p, Backbone: bb}, nil
+}
+
+func (m *Model) p(name string) mat.Tensor { return m.Params.Get(name) }
+
+// Result holds a forward pass's output and everything the scaffold decided
+// on the way.
+type Result struct {
+	// Out is the prediction, token-major [B·L, OutChannels] (FromTokens
+	// turns it into [B, OutChannels, H, W]).
+	Out mat.Tensor
+	// Encoded is the encoder output after its RMSNorm, [B·L, D].
+	Encoded mat.Tensor
+	// Routing is the router's (pre-drop) decision.
+	Routing *Routing
+	// Chunks are the kept tokens after tail dropping, packed.
+	Chunks *Chunks
+	// Main is the backbone's output on the packed tokens, [ΣM_b, D].
+	Main mat.Tensor
+	// DeChunked is the de-chunk smoothing of Main before plug-back,
+	// [ΣM_b, D].
+	DeChunked mat.Tensor
+
+	batch int
+}
+
+// Forward runs the model on token-major latents x [B·L, InChannels] (see
+// ToTokens) under the conditioning c [B, CondDim] (Backbone.Condition),
+// dropping the tail fraction frac of each sample's boundaries (one value,
+// one per sample, or none for ρ = 0). Gradients flow to x, c and every
+// parameter.
+func (m *Model) Forward(x, c mat.Tensor, frac []float32) (*Result, error) {
+	cfg := m.Config
+	L := cfg.Tokens()
+	xs := x.Shape()
+	if xs[1] != cfg.InChannels || xs[0]%L != 0 || xs[0] == 0 {
+		return nil, fmt.Errorf("dc: forward: latents are [%d %d], want [B·%d, %d]", xs[0], xs[1], L, cfg.InChannels)
+	}
+	g := grid{batch: xs[0] / L, rows: cfg.GridRows, cols: cfg.GridCols}
+	if cs := c.Shape(); cs[0] != g.batch || cs[1] != cfg.CondDim {
+		return nil, fmt.Errorf("dc: forward: conditioning is [%d %d], want [%d %d]", cs[0], cs[1], g.batch, cfg.CondDim)
+	}
+	res := &Result{batch: g.batch}
+
+	// Encoder: latent embedder, conv blocks, RMSNorm → [B·L, D].
+	h := g.conv3x3(x, m.p("x_embedder.proj.weight"), m.p("x_embedder.proj.bias")) // [B·L, E]
+	for i := range cfg.EncoderBlocks {
+		h = convBlock(m.Params, fmt.Sprintf("hnet.encoder.layers.%d.", i), h, c, g, cfg.NormGroups)
+	}
+	enc := ops.RMSNorm(h, m.p("hnet.encoder.rmsnorm.weight"), RMSNormEps)
+	res.Encoded = enc
+	residual := ops.Linear(enc, m.p("hnet.residual_proj.weight"), m.p("hnet.residual_proj.bias"))
+
+	// Routing, tail dropping, packing.
+	res.Routing = route(m.Params, enc, g, cfg.RouterGroups)
+	kept, err := TailDrop(res.Routing.Prob(), res.Routing.Natural, g.batch, frac)
+	if err != nil {
+		return nil, err
+	}
+	if res.Chunks, err = chunk(kept, g); err != nil {
+		return nil, err
+	}
+	ch := res.Chunks
+	packed := ops.GatherRows(enc, ch.Index) // [ΣM, D]
+	main, err := m.Backbone.Forward(packed, c, ch.Offsets, ch.Pos)
+	if err != nil {
+		return nil, fmt.Errorf("dc: backbone: %w", err)
+	}
+	res.Main = main
+
+	// De-chunk: smoothing over the kept tokens, plug-back onto the grid,
+	// straight-through confidence gate, residual.
+	pKept := ops.GatherRows(res.Routing.P, ch.Index)
+	res.DeChunked = ops.DeChunk(main, pKept, ch.Offsets, ch.Pos, cfg.Sigma, ProbClamp)
+	back := ops.GatherRows(res.DeChunked, ch.plugBackRows()) // [B·L, D]
+	h = ops.Add(ops.ScaleRows(back, ops.STE(res.Routing.Confidence)), residual)
+
+	// Decoder and final layer.
+	for i := range cfg.DecoderBlocks {
+		h = convBlock(m.Params, fmt.Sprintf("hnet.decoder.layers.%d.", i), h, c, g, cfg.NormGroups)
+	}
+	h = ops.RMSNorm(h, m.p("hnet.decoder.rmsnorm.weight"), RMSNormEps)
+	E := cfg.EncDecDim
+	mod := ops.Linear(ops.SiLU(c), m.p("final_layer.adaLN_modulation.1.weight"), m.p("final_layer.adaLN_modulation.1.bias")) // [B, 2E]
+	h = ops.Modulate(ops.LayerNorm(h, FinalNormEps), ops.SliceCols(mod, 0, E), ops.SliceCols(mod, E, 2*E), g.offsets())
+	res.Out = ops.Linear(h, m.p("final_layer.linear.weight"), m.p("final_layer.linear.bias"))
+	return res, nil
+}
+
+// Predict runs the whole model without keeping gradients' inputs: latents
+// x [B, C, H, W], timesteps t and labels y give the prediction
+// [B, OutChannels, H, W] and the forward's result (for the masks and kept
+// counts).
+func (m *Model) Predict(x []float32, t []float32, y []int, frac []float32) ([]float32, *Result, error) {
+	cfg := m.Config
+	B := len(t)
+	if len(y) != B || len(x) != B*cfg.InChannels*cfg.Tokens() {
+		return nil, nil, fmt.Errorf("dc: predict: %d latent values, %d timesteps and %d labels, want [%d, %d, %d, %d] latents and one timestep and label per sample",
+			len(x), len(t), len(y), B, cfg.InChannels, cfg.GridRows, cfg.GridCols)
+	}
+	c, err := m.Backbone.Condition(t, y)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dc: backbone conditioning: %w", err)
+	}
+	tokens := ToTokens(x, B, cfg.InChannels, cfg.GridRows, cfg.GridCols)
+	res, err := m.Forward(constant(B*cfg.Tokens(), cfg.InChannels, tokens), c, frac)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := FromTokens(mat.Data[float32](res.Out.Value()), B, cfg.OutChannels, cfg.GridRows, cfg.GridCols)
+	return out, res, nil
+}
+
+// LiteCFG is the reference's Lite-CFG sampling function
+// (_make_lite_cfg_sample_fn): the first half of x [2n, C, H, W] is run
+// twice in one batch, the conditional copy (labels y[:n]) at tail-drop
+// fraction condFrac and the unconditional one (y[n:], the null class) at
+// uncondFrac; the first 3 output channels of both halves become
+// uncond + scale·(cond − uncond) and the others stay per half. It returns
+// [2n, OutChannels, H, W] and the forward's result.
+func (m *Model) LiteCFG(x []float32, t []float32, y []int, scale, condFrac, uncondFrac float32) ([]float32, *Result, error) {
+	cfg := m.Config
+	B := len(t)
+	if B%2 != 0 || len(y) != B || len(x) != B*cfg.InChannels*cfg.Tokens() {
+		return nil, nil, fmt.Errorf("dc: lite-cfg: want an even batch of [cond; uncond] rows with one timestep and label each, got %d timesteps, %d labels, %d latent values", B, len(y), len(x))
+	}
+	n, per := B/2, cfg.InChannels*cfg.Tokens()
+	combined := append(append(make([]float32, 0, len(x)), x[:n*per]...), x[:n*per]...)
+	frac := make([]float32, B)
+	for i := range frac {
+		frac[i] = condFrac
+		if i >= n {
+			frac[i] = uncondFrac
+		}
+	}
+	out, res, err := m.Predict(combined, t, y, frac)
+	if err != nil {
+		return nil, nil, err
+	}
+	img := cfg.OutChannels * cfg.Tokens()
+	guided := min(3, cfg.OutChannels) * cfg.Tokens()
+	for b := range n {
+		cond, uncond := out[b*img:b*img+guided], out[(n+b)*img:(n+b)*img+guided]
+		for i := range guided {
+			v := uncond[i] + scale*(cond[i]-uncond[i])
+			cond[i], uncond[i] = v, v
+		}
+	}
+	return out, res, nil
+}
+
+// RatioLoss returns H-Net's ratio (load-balancing) loss of a forward pass,
+// as a 1×1 matrix that carries gradients to the router: per group of
+// groupSize samples (0: the whole batch), F = the fraction of natural
+// (pre-drop) boundaries and G = the mean boundary probability (forced
+// tokens included), loss = N/(N−1)·((N−1)·F·G + (1−F)·(1−G)), averaged over
+// groups. The batch must divide into whole groups.
+func (r *Result) RatioLoss(targetN float64, groupSize int) (mat.Tensor, error) {
+	if !(targetN > 1) {
+		return nil, fmt.Errorf("dc: ratio loss: N = %v, want > 1", targetN)
+	}
+	if groupSize == 0 {
+		groupSize = r.batch
+	}
+	if groupSize < 0 || r.batch%groupSize != 0 {
+		return nil, fmt.Errorf("dc: ratio loss: a batch of %d does not split into groups of %d", r.batch, groupSize)
+	}
+	groups := r.batch / groupSize
+	N := len(r.Routing.Natural)
+	per := N / groups
+	off := make([]int, groups+1)
+	a, b := make([]float32, groups), 0.0
+	for g := range groups {
+		off[g+1] = (g + 1) * per
+		nat := 0
+		for _, v := range r.Routing.Natural[g*per : (g+1)*per] {
+			if v {
+				nat++
+			}
+		}
+		F := float64(nat) / float64(per)
+		// loss_g = k·((N−1)·F − (1−F))·G + k·(1−F), k = N/(N−1).
+		k := targetN / (targetN - 1)
+		a[g] = float32(k * ((targetN-1)*F - (1 - F)) / float64(groups))
+		b += k * (1 - F) / float64(groups)
+	}
+	G := ops.MeanRows(r.Routing.P, off) // [groups, 1]
+	loss := ops.Sum(ops.Mul(G, constant(groups, 1, a)))
+	return ops.Add(loss, constant(1, 1, []float32{float32(b)})), nil
+}
