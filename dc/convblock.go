@@ -1,9 +1,9 @@
 package dc
 
 import (
-	"github.com/nlpodyssey/spago/mat"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
+	"github.com/nlpodyssey/spago/mat"
 )
 
 // grid describes a batch of token-major latent grids: sample b owns rows
