@@ -1,0 +1,149 @@
+package dc
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestTailDrop(t *testing.T) {
+	// Two samples of 5 tokens; ties in probability drop the lower index first.
+	prob := []float32{1, 0.6, 0.7, 0.6, 1, 1, 0.4, 0.9, 0.8, 1}
+	natural := []bool{true, true, true, true, true, true, false, true, true, true}
+	for _, tc := range []struct {
+		frac []float32
+		want []bool
+	}{
+		{nil, natural},
+		{[]float32{0}, natural},
+		// n = 5 → floor(5·0.4) = 2 dropped: the two 0.6s (indices 1, 3).
+		// n = 4 → floor(4·0.4) = 1 dropped: 0.8 (index 8).
+		{[]float32{0.4}, []bool{true, false, true, false, true, true, false, true, false, true}},
+		// Per sample: floor(5·0.2) = 1 (the 0.6 at index 1), none in sample 1.
+		{[]float32{0.2, 0.2}, []bool{true, false, true, true, true, true, false, true, true, true}},
+		{[]float32{0.5, 0}, []bool{true, false, true, false, true, true, false, true, true, true}},
+	} {
+		got, err := TailDrop(prob, natural, 2, tc.frac)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("frac %v: kept %v, want %v", tc.frac, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		frac []float32
+		msg  string
+	}{
+		{[]float32{1}, "want 0 ≤ ρ < 1"},
+		{[]float32{-0.1}, "want 0 ≤ ρ < 1"},
+		{[]float32{0.1, 0.2, 0.3}, "3 drop fractions for a batch of 2"},
+	} {
+		if _, err := TailDrop(prob, natural, 2, tc.frac); err == nil || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("frac %v: error %v, want one mentioning %q", tc.frac, err, tc.msg)
+		}
+	}
+	if _, err := TailDrop(prob, natural[:9], 2, nil); err == nil {
+		t.Error("mismatched lengths accepted")
+	}
+}
+
+func TestChunk(t *testing.T) {
+	// One 3×3 grid keeping tokens 0, 4 and 8 (the diagonal), and a second
+	// keeping 2 and 6.
+	g := grid{batch: 2, rows: 3, cols: 3}
+	kept := make([]bool, 18)
+	for _, i := range []int{0, 4, 8, 9 + 2, 9 + 6} {
+		kept[i] = true
+	}
+	c, err := chunk(kept, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.NumKept, []int{3, 2}) || !slices.Equal(c.Offsets, []int{0, 3, 5}) {
+		t.Fatalf("counts %v offsets %v", c.NumKept, c.Offsets)
+	}
+	if !slices.Equal(c.Index, []int{0, 4, 8, 11, 15}) {
+		t.Errorf("index %v", c.Index)
+	}
+	if !slices.Equal(c.Pos, []float64{0, 0, 1, 1, 2, 2, 0, 2, 2, 0}) {
+		t.Errorf("pos %v", c.Pos)
+	}
+	// Sample 0: (0,1) is 1 from (0,0) and 1 from (1,1): tie → j = 0;
+	// (1,2) is 1 from (1,1) and (2,2): tie → j = 1.
+	// Sample 1: (1,1) and (2,2) are equidistant from (0,2) and (2,0): j = 0.
+	want := []int{
+		0, 0, 1, 0, 1, 1, 1, 1, 2,
+		0, 0, 0, 1, 0, 0, 1, 1, 0,
+	}
+	if !slices.Equal(c.PlugBack, want) {
+		t.Errorf("plug-back %v, want %v", c.PlugBack, want)
+	}
+	if rows := c.plugBackRows(); rows[9+3] != 4 || rows[8] != 2 {
+		t.Errorf("plug-back rows %v", rows)
+	}
+	if _, err := chunk(make([]bool, 18), g); err == nil || !strings.Contains(err.Error(), "keeps no token") {
+		t.Errorf("empty sample: error %v", err)
+	}
+}
+
+func TestLayoutRoundTrip(t *testing.T) {
+	x := make([]float32, 2*3*4*5)
+	for i := range x {
+		x[i] = float32(i)
+	}
+	tok := ToTokens(x, 2, 3, 4, 5)
+	// Token (b=1, r=2, c=3), channel 1.
+	if got, want := tok[(1*20+2*5+3)*3+1], x[((1*3+1)*4+2)*5+3]; got != want {
+		t.Errorf("token layout: %v, want %v", got, want)
+	}
+	if back := FromTokens(tok, 2, 3, 4, 5); !slices.Equal(back, x) {
+		t.Error("FromTokens(ToTokens(x)) != x")
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	good := Config{InChannels: 4, OutChannels: 8, GridRows: 4, GridCols: 4, EncDecDim: 32, ModelDim: 64, CondDim: 64, RouterDim: 16,
+		EncoderBlocks: 2, DecoderBlocks: 2, NormGroups: 32, RouterGroups: 8, Sigma: 1, TargetN: 4}
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		edit func(*Config)
+		msg  string
+	}{
+		{func(c *Config) { c.EncDecDim = 48 }, "multiples of norm_groups"},
+		{func(c *Config) { c.RouterDim = 12 }, "router_groups"},
+		{func(c *Config) { c.Sigma = 0 }, "dechunk_sigma"},
+		{func(c *Config) { c.TargetN = 1 }, "target_n"},
+		{func(c *Config) { c.DecoderBlocks = 0 }, "decoder_blocks"},
+	} {
+		c := good
+		tc.edit(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("error %v, want one mentioning %q", err, tc.msg)
+		}
+	}
+	// The shapes of a config round-trip through InferConfig.
+	shapes := ScaffoldShapes(&good)
+	got, err := InferConfig(shapes, Settings{Sigma: 1, TargetN: 4}, 4, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *got != good {
+		t.Errorf("inferred %+v, want %+v", *got, good)
+	}
+	delete(shapes, "hnet.residual_proj.weight")
+	if _, err := InferConfig(shapes, Settings{Sigma: 1, TargetN: 4}, 4, 4); err == nil || !strings.Contains(err.Error(), "residual_proj") {
+		t.Errorf("missing tensor: error %v", err)
+	}
+}
+
+func TestNewParamsReportsAll(t *testing.T) {
+	exp := map[string][]int{"a": {2, 3}, "b": {4}, "c": {1}}
+	ts := map[string]Tensor{"a": {Shape: []int{3, 2}, Data: make([]float32, 6)}, "b": {Shape: []int{4}, Data: make([]float32, 4)}}
+	_, err := NewParams(ts, exp, "test")
+	if err == nil || !strings.Contains(err.Error(), "a has shape [3 2], want [2 3]") || !strings.Contains(err.Error(), "missing c") {
+		t.Errorf("error %v", err)
+	}
+}
