@@ -190,3 +190,24 @@ func (n *Network) block(i int, x, c mat.Tensor, offsets []int) mat.Tensor {
 	h = ops.Linear(h, n.p(b+"mlp.fc2.weight"), n.p(b+"mlp.fc2.bias"))
 	return ops.GatedResidual(x, gateMLP, h, offsets)
 }
+
+// FLOPs counts the conditioning (timestep MLP) and the blocks over packed
+// sequences of the given lengths, in dc.FLOPs' convention: 2 per
+// multiply-add, H·Σ L_b²·(4·d_h + 3) for attention.
+func (n *Network) FLOPs(lengths []int) float64 {
+	c := n.Config
+	D, hid := float64(c.Width), float64(c.MLPHidden)
+	B := float64(len(lengths))
+	var tokens, pairs float64
+	for _, l := range lengths {
+		tokens += float64(l)
+		pairs += float64(l) * float64(l)
+	}
+	mac := func(m, k, n float64) float64 { return 2 * m * k * n }
+	cond := mac(B, float64(c.FrequencySize), D) + mac(B, D, D)
+	block := mac(B, D, 6*D) + mac(tokens, D, 3*D) + mac(tokens, D, D) + mac(tokens, D, hid) + mac(tokens, hid, D)
+	attn := float64(c.Heads) * pairs * (4*D/float64(c.Heads) + 3)
+	return cond + float64(c.Depth)*(block+attn)
+}
+
+var _ dc.BackboneFLOPs = (*Network)(nil)

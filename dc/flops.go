@@ -1,0 +1,75 @@
+package dc
+
+// FLOPs is the cost of one DC-DiT forward pass over a batch, in
+// floating-point operations, split by part. The convention is the DC-DiT
+// reference counter's (flop_counter.py): 2 FLOPs per multiply-add of every
+// matrix product and convolution, H·Σ_b M_b²·(4·d_h + 3) for the packed
+// attention (counted by the backbone), and nothing for norms, activations,
+// gathers and other elementwise work. Counts follow what runs: the
+// backbone and the de-chunk smoothing see each sample's kept tokens M_b
+// (packed, no padding), everything else the full grid.
+type FLOPs struct {
+	Embed     float64 `json:"embed"`      // latent embedder conv 3×3
+	Encoder   float64 `json:"encoder"`    // encoder conv blocks (convs, skip, cond_proj)
+	Residual  float64 `json:"residual"`   // residual_proj
+	Routing   float64 `json:"routing"`    // router convs
+	Backbone  float64 `json:"backbone"`   // conditioning and main network (BackboneFLOPs)
+	DeChunk   float64 `json:"dechunk"`    // Σ_b M_b²·D of the Gaussian smoothing product
+	Decoder   float64 `json:"decoder"`    // decoder conv blocks
+	Final     float64 `json:"final"`      // final layer adaLN and projection
+	KeptRatio float64 `json:"kept_ratio"` // ΣM_b / (B·L), for reporting
+}
+
+// Total is the sum of the parts.
+func (f FLOPs) Total() float64 {
+	return f.Embed + f.Encoder + f.Residual + f.Routing + f.Backbone + f.DeChunk + f.Decoder + f.Final
+}
+
+// BackboneFLOPs is implemented by backbones that can count their own cost:
+// the conditioning plus the transformer over packed sequences of the given
+// lengths (one per sample), in the convention of FLOPs.
+type BackboneFLOPs interface {
+	FLOPs(lengths []int) float64
+}
+
+// ForwardFLOPs counts one forward pass of a batch whose samples keep
+// numKept tokens each (len(numKept) = B). The backbone part is zero when
+// the backbone does not implement BackboneFLOPs.
+func (m *Model) ForwardFLOPs(numKept []int) FLOPs {
+	c := m.Config
+	B, L := float64(len(numKept)), float64(c.Tokens())
+	N := B * L
+	mac := func(m, k, n float64) float64 { return 2 * m * k * n }
+	var f FLOPs
+	f.Embed = mac(N, float64(c.InChannels)*9, float64(c.EncDecDim))
+	for i, w := range c.convWidths() {
+		in, out := float64(w[0]), float64(w[1])
+		inner := min(in, out)
+		cost := mac(N, in*9, inner) + mac(B, float64(c.CondDim), inner) + mac(N, inner*9, out)
+		if w[0] != w[1] {
+			cost += mac(N, in, out)
+		}
+		if i < c.EncoderBlocks {
+			f.Encoder += cost
+		} else {
+			f.Decoder += cost
+		}
+	}
+	D, R := float64(c.ModelDim), float64(c.RouterDim)
+	f.Residual = mac(N, D, D)
+	f.Routing = mac(N, D, R) + 2*mac(N, R*9, R) + mac(N, R, 1)
+	var kept float64
+	for _, mb := range numKept {
+		f.DeChunk += mac(float64(mb), float64(mb), D)
+		kept += float64(mb)
+	}
+	if bf, ok := m.Backbone.(BackboneFLOPs); ok {
+		f.Backbone = bf.FLOPs(numKept)
+	}
+	E := float64(c.EncDecDim)
+	f.Final = mac(B, float64(c.CondDim), 2*E) + mac(N, E, float64(c.OutChannels))
+	if N > 0 {
+		f.KeptRatio = kept / N
+	}
+	return f
+}
