@@ -17,6 +17,7 @@ import (
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/inspect"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
+	"github.com/dcdit/dcdit/internal/cli/sample"
 )
 
 // Std returns the process's standard streams.
@@ -78,7 +79,7 @@ compute budget chosen at inference time.`,
 		return nil
 	}
 	root.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
-	root.AddCommand(inspect.NewCmd(io, nil), bench.NewCmd(io, nil), newVersionCmd(io))
+	root.AddCommand(inspect.NewCmd(io, nil), sample.NewCmd(io, nil), bench.NewCmd(io, nil), newVersionCmd(io))
 	return root
 }
 
