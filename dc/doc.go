@@ -1,4 +1,60 @@
-// Package dc is the DC-DiT scaffold, generic over a backbone: encoder, router,
-// elastic chunking and tail dropping, de-chunking, decoder, ratio loss and
-// FLOPs accounting.
+// Package dc is the DC-DiT scaffold, generic over a backbone: the latent
+// embedder, conv encoder, spatial-predictability router, elastic chunking
+// (tail dropping, packing), Gaussian de-chunking with nearest-2-D plug-back,
+// conv decoder, final layer, the ratio loss and FLOPs accounting, matching
+// the official DC-DiT (AMD-AGI/DynamicChunkingDiT) number for number.
+//
+// # Data flow (Model.Forward)
+//
+// Latents are token-major [B·L, C] in raster order (ToTokens). With c the
+// backbone's conditioning [B, CondDim]:
+//
+//	x_embedder conv 3×3 → encoder conv blocks (E … → D) → RMSNorm   = enc [B·L, D]
+//	residual = residual_proj(enc)
+//	router(enc) → p (first/last forced to 1), natural mask p > 0.5, confidence c
+//	TailDrop(p, natural, ρ) → kept;  chunk → packed rows, offsets, positions, plug-back
+//	Backbone.Forward(enc[kept], c, offsets, positions)               = main [ΣM_b, D]
+//	ops.DeChunk(main, clamp(p[kept]), σ)                             = o [ΣM_b, D]
+//	o[plug-back] · STE(confidence) + residual → decoder blocks (D → E …) → RMSNorm
+//	final layer: LayerNorm, adaLN from c, Linear(E → out)            = out [B·L, out]
+//
+// Backbone is the only thing the scaffold knows about the transformer; see
+// its documentation for exactly what one must provide. Package dc/hnet
+// holds DC-DiT's own main network (HNetDiTBlocks + RMSNorm, DiT's
+// embedders); dit.Model is to implement Backbone in the upcycling work.
+// Parameters live in a params.Set arena under the reference state_dict
+// names, so reference checkpoints load as they are (hnet.Load).
+//
+// # Status (developer note)
+//
+// Done and exact on the golden fixtures (error = max|got−ref| / max|ref|,
+// forward tolerance 5e-5, gradients 5e-4, masks and indices exact):
+//
+//   - dcdit-convblock (TestFixtureConvBlock): out 4.8e-7, temb 1.7e-7,
+//     conv1_out 7.3e-7, S 2.3e-7; gradients x 5.8e-7, cond 6.7e-7, all
+//     listed parameters ≤ 9.6e-7.
+//   - dcdit-tiny (dc/hnet TestFixtureRouting, TestFixtureRuns,
+//     TestFixtureLiteCFG): c 2.2e-6, enc_out_b0_head 6.1e-7, router_logit
+//     7.1e-7, p 1.5e-6, selected_probs 1.5e-6; boundary_mask_natural,
+//     num_natural exact; ratio_loss, ratio_loss_none, ratio_loss_rbs2 0;
+//     ratio_only gradients ≤ 4.2e-7. For each of drop0, drop1, drop2 and
+//     lite: boundary_mask, num_kept, next_mask, chunk_sort_indices (valid
+//     part), plug_back_idx exact; dechunk_packed ≤ 1.7e-6; out ≤ 1.7e-6;
+//     drop1.main_out_b0 4.8e-7. drop0 and drop1 gradients of
+//     S = Σ out·R + 0.03·ratio_loss: S within 2.2e-4 absolute (tolerance
+//     0.31), grad.x ≤ 1.6e-6, every listed parameter ≤ 3.2e-6. litecfg:
+//     num_kept exact, out 1.2e-6.
+//   - New ops (package ops, finite-difference and float32-vs-float64
+//     checked): DeChunk (kernels.DeChunkForward/Backward, GEMM per sample)
+//     and STE.
+//   - ForwardFLOPs per part with the actual kept counts (2 FLOPs per
+//     multiply-add, packed attention H·Σ M_b²·(4·d_h + 3) from the backbone,
+//     de-chunk Σ M_b²·D); the main network's count agrees with dit's.
+//
+// Left (issue 5): the DC checkpoint format (config in __metadata__) and
+// `dcdit inspect` for it, the `dcdit flops` command and presets, sampling
+// with --rho / --rho-uncond, the dcdit_s_* bench cases and their timing
+// goals (dc/hnet BenchmarkDCDiTS runs DC-DiT-S sizes with random weights;
+// time is dominated by GEMM), and dit.Model as a Backbone (with the final
+// RMSNorm the DC main network has and vanilla DiT lacks).
 package dc
