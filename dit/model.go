@@ -238,6 +238,12 @@ func (m *Model) Denoiser() func(x []float32, t []int, y []int) ([]float32, error
 		for i, v := range t {
 			ts[i] = float32(v)
 		}
+		// Sampling keeps no graph: without gradients every op runs eagerly
+		// and frees its intermediates.
+		if m.Params.RequiresGrad() {
+			m.Params.SetRequiresGrad(false)
+			defer m.Params.SetRequiresGrad(true)
+		}
 		out := m.Forward(x, ts, y)
 		img := make([]float32, B*c.OutChannels()*c.InputSize*c.InputSize)
 		Unpatchify(img, mat.Data[float32](out.Value()), B, c.OutChannels(), c.InputSize, c.PatchSize, false)

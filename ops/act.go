@@ -10,19 +10,19 @@ import (
 
 // GELU returns the tanh-approximated GELU of x elementwise (PyTorch's
 // approximate="tanh", DiT's MLP activation).
-func GELU(x mat.Tensor) mat.Tensor { return ag.NewOperator(newActivation("GELU", actGELU, x)).Run() }
+func GELU(x mat.Tensor) mat.Tensor { return run(newActivation("GELU", actGELU, x)) }
 
 // SiLU returns x·σ(x) elementwise (DiT's conditioning activation).
-func SiLU(x mat.Tensor) mat.Tensor { return ag.NewOperator(newActivation("SiLU", actSiLU, x)).Run() }
+func SiLU(x mat.Tensor) mat.Tensor { return run(newActivation("SiLU", actSiLU, x)) }
 
 // Sigmoid returns σ(x) = 1/(1 + e^{−x}) elementwise (DC-DiT's router
 // probabilities).
 func Sigmoid(x mat.Tensor) mat.Tensor {
-	return ag.NewOperator(newActivation("Sigmoid", actSigmoid, x)).Run()
+	return run(newActivation("Sigmoid", actSigmoid, x))
 }
 
 // Tanh returns tanh(x) elementwise.
-func Tanh(x mat.Tensor) mat.Tensor { return ag.NewOperator(newActivation("Tanh", actTanh, x)).Run() }
+func Tanh(x mat.Tensor) mat.Tensor { return run(newActivation("Tanh", actTanh, x)) }
 
 type actKind int
 

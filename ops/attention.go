@@ -17,7 +17,7 @@ import (
 // offsets[s] ≤ r < offsets[s+1]; tokens attend only within their sequence,
 // with scale 1/√headDim. The result is [N, heads·headDim].
 func Attention(qkv mat.Tensor, offsets []int, heads int) mat.Tensor {
-	return ag.NewOperator(newAttention(qkv, offsets, heads)).Run()
+	return run(newAttention(qkv, offsets, heads))
 }
 
 type attentionSpec struct {

@@ -16,14 +16,14 @@ import (
 // [cout, cin, 3, 3] weight flattened to [cout, cin·9]; b is a vector of
 // cout elements or nil. The result is [batch·height·width, cout].
 func Conv3x3(x, w, b mat.Tensor, batch, height, width int) mat.Tensor {
-	return ag.NewOperator(newConv("Conv3x3", 9, x, w, b, batch, height, width)).Run()
+	return run(newConv("Conv3x3", 9, x, w, b, batch, height, width))
 }
 
 // Conv1x1 is the 1×1 convolution over the same layout; w is [cout, cin]
 // (PyTorch's [cout, cin, 1, 1] flattened).
 func Conv1x1(x, w, b mat.Tensor) mat.Tensor {
 	rows, _ := dims("Conv1x1", "x", x)
-	return ag.NewOperator(newConv("Conv1x1", 1, x, w, b, 1, 1, rows)).Run()
+	return run(newConv("Conv1x1", 1, x, w, b, 1, 1, rows))
 }
 
 type convSpec struct {

@@ -9,14 +9,14 @@ import (
 )
 
 // Add returns a + b for matrices of the same shape.
-func Add(a, b mat.Tensor) mat.Tensor { return ag.NewOperator(newBinary("Add", binAdd, a, b)).Run() }
+func Add(a, b mat.Tensor) mat.Tensor { return run(newBinary("Add", binAdd, a, b)) }
 
 // Sub returns a − b for matrices of the same shape.
-func Sub(a, b mat.Tensor) mat.Tensor { return ag.NewOperator(newBinary("Sub", binSub, a, b)).Run() }
+func Sub(a, b mat.Tensor) mat.Tensor { return run(newBinary("Sub", binSub, a, b)) }
 
 // Mul returns the elementwise product a∘b of matrices of the same shape
 // (spago's ag.Prod; ag.Mul is the matrix product).
-func Mul(a, b mat.Tensor) mat.Tensor { return ag.NewOperator(newBinary("Mul", binMul, a, b)).Run() }
+func Mul(a, b mat.Tensor) mat.Tensor { return run(newBinary("Mul", binMul, a, b)) }
 
 type binKind int
 
@@ -87,7 +87,7 @@ func (f *binary[T]) Backward(gy mat.Tensor) error {
 
 // Scale returns alpha·x.
 func Scale(x mat.Tensor, alpha float64) mat.Tensor {
-	return ag.NewOperator(newScale(x, alpha)).Run()
+	return run(newScale(x, alpha))
 }
 
 type scaleSpec struct {
@@ -123,7 +123,7 @@ func (f *scale[T]) Backward(gy mat.Tensor) error {
 // AddRowVector returns x + v with the vector v (D elements) added to every
 // row of x [N, D]: a bias broadcast, such as a positional embedding row.
 func AddRowVector(x, v mat.Tensor) mat.Tensor {
-	return ag.NewOperator(newAddRowVector(x, v)).Run()
+	return run(newAddRowVector(x, v))
 }
 
 type addRowVectorSpec struct {
@@ -163,7 +163,7 @@ func (f *addRowVector[T]) Backward(gy mat.Tensor) error {
 // s of N elements: a per-token multiplier, such as DC-DiT's
 // straight-through confidence.
 func ScaleRows(x, s mat.Tensor) mat.Tensor {
-	return ag.NewOperator(newScaleRows(x, s)).Run()
+	return run(newScaleRows(x, s))
 }
 
 type scaleRowsSpec struct {

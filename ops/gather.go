@@ -15,7 +15,7 @@ import (
 // nearest kept token when de-chunking. Indices may repeat; the gradient of
 // a row gathered several times is the sum of its copies' gradients.
 func GatherRows(x mat.Tensor, idx []int) mat.Tensor {
-	return ag.NewOperator(newGatherRows(x, idx)).Run()
+	return run(newGatherRows(x, idx))
 }
 
 type rowsSpec struct {
@@ -54,7 +54,7 @@ func (f *gatherRows[T]) Backward(gy mat.Tensor) error {
 // Indices must be distinct (a repeated one panics: which copy would win is
 // undefined, and its gradient with it).
 func ScatterRows(x mat.Tensor, idx []int, rows int) mat.Tensor {
-	return ag.NewOperator(newScatterRows(x, idx, rows)).Run()
+	return run(newScatterRows(x, idx, rows))
 }
 
 type scatterRows[T float.DType] struct{ rowsSpec }
@@ -98,7 +98,7 @@ func (f *scatterRows[T]) Backward(gy mat.Tensor) error {
 // SliceCols returns x[:, from:to] as a new matrix: splitting DiT's adaLN
 // projection [S, 6D] into shift, scale and gate vectors.
 func SliceCols(x mat.Tensor, from, to int) mat.Tensor {
-	return ag.NewOperator(newSliceCols(x, from, to)).Run()
+	return run(newSliceCols(x, from, to))
 }
 
 type sliceColsSpec struct {

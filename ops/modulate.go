@@ -27,7 +27,7 @@ func newPerSampleSpec(op string, x mat.Tensor, offsets []int, vectors ...named) 
 // Modulate returns DiT's adaLN modulation y = x·(1 + scale_s) + shift_s for
 // x [N, D] packed by offsets and per-sample shift and scale [S, D].
 func Modulate(x, shift, scale mat.Tensor, offsets []int) mat.Tensor {
-	return ag.NewOperator(newModulate(x, shift, scale, offsets)).Run()
+	return run(newModulate(x, shift, scale, offsets))
 }
 
 type modulateSpec struct {
@@ -63,7 +63,7 @@ func (f *modulate[T]) Backward(gy mat.Tensor) error {
 // GatedResidual returns DiT's gated residual y = x + gate_s∘h for x, h
 // [N, D] packed by offsets and a per-sample gate [S, D].
 func GatedResidual(x, gate, h mat.Tensor, offsets []int) mat.Tensor {
-	return ag.NewOperator(newGatedResidual(x, gate, h, offsets)).Run()
+	return run(newGatedResidual(x, gate, h, offsets))
 }
 
 type gatedResidualSpec struct {
@@ -106,7 +106,7 @@ func (f *gatedResidual[T]) Backward(gy mat.Tensor) error {
 // [S, D] over the rows of each sample of x [N, D] (packed by offsets): for
 // example a conditioning projection added to every token of a conv block.
 func AddPerSample(x, v mat.Tensor, offsets []int) mat.Tensor {
-	return ag.NewOperator(newAddPerSample(x, v, offsets)).Run()
+	return run(newAddPerSample(x, v, offsets))
 }
 
 type addPerSampleSpec struct {

@@ -14,7 +14,7 @@ import (
 // without an affine transform, with eps inside the square root (DiT's
 // nn.LayerNorm(D, elementwise_affine=False, eps=1e-6)).
 func LayerNorm(x mat.Tensor, eps float64) mat.Tensor {
-	return ag.NewOperator(newLayerNorm(x, eps)).Run()
+	return run(newLayerNorm(x, eps))
 }
 
 type layerNormSpec struct {
@@ -65,7 +65,7 @@ func (f *layerNorm[T]) Backward(gy mat.Tensor) error {
 // weight vector w of D elements and no bias: PyTorch's and Z-Image's
 // RMSNorm, not spago's (which puts eps outside the root and adds a bias).
 func RMSNorm(x, w mat.Tensor, eps float64) mat.Tensor {
-	return ag.NewOperator(newRMSNorm(x, w, eps)).Run()
+	return run(newRMSNorm(x, w, eps))
 }
 
 type rmsNormSpec struct {
@@ -110,7 +110,7 @@ func (f *rmsNorm[T]) Backward(gy mat.Tensor) error {
 // (s+1)·L − 1). Statistics are per (sample, group) over L × C/groups
 // values.
 func GroupNorm(x, w, b mat.Tensor, batch, groups int, eps float64) mat.Tensor {
-	return ag.NewOperator(newGroupNorm(x, w, b, batch, groups, eps)).Run()
+	return run(newGroupNorm(x, w, b, batch, groups, eps))
 }
 
 type groupNormSpec struct {

@@ -180,3 +180,22 @@ func putBuffer[T float.DType](b []T) {
 	b = b[:c]
 	poolFor[T](bits.Len(uint(c - 1))).Put(&b)
 }
+
+// run evaluates f as a graph node when some operand requires a gradient,
+// and eagerly otherwise, returning the bare value: inference then builds
+// no graph, and each intermediate is freed as soon as nothing uses it
+// (a graph would keep every activation of a forward pass alive until its
+// output is dropped).
+func run(f ag.AutoGradFunction) mat.Tensor {
+	for _, x := range f.Operands() {
+		if x.RequiresGrad() {
+			return ag.NewOperator(f).Run()
+		}
+	}
+	y, err := f.Forward()
+	if err != nil {
+		// Forward validates nothing (constructors do), so this is a bug.
+		panic(fmt.Sprintf("ops: forward: %v", err))
+	}
+	return y
+}

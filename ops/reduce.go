@@ -9,17 +9,17 @@ import (
 )
 
 // Sum returns Σ x as a 1×1 matrix (accumulated in float64).
-func Sum(x mat.Tensor) mat.Tensor { return ag.NewOperator(newTotal("Sum", totSum, x, nil)).Run() }
+func Sum(x mat.Tensor) mat.Tensor { return run(newTotal("Sum", totSum, x, nil)) }
 
 // Mean returns the mean of all elements of x as a 1×1 matrix (0 for an
 // empty x).
-func Mean(x mat.Tensor) mat.Tensor { return ag.NewOperator(newTotal("Mean", totMean, x, nil)).Run() }
+func Mean(x mat.Tensor) mat.Tensor { return run(newTotal("Mean", totMean, x, nil)) }
 
 // MSE returns mean((a − b)²) over all elements as a 1×1 matrix: PyTorch's
 // MSELoss with reduction "mean" (the DiT and flow-matching losses, and the
 // distillation regression). b is typically a target that does not require
 // gradients.
-func MSE(a, b mat.Tensor) mat.Tensor { return ag.NewOperator(newTotal("MSE", totMSE, a, b)).Run() }
+func MSE(a, b mat.Tensor) mat.Tensor { return run(newTotal("MSE", totMSE, a, b)) }
 
 type totKind int
 
@@ -101,7 +101,7 @@ func (f *total[T]) Backward(gy mat.Tensor) error {
 // MeanRows returns the per-sample mean of x [N, D] over each sample's rows
 // (packed by offsets, S+1 entries) as [S, D]; an empty sample's mean is 0.
 func MeanRows(x mat.Tensor, offsets []int) mat.Tensor {
-	return ag.NewOperator(newMeanRows(x, offsets)).Run()
+	return run(newMeanRows(x, offsets))
 }
 
 type meanRowsSpec struct {

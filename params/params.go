@@ -100,6 +100,12 @@ func (s *Set) SetRequiresGrad(v bool) {
 	}
 }
 
+// RequiresGrad reports whether the parameters track gradients (the state
+// SetRequiresGrad last set; new sets do).
+func (s *Set) RequiresGrad() bool {
+	return len(s.list) > 0 && s.list[0].Dense.RequiresGrad()
+}
+
 // Values returns the parameter's data (a view of the arena).
 func (p *Param) Values() []float32 { return mat.Data[float32](p.Dense) }
 

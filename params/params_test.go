@@ -83,8 +83,11 @@ func TestGradientsLandInArena(t *testing.T) {
 	if w.HasGrad() || s.Grad[0] != 0 {
 		t.Fatal("ZeroGrad left a gradient")
 	}
+	if !s.RequiresGrad() {
+		t.Fatal("a new set does not require gradients")
+	}
 	s.SetRequiresGrad(false)
-	if w.RequiresGrad() {
+	if w.RequiresGrad() || s.RequiresGrad() {
 		t.Fatal("SetRequiresGrad(false) ignored")
 	}
 }

@@ -38,7 +38,7 @@ func TestCaseNamesMatchReference(t *testing.T) {
 		}
 		last, seen[c.name] = i, true
 	}
-	for _, want := range []string{"gemm_2048x384x1152", "gemm_2048x384x1536", "gemm_2048x1536x384", "gemm_256x1152x1152", "gemm_1024x1024x1024", "adamw"} {
+	for _, want := range referenceNames {
 		if !seen[want] {
 			t.Errorf("case %q missing", want)
 		}
@@ -115,23 +115,27 @@ func TestJSONShape(t *testing.T) {
 	}
 }
 
-// One real case end to end, the smallest GEMM.
-func TestRealGemmCase(t *testing.T) {
+// Real cases end to end: the smallest GEMM and a DiT-S block forward.
+func TestRealCases(t *testing.T) {
 	if testing.Short() {
-		t.Skip("times a real GEMM")
+		t.Skip("times real kernels")
 	}
-	ios, _, out, _ := iostreams.Test()
-	cmd := NewCmd(ios, nil)
-	cmd.SetArgs([]string{"--json", "--quick", "--filter", "^gemm_256x1152x1152$"})
-	if err := cmd.Execute(); err != nil {
-		t.Fatal(err)
-	}
-	_, cases := decode(t, out.String())
-	if len(cases) != 1 || cases[0]["name"] != "gemm_256x1152x1152" {
-		t.Fatalf("cases = %v", cases)
-	}
-	if ms, gf := cases[0]["ms"].(float64), cases[0]["gflops"].(float64); ms <= 0 || gf <= 0 {
-		t.Errorf("ms %v, gflops %v", ms, gf)
+	for _, name := range []string{"gemm_256x1152x1152", "dit_s_block_fwd"} {
+		t.Run(name, func(t *testing.T) {
+			ios, _, out, _ := iostreams.Test()
+			cmd := NewCmd(ios, nil)
+			cmd.SetArgs([]string{"--json", "--quick", "--filter", "^" + name + "$"})
+			if err := cmd.Execute(); err != nil {
+				t.Fatal(err)
+			}
+			_, cases := decode(t, out.String())
+			if len(cases) != 1 || cases[0]["name"] != name {
+				t.Fatalf("cases = %v", cases)
+			}
+			if ms, gf := cases[0]["ms"].(float64), cases[0]["gflops"].(float64); ms <= 0 || gf <= 0 {
+				t.Errorf("ms %v, gflops %v", ms, gf)
+			}
+		})
 	}
 }
 

@@ -37,10 +37,8 @@ const (
 	adamwParams                               = 33_000_000
 )
 
-// allCases is the suite in the reference's order. Still to come, when the
-// model code exists: dit_s_block_fwd, dit_s_block_fwd_bwd, dit_s2_forward
-// and dit_s2_train_step (the last two with reps max(2, base/2), as in the
-// reference).
+// allCases is the suite in the reference's order; the whole-model cases
+// run max(2, base/2) times, as in the reference.
 func allCases() []benchCase {
 	return []benchCase{
 		gemmCase(2048, 384, 1152),
@@ -50,9 +48,15 @@ func allCases() []benchCase {
 		gemmCase(1024, 1024, 1024),
 		{name: "attention_fwd_bwd", setup: attentionCase},
 		{name: "conv3x3_fwd_bwd", setup: convCase},
+		{name: "dit_s_block_fwd", setup: blockCase(false)},
+		{name: "dit_s_block_fwd_bwd", setup: blockCase(true)},
+		{name: "dit_s2_train_step", setup: trainStepCase, reps: halfReps},
+		{name: "dit_s2_forward", setup: forwardCase, reps: halfReps},
 		{name: "adamw", setup: adamwCase, reps: func(int) int { return 3 }},
 	}
 }
+
+func halfReps(base int) int { return max(2, base/2) }
 
 // gemmCase times C = A·B with A m×k and B k×n, the reference's a @ b.
 func gemmCase(m, k, n int) benchCase {
