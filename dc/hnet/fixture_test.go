@@ -3,6 +3,7 @@ package hnet
 import (
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -114,6 +115,21 @@ func loadFixture(t *testing.T, c fixtures.Case) *dc.Model {
 	return m
 }
 
+// tensorNames lists the tensors of the case's io.safetensors.
+func tensorNames(t *testing.T, c fixtures.Case) []string {
+	t.Helper()
+	f, err := safetensors.Open(filepath.Join(c.Dir, "io.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	for _, info := range f.Tensors() {
+		out = append(out, info.Name)
+	}
+	return out
+}
+
 // runs lists the per-run prefixes of io.safetensors (those with a
 // "<run>.frac" tensor and per-run outputs), sorted.
 func runs(t *testing.T, c fixtures.Case) []string {
@@ -187,8 +203,21 @@ func TestFixtureRouting(t *testing.T) {
 		checkInts(t, "num_natural", res.Routing.NumNatural, io.Ints("num_natural"))
 
 		N := cfgFloat(t, c, "downsample_factor_N")
-		for name, group := range map[string]int{"ratio_loss": m.Config.RatioBatchSize, "ratio_loss_none": 0, "ratio_loss_rbs2": 2} {
-			if !io.Has(name) || group != 0 && in.B%group != 0 {
+		// ratio_loss uses the configured grouping, ratio_loss_none the whole
+		// batch, ratio_loss_rbs<k> groups of k.
+		groupings := map[string]int{"ratio_loss": m.Config.RatioBatchSize, "ratio_loss_none": 0}
+		for _, info := range tensorNames(t, c) {
+			if k, ok := strings.CutPrefix(info, "ratio_loss_rbs"); ok {
+				g, err := strconv.Atoi(k)
+				if err != nil {
+					t.Fatalf("%s: group size %q", info, k)
+				}
+				groupings[info] = g
+			}
+		}
+		for name, group := range groupings {
+			if !io.Has(name) {
+				t.Errorf("io.safetensors lacks %s", name)
 				continue
 			}
 			loss, err := res.RatioLoss(N, group)
