@@ -36,6 +36,23 @@ type Config struct {
 	MLPHidden     int `json:"mlp_hidden"`     // int(D·mlp_ratio)
 	FrequencySize int `json:"frequency_size"` // timestep sinusoid width (256)
 	NumClasses    int `json:"num_classes"`    // labels 0..NumClasses−1; NumClasses is the null class
+	// PatchSize is the patch size of the grid the position embedding was
+	// trained on, relative to the latent grid: 1 for a native DC-DiT (its
+	// sin-cos table lives on the latent grid), p for blocks upcycled from
+	// a DiT/p, whose table lives on the patch grid. A latent cell (r, c)
+	// is embedded at the patch-grid position of its centre,
+	// ((r + ½)/p − ½, (c + ½)/p − ½), so the pretrained frequencies keep
+	// their meaning. 0 means 1.
+	PatchSize int `json:"patch_size,omitempty"`
+}
+
+// gridPos maps a latent-grid coordinate to the position embedding's grid.
+func (c *Config) gridPos(v float64) float64 {
+	if c.PatchSize <= 1 {
+		return v
+	}
+	p := float64(c.PatchSize)
+	return (v+0.5)/p - 0.5
 }
 
 // Network is the main network with its embedders.
@@ -161,7 +178,7 @@ func (n *Network) Forward(x, c mat.Tensor, offsets []int, pos []float64) (mat.Te
 	}
 	pe := make([]float32, N*D)
 	for r := range N {
-		dit.PosEmbed2D(pe[r*D:(r+1)*D], pos[2*r], pos[2*r+1])
+		dit.PosEmbed2D(pe[r*D:(r+1)*D], n.Config.gridPos(pos[2*r]), n.Config.gridPos(pos[2*r+1]))
 	}
 	h := ops.Add(x, mat.NewDense[float32](mat.WithShape(N, D), mat.WithBacking(pe)))
 	for i := range n.Config.Depth {
