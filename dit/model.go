@@ -55,8 +55,8 @@ func New(w *Weights) (*Model, error) {
 		if !ok {
 			return nil, fmt.Errorf("dit: weights lack %q", p.Name)
 		}
-		if len(src.Data) != p.Hi-p.Lo {
-			return nil, fmt.Errorf("dit: %q has %d values, want %d", p.Name, len(src.Data), p.Hi-p.Lo)
+		if n := len(p.Values()); len(src.Data) != n {
+			return nil, fmt.Errorf("dit: %q has %d values, want %d", p.Name, len(src.Data), n)
 		}
 		copy(p.Values(), src.Data)
 	}

@@ -23,12 +23,13 @@ type Spec struct {
 	Rows, Cols int
 }
 
-// Set is the arena. Data and Grad have the same length; parameter i owns
-// Data[Lo:Hi] and Grad[Lo:Hi] of its Range.
+// Set is the arena. Data and Grad have the same length; each parameter
+// owns the same range of both (Range).
 type Set struct {
 	Data, Grad []float32
 	list       []*Param
 	byName     map[string]*Param
+	ranges     map[string][2]int
 }
 
 // Param is one tensor of a Set. It is a spago leaf (mat.Tensor): ops read
@@ -37,8 +38,6 @@ type Param struct {
 	*mat.Dense[float32]
 	// Name is the tensor's name in checkpoints.
 	Name string
-	// Lo and Hi delimit the tensor in Set.Data and Set.Grad.
-	Lo, Hi int
 
 	grad    []float32
 	gradT   *mat.Dense[float32]
@@ -56,19 +55,20 @@ func New(specs []Spec) (*Set, error) {
 		}
 		n += s.Rows * s.Cols
 	}
-	set := &Set{Data: make([]float32, n), Grad: make([]float32, n), byName: make(map[string]*Param, len(specs))}
+	set := &Set{Data: make([]float32, n), Grad: make([]float32, n), byName: make(map[string]*Param, len(specs)), ranges: make(map[string][2]int, len(specs))}
 	lo := 0
 	for _, s := range specs {
 		if _, dup := set.byName[s.Name]; dup {
 			return nil, fmt.Errorf("params: %q appears twice", s.Name)
 		}
 		hi := lo + s.Rows*s.Cols
-		p := &Param{Name: s.Name, Lo: lo, Hi: hi, grad: set.Grad[lo:hi:hi]}
+		p := &Param{Name: s.Name, grad: set.Grad[lo:hi:hi]}
 		p.Dense = mat.NewDense[float32](mat.WithShape(s.Rows, s.Cols), mat.WithBacking(set.Data[lo:hi:hi]))
 		p.gradT = mat.NewDense[float32](mat.WithShape(s.Rows, s.Cols), mat.WithBacking(p.grad))
 		p.Dense.SetRequiresGrad(true)
 		set.list = append(set.list, p)
 		set.byName[s.Name] = p
+		set.ranges[s.Name] = [2]int{lo, hi}
 		lo = hi
 	}
 	return set, nil
@@ -76,6 +76,12 @@ func New(specs []Spec) (*Set, error) {
 
 // Get returns the parameter called name, or nil.
 func (s *Set) Get(name string) *Param { return s.byName[name] }
+
+// Range returns where the parameter called name lies in Data and Grad.
+func (s *Set) Range(name string) (lo, hi int, ok bool) {
+	r, ok := s.ranges[name]
+	return r[0], r[1], ok
+}
 
 // List returns the parameters in arena order. The slice is shared: do not
 // modify it.
@@ -152,4 +158,44 @@ func (p *Param) ZeroGrad() {
 	clear(p.grad)
 	p.touched = false
 	p.mu.Unlock()
+}
+
+// Join moves the parameters of several sets into one new arena, in order,
+// and returns a set over all of them: a model made of parts (a scaffold and
+// its backbone) then trains with one optimiser, one clipper and one EMA
+// over one buffer. Each part stays usable: its Data and Grad become views
+// of the joint arena and its Params keep their identity, so code holding a
+// *Param sees the moved values. Names must be unique across the parts.
+func Join(sets ...*Set) (*Set, error) {
+	var specs []Spec
+	for _, s := range sets {
+		for _, p := range s.list {
+			sh := p.Dense.Shape()
+			specs = append(specs, Spec{Name: p.Name, Rows: sh[0], Cols: sh[1]})
+		}
+	}
+	joint, err := New(specs)
+	if err != nil {
+		return nil, err
+	}
+	base := 0
+	for _, s := range sets {
+		n := len(s.Data)
+		copy(joint.Data[base:base+n], s.Data)
+		copy(joint.Grad[base:base+n], s.Grad)
+		s.Data, s.Grad = joint.Data[base:base+n:base+n], joint.Grad[base:base+n:base+n]
+		for _, p := range s.list {
+			q := joint.byName[p.Name]
+			req := p.Dense.RequiresGrad()
+			p.Dense, p.grad, p.gradT = q.Dense, q.grad, q.gradT
+			p.Dense.SetRequiresGrad(req)
+			// The joint set must hand out the very same objects.
+			joint.byName[p.Name] = p
+		}
+		base += n
+	}
+	for i, s := range specs {
+		joint.list[i] = joint.byName[s.Name]
+	}
+	return joint, nil
 }

@@ -39,8 +39,10 @@ func TestLayout(t *testing.T) {
 		t.Fatalf("arena lengths %d/%d, want 8", s.Len(), len(s.Grad))
 	}
 	w, b := s.Get("w"), s.Get("b")
-	if w.Lo != 0 || w.Hi != 6 || b.Lo != 6 || b.Hi != 8 || s.Get("x") != nil {
-		t.Fatalf("ranges w [%d,%d) b [%d,%d)", w.Lo, w.Hi, b.Lo, b.Hi)
+	wl, wh, _ := s.Range("w")
+	bl, bh, _ := s.Range("b")
+	if _, _, ok := s.Range("x"); wl != 0 || wh != 6 || bl != 6 || bh != 8 || s.Get("x") != nil || ok {
+		t.Fatalf("ranges w [%d,%d) b [%d,%d)", wl, wh, bl, bh)
 	}
 	b.Values()[1] = 5
 	if s.Data[7] != 5 {
@@ -89,5 +91,53 @@ func TestGradientsLandInArena(t *testing.T) {
 	s.SetRequiresGrad(false)
 	if w.RequiresGrad() || s.RequiresGrad() {
 		t.Fatal("SetRequiresGrad(false) ignored")
+	}
+}
+
+// After Join, both the parts and the joint set see one arena: values,
+// gradients from a backward pass and parameter identity are shared.
+func TestJoin(t *testing.T) {
+	a, _ := New([]Spec{{"w", 2, 3}})
+	b, _ := New([]Spec{{"b", 2, 1}})
+	copy(a.Data, []float32{1, 2, 3, 4, 5, 6})
+	copy(b.Data, []float32{0.5, -0.5})
+	b.SetRequiresGrad(false)
+	w, bias := a.Get("w"), b.Get("b")
+	j, err := Join(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Len() != 8 || j.Get("w") != w || j.Get("b") != bias || j.List()[1] != bias {
+		t.Fatal("the joint set does not hold the parts' parameters")
+	}
+	want := []float32{1, 2, 3, 4, 5, 6, 0.5, -0.5}
+	for i, v := range want {
+		if j.Data[i] != v {
+			t.Fatalf("joint Data = %v, want %v", j.Data, want)
+		}
+	}
+	if bias.RequiresGrad() || !w.RequiresGrad() {
+		t.Fatal("Join changed requiresGrad")
+	}
+	j.Data[7] = 9
+	if b.Data[1] != 9 || bias.Values()[1] != 9 {
+		t.Fatal("part b does not see the joint arena")
+	}
+	if lo, hi, _ := j.Range("b"); lo != 6 || hi != 8 {
+		t.Fatalf("joint range of b [%d,%d), want [6,8)", lo, hi)
+	}
+	if lo, hi, _ := b.Range("b"); lo != 0 || hi != 2 {
+		t.Fatalf("part range of b [%d,%d), want [0,2)", lo, hi)
+	}
+	b.SetRequiresGrad(true)
+	x := mat.NewDense[float32](mat.WithShape(1, 3), mat.WithBacking([]float32{1, 1, 2}))
+	if err := ag.Backward(ops.Sum(ops.Linear(x, w, bias))); err != nil {
+		t.Fatal(err)
+	}
+	if j.Grad[2] != 2 || a.Grad[2] != 2 || j.Grad[7] != 1 || b.Grad[1] != 1 {
+		t.Fatalf("gradients: joint %v, parts %v %v", j.Grad, a.Grad, b.Grad)
+	}
+	if _, err := Join(a, a); err == nil {
+		t.Fatal("joining a set with itself: no error for the repeated names")
 	}
 }
