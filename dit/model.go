@@ -114,7 +114,7 @@ func (m *Model) Block(i int, x, c mat.Tensor, offsets []int) mat.Tensor {
 
 	h := ops.Modulate(ops.LayerNorm(x, normEps), shiftMSA, scaleMSA, offsets)
 	qkv := ops.Linear(h, m.p(b+"attn.qkv.weight"), m.p(b+"attn.qkv.bias")) // [N, 3D]
-	a := ops.Attention(qkv, offsets, m.Config.NumHeads)                     // [N, D]
+	a := ops.Attention(qkv, offsets, m.Config.NumHeads)                    // [N, D]
 	a = ops.Linear(a, m.p(b+"attn.proj.weight"), m.p(b+"attn.proj.bias"))
 	x = ops.GatedResidual(x, gateMSA, a, offsets)
 
