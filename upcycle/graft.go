@@ -1,0 +1,193 @@
+package upcycle
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/dc/hnet"
+	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/params"
+)
+
+// Scaffold holds the choices a recipe makes about the new modules.
+type Scaffold struct {
+	WidthFactor     int     // E = D / WidthFactor (4 in the paper)
+	EncoderBlocks   int     // conv blocks before routing (2)
+	DecoderBlocks   int     // conv blocks after de-chunking (2)
+	Sigma           float64 // de-chunk Gaussian σ in latent-grid units (1)
+	TargetN         float64 // ratio-loss target downsampling N (4)
+	RatioLossWeight float64 // ratio-loss weight α (0.03)
+	RatioBatchSize  int     // ratio-loss group size (0: the whole batch)
+	NormGroups      int     // GroupNorm groups of the conv blocks (32)
+	RouterGroups    int     // GroupNorm groups of the router's scorer (8)
+}
+
+// DefaultScaffold is the paper's setting.
+func DefaultScaffold() Scaffold {
+	return Scaffold{WidthFactor: 4, EncoderBlocks: 2, DecoderBlocks: 2, Sigma: 1, TargetN: 4,
+		RatioLossWeight: 0.03, NormGroups: 32, RouterGroups: 8}
+}
+
+// Config returns the DC scaffold's configuration around a backbone of
+// width D on a rows×cols latent grid.
+func (s Scaffold) Config(inChannels, outChannels, rows, cols, D int) (*dc.Config, error) {
+	if s.WidthFactor < 1 || D%s.WidthFactor != 0 {
+		return nil, fmt.Errorf("upcycle: width factor %d does not divide the backbone width %d", s.WidthFactor, D)
+	}
+	if D%4 != 0 {
+		return nil, fmt.Errorf("upcycle: backbone width %d: the router bottleneck D/4 needs a multiple of 4", D)
+	}
+	c := &dc.Config{
+		InChannels: inChannels, OutChannels: outChannels, GridRows: rows, GridCols: cols,
+		EncDecDim: D / s.WidthFactor, ModelDim: D, CondDim: D, RouterDim: D / 4,
+		EncoderBlocks: s.EncoderBlocks, DecoderBlocks: s.DecoderBlocks,
+		NormGroups: s.NormGroups, RouterGroups: s.RouterGroups,
+		Sigma: s.Sigma, TargetN: s.TargetN, RatioLossWeight: s.RatioLossWeight, RatioBatchSize: s.RatioBatchSize,
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("upcycle: %w", err)
+	}
+	return c, nil
+}
+
+// Graft builds a DC model around a pretrained DiT: the teacher's blocks
+// become the main network (in the official DC-DiT layout, evaluated with
+// the sin-cos embedding on the teacher's patch grid so its frequencies keep
+// their meaning), its timestep and label embedders are copied, the main
+// network's final RMSNorm starts at 1, and the new scaffold (latent
+// embedder, encoder, router, decoder, final layer) is initialised as the
+// official DC-DiT initialises it. The teacher is not modified.
+func Graft(teacher *dit.Model, s Scaffold, seed uint64) (*dc.Model, error) {
+	tc := teacher.Config
+	ncfg := &hnet.Config{Width: tc.HiddenSize, Depth: tc.Depth, Heads: tc.NumHeads, MLPHidden: tc.MLPHidden(),
+		FrequencySize: tc.FrequencySize, NumClasses: tc.NumClasses, PatchSize: tc.PatchSize}
+	ts := map[string]dc.Tensor{}
+	for name, shape := range hnet.Shapes(ncfg) {
+		src := name
+		if rest, ok := strings.CutPrefix(name, hnet.Prefix+"layers."); ok {
+			src = "blocks." + rest
+		}
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		t := dc.Tensor{Shape: shape, Data: make([]float32, n)}
+		if name == hnet.Prefix+"rmsnorm.weight" {
+			fill(t.Data, 1)
+		} else {
+			p := teacher.Params.Get(src)
+			if p == nil || len(p.Values()) != n {
+				return nil, fmt.Errorf("upcycle: the teacher lacks %q with %d values for %s", src, n, name)
+			}
+			copy(t.Data, p.Values())
+		}
+		ts[name] = t
+	}
+	net, err := hnet.New(ncfg, ts)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := s.Config(tc.InChannels, tc.OutChannels(), tc.InputSize, tc.InputSize, tc.HiddenSize)
+	if err != nil {
+		return nil, err
+	}
+	return dc.New(cfg, InitScaffold(cfg, seed), net)
+}
+
+// InitScaffold returns freshly initialised scaffold tensors, as the
+// official DC-DiT builds them: PyTorch's default init for the convolutions
+// (weights and biases U(±1/√fan_in)), Xavier-uniform Linear weights with
+// zero biases (DiT's initialize_weights, which also covers the latent
+// embedder's convolution and residual_proj), GroupNorm and RMSNorm at
+// weight 1 and bias 0, the router's last bias at −ln(N−1) (so that
+// sigmoid gives 1/N, about the target keep rate), and the final layer at
+// zero.
+func InitScaffold(cfg *dc.Config, seed uint64) map[string]dc.Tensor {
+	rng := rand.New(rand.NewPCG(seed, 0x5caff01d))
+	shapes := dc.ScaffoldShapes(cfg)
+	ts := make(map[string]dc.Tensor, len(shapes))
+	// Draw in name order so a seed gives the same scaffold everywhere.
+	names := make([]string, 0, len(shapes))
+	for k := range shapes {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		shape := shapes[name]
+		n, fanIn := 1, 1
+		for i, d := range shape {
+			n *= d
+			if i > 0 {
+				fanIn *= d
+			}
+		}
+		t := dc.Tensor{Shape: shape, Data: make([]float32, n)}
+		ts[name] = t
+		base := strings.TrimSuffix(strings.TrimSuffix(name, ".weight"), ".bias")
+		isBias := strings.HasSuffix(name, ".bias")
+		switch {
+		case strings.HasPrefix(name, "final_layer."):
+			// Zero: the model starts by predicting nothing.
+		case isNorm(base):
+			if !isBias {
+				fill(t.Data, 1)
+			}
+		case base == "hnet.routing_module.residual_scorer.3" && isBias:
+			fill(t.Data, float32(-math.Log(cfg.TargetN-1)))
+		case isLinear(base):
+			if !isBias {
+				xavier(rng, t.Data, shape[0], fanIn)
+			}
+		default: // convolutions
+			wShape := shapes[base+".weight"]
+			fan := 1
+			for _, d := range wShape[1:] {
+				fan *= d
+			}
+			bound := 1 / math.Sqrt(float64(fan))
+			for i := range t.Data {
+				t.Data[i] = float32(bound * (2*rng.Float64() - 1))
+			}
+		}
+	}
+	return ts
+}
+
+// isNorm reports GroupNorm and RMSNorm modules by their reference names.
+func isNorm(base string) bool {
+	return strings.HasSuffix(base, ".norm1") || strings.HasSuffix(base, ".norm2") ||
+		strings.HasSuffix(base, ".rmsnorm") || base == "hnet.routing_module.residual_scorer.1"
+}
+
+// isLinear reports the modules DiT's initialize_weights treats as Linear:
+// the nn.Linear layers and the latent embedder's convolution.
+func isLinear(base string) bool {
+	return strings.HasSuffix(base, ".cond_proj.1") || base == "hnet.residual_proj" || base == "x_embedder.proj"
+}
+
+func xavier(rng *rand.Rand, v []float32, fanOut, fanIn int) {
+	bound := math.Sqrt(6 / float64(fanIn+fanOut))
+	for i := range v {
+		v[i] = float32(bound * (2*rng.Float64() - 1))
+	}
+}
+
+func fill(v []float32, x float32) {
+	for i := range v {
+		v[i] = x
+	}
+}
+
+// JoinParams moves a DC model's scaffold and backbone parameters into one
+// arena (for one optimiser) and returns it.
+func JoinParams(m *dc.Model) (*params.Set, error) {
+	net, ok := m.Backbone.(*hnet.Network)
+	if !ok {
+		return nil, fmt.Errorf("upcycle: backbone %T has no parameter arena to join", m.Backbone)
+	}
+	return params.Join(m.Params, net.Params)
+}

@@ -1,0 +1,195 @@
+package upcycle
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/nlpodyssey/spago/mat"
+
+	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/ops"
+)
+
+// teacher is a small DiT/2 with every weight random (no adaLN-Zero), so a
+// wrong copy or position shows.
+func teacher(t *testing.T, seed uint64) *dit.Model {
+	t.Helper()
+	cfg := &arch.DiTConfig{Depth: 2, HiddenSize: 128, NumHeads: 4, PatchSize: 2, InChannels: 4, InputSize: 8,
+		LearnSigma: true, NumClasses: 5, MLPRatio: 2, FrequencySize: 256}
+	m, err := dit.Init(cfg, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 9))
+	for i := range m.Params.Data {
+		m.Params.Data[i] = float32(0.1 * rng.NormFloat64())
+	}
+	return m
+}
+
+// The grafted main network computes exactly the teacher's blocks: fed the
+// teacher's patch tokens at the latent positions of the patch centres, it
+// returns RMSNorm(teacher blocks(tokens + pos_embed)), and its conditioning
+// is the teacher's.
+func TestGraftKeepsTheTeacher(t *testing.T) {
+	tm := teacher(t, 1)
+	m, err := Graft(tm, Scaffold{WidthFactor: 4, EncoderBlocks: 1, DecoderBlocks: 1, Sigma: 1, TargetN: 4, NormGroups: 32, RouterGroups: 8}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := tm.Config
+	B, p, g := 2, cfg.PatchSize, cfg.InputSize/cfg.PatchSize
+	rng := rand.New(rand.NewPCG(3, 3))
+	x := make([]float32, B*cfg.InChannels*cfg.InputSize*cfg.InputSize)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	ts, ys := []float32{5, 700}, []int{1, cfg.NumClasses}
+
+	cWant := tm.Condition(ts, ys)
+	cGot, err := m.Backbone.Condition(ts, ys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := relErr(data(cGot), data(cWant)); e > 1e-6 {
+		t.Fatalf("conditioning differs from the teacher's: %g", e)
+	}
+
+	tokens, offsets := tm.Embed(x, B)
+	ones := mat.NewDense[float32](mat.WithShape(cfg.HiddenSize, 1), mat.WithBacking(filled(cfg.HiddenSize, 1)))
+	want := ops.RMSNorm(tm.Blocks(tokens, cWant, offsets), ones, 1e-5)
+
+	// The same patch tokens without their position embedding, placed at
+	// the latent coordinates of the patch centres.
+	bare := ops.Linear(mat.NewDense[float32](mat.WithShape(B*g*g, cfg.InChannels*p*p),
+		mat.WithBacking(dit.Patchify(x, B, cfg.InChannels, cfg.InputSize, p))), tm.Params.Get("x_embedder.proj.weight"), tm.Params.Get("x_embedder.proj.bias"))
+	pos := make([]float64, 0, 2*B*g*g)
+	for range B {
+		for i := range g {
+			for j := range g {
+				pos = append(pos, float64(p*i)+float64(p-1)/2, float64(p*j)+float64(p-1)/2)
+			}
+		}
+	}
+	got, err := m.Backbone.Forward(bare, cGot, offsets, pos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := relErr(data(got), data(want)); e > 5e-6 {
+		t.Fatalf("grafted main network differs from the teacher's blocks: rel err %g", e)
+	}
+}
+
+func TestInitScaffold(t *testing.T) {
+	tm := teacher(t, 4)
+	s := DefaultScaffold()
+	cfg, err := s.Config(4, 8, 8, 8, tm.Config.HiddenSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := InitScaffold(cfg, 1), InitScaffold(cfg, 1)
+	other := InitScaffold(cfg, 2)
+	for name, ta := range a {
+		if !equal(ta.Data, b[name].Data) {
+			t.Fatalf("%s: InitScaffold is not a function of the seed", name)
+		}
+		mx := 0.0
+		for _, v := range ta.Data {
+			mx = max(mx, math.Abs(float64(v)))
+		}
+		switch {
+		case strings.HasPrefix(name, "final_layer."):
+			if mx != 0 {
+				t.Errorf("%s: max |w| %g, want zero", name, mx)
+			}
+		case name == "hnet.routing_module.residual_scorer.3.bias":
+			if got, want := float64(ta.Data[0]), -math.Log(3); math.Abs(got-want) > 1e-6 {
+				t.Errorf("router bias %g, want −ln 3 = %g", got, want)
+			}
+		case strings.HasSuffix(name, "norm1.weight") || strings.HasSuffix(name, "rmsnorm.weight"):
+			if ta.Data[0] != 1 || mx != 1 {
+				t.Errorf("%s: want all ones", name)
+			}
+		case strings.HasSuffix(name, "conv1.weight"):
+			fan := ta.Shape[1] * ta.Shape[2] * ta.Shape[3]
+			if mx == 0 || mx > 1/math.Sqrt(float64(fan)) {
+				t.Errorf("%s: max |w| %g outside PyTorch's default bound", name, mx)
+			}
+			if equal(ta.Data, other[name].Data) {
+				t.Errorf("%s: the same for two seeds", name)
+			}
+		}
+	}
+	// With the final layer at zero, the grafted model predicts zero.
+	m, err := Graft(tm, s, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := filled(2*4*8*8, 0.5)
+	out, res, err := m.Predict(x, []float32{10, 500}, []int{0, 3}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range out {
+		if v != 0 {
+			t.Fatal("a fresh graft predicts non-zero")
+		}
+	}
+	if res.Chunks.Offsets[len(res.Chunks.Offsets)-1] == 0 {
+		t.Fatal("no token kept")
+	}
+}
+
+func TestScaffoldConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		s    Scaffold
+		D    int
+		want string
+	}{
+		{"factor", Scaffold{WidthFactor: 3, NormGroups: 32, RouterGroups: 8, Sigma: 1, TargetN: 4, EncoderBlocks: 1, DecoderBlocks: 1}, 128, "does not divide"},
+		{"groups", Scaffold{WidthFactor: 8, NormGroups: 32, RouterGroups: 8, Sigma: 1, TargetN: 4, EncoderBlocks: 1, DecoderBlocks: 1}, 128, "norm_groups"},
+		{"N", Scaffold{WidthFactor: 4, NormGroups: 32, RouterGroups: 8, Sigma: 1, TargetN: 1, EncoderBlocks: 1, DecoderBlocks: 1}, 128, "target_n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := tt.s.Config(4, 8, 8, 8, tt.D); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func data(t mat.Tensor) []float32 { return mat.Data[float32](t.Value()) }
+
+func filled(n int, v float32) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+func equal(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func relErr(got, want []float32) float64 {
+	num, den := 0.0, 0.0
+	for i := range got {
+		num = max(num, math.Abs(float64(got[i])-float64(want[i])))
+		den = max(den, math.Abs(float64(want[i])))
+	}
+	return num / den
+}
