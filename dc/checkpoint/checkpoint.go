@@ -1,0 +1,311 @@
+package checkpoint
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/dc/hnet"
+	"github.com/dcdit/dcdit/loaders"
+	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/loaders/dtype"
+	"github.com/dcdit/dcdit/loaders/safetensors"
+	"github.com/dcdit/dcdit/params"
+)
+
+// Info is what a model does not know about itself and a checkpoint
+// records: the ρ values it was trained for, the recipe and the base.
+type Info struct {
+	TrainedRhos []float64
+	Recipe      string
+	Base        *Base
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Save writes the model to path as a DC checkpoint (see the package
+// documentation), atomically: a temporary file in the same folder, fsync,
+// rename. Parameters are stored F32 under their reference names.
+func Save(path string, model *dc.Model, info Info) error {
+	meta, err := MetaOf(model, info)
+	if err != nil {
+		return err
+	}
+	sets := []*params.Set{model.Params}
+	if bb, ok := model.Backbone.(*hnet.Network); ok {
+		sets = append(sets, bb.Params)
+	}
+	shapes := meta.Shapes()
+	var tensors []safetensors.WriteTensor
+	sums := map[string]string{}
+	for _, set := range sets {
+		for _, p := range set.List() {
+			shape, ok := shapes[p.Name]
+			if !ok {
+				return fmt.Errorf("checkpoint: save %s: parameter %q is not part of the format", path, p.Name)
+			}
+			if _, dup := sums[p.Name]; dup {
+				return fmt.Errorf("checkpoint: save %s: parameter %q appears twice", path, p.Name)
+			}
+			v := p.Values()
+			if n := numel(shape); n != len(v) {
+				return fmt.Errorf("checkpoint: save %s: parameter %q holds %d values, want %v = %d", path, p.Name, len(v), shape, n)
+			}
+			h := crc32.New(castagnoli)
+			io.Copy(h, &f32Reader{v: v})
+			sums[p.Name] = fmt.Sprintf("%08x", h.Sum32())
+			shape64 := make([]int64, len(shape))
+			for i, d := range shape {
+				shape64[i] = int64(d)
+			}
+			tensors = append(tensors, safetensors.WriteTensor{Name: p.Name, DType: dtype.F32, Shape: shape64, Src: &f32Reader{v: v}})
+		}
+	}
+	if len(tensors) != len(shapes) {
+		var missing []string
+		for name := range shapes {
+			if _, ok := sums[name]; !ok {
+				missing = append(missing, name)
+			}
+		}
+		sort.Strings(missing)
+		return fmt.Errorf("checkpoint: save %s: the model lacks %s", path, strings.Join(missing, ", "))
+	}
+	cfgJSON, err := json.Marshal(meta)
+	if err != nil {
+		return fmt.Errorf("checkpoint: save %s: %w", path, err)
+	}
+	sumJSON, err := json.Marshal(sums)
+	if err != nil {
+		return fmt.Errorf("checkpoint: save %s: %w", path, err)
+	}
+	md := map[string]string{"format": "pt", ConfigKey: string(cfgJSON), ChecksumKey: string(sumJSON)}
+	if err := safetensors.Write(path, tensors, md); err != nil {
+		return fmt.Errorf("checkpoint: save: %w", err)
+	}
+	return nil
+}
+
+// Load reads a DC checkpoint (a safetensors file, or a sharded folder or
+// index) and builds the model it describes. Everything is checked: the
+// metadata, every tensor's presence, shape and dtype, no tensor beyond the
+// format's, and the checksums when present. Errors name the file, the
+// tensor, what was expected and what was found.
+func Load(path string) (*dc.Model, *Meta, error) {
+	ck, err := loaders.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	defer ck.Close()
+	meta, err := ParseMeta(ck.Metadata)
+	if err != nil {
+		return nil, nil, fmt.Errorf("checkpoint: %s: %w", path, err)
+	}
+	expected := meta.Shapes()
+	var problems []string
+	for _, name := range sortedKeys(expected) {
+		if _, ok := ck.Tensor(name); !ok {
+			problems = append(problems, fmt.Sprintf("tensor %q missing (want shape %v)", name, expected[name]))
+		}
+	}
+	ts := make(map[string]dc.Tensor, len(expected))
+	for _, t := range ck.Tensors {
+		want, ok := expected[t.Name]
+		found := make([]int, len(t.Shape))
+		for i, d := range t.Shape {
+			found[i] = int(d)
+		}
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("unexpected tensor %q (shape %v)", t.Name, found))
+			continue
+		case !slices.Equal(found, want):
+			problems = append(problems, fmt.Sprintf("tensor %q: shape %v, want %v", t.Name, found, want))
+			continue
+		case !t.DType.IsFloat():
+			problems = append(problems, fmt.Sprintf("tensor %q: dtype %s, want a float type (F32)", t.Name, t.DType))
+			continue
+		}
+		ts[t.Name] = dc.Tensor{Shape: found}
+	}
+	if len(problems) > 0 {
+		return nil, nil, fmt.Errorf("checkpoint: %s: %s", path, strings.Join(problems, "; "))
+	}
+	sums, err := parseSums(ck.Metadata)
+	if err != nil {
+		return nil, nil, fmt.Errorf("checkpoint: %s: %w", path, err)
+	}
+	for _, t := range ck.Tensors {
+		if sums != nil {
+			want, ok := sums[t.Name]
+			if !ok {
+				return nil, nil, fmt.Errorf("checkpoint: %s: __metadata__ %q lists no checksum for tensor %q", path, ChecksumKey, t.Name)
+			}
+			raw, err := t.Bytes()
+			if err != nil {
+				return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q: %w", path, t.Name, err)
+			}
+			if got := fmt.Sprintf("%08x", crc32.Checksum(raw, castagnoli)); got != want {
+				return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q: CRC-32C %s, want %s: the data is corrupted", path, t.Name, got, want)
+			}
+		}
+		// F32 data may alias the file's memory map; dc.NewParams copies it
+		// into the arena before the file is closed.
+		v, err := t.Float32()
+		if err != nil {
+			return nil, nil, fmt.Errorf("checkpoint: %s: %w", path, err)
+		}
+		ts[t.Name] = dc.Tensor{Shape: ts[t.Name].Shape, Data: v}
+	}
+	if sums != nil && len(sums) != len(ck.Tensors) {
+		var extra []string
+		for name := range sums {
+			if _, ok := ts[name]; !ok {
+				extra = append(extra, name)
+			}
+		}
+		sort.Strings(extra)
+		return nil, nil, fmt.Errorf("checkpoint: %s: __metadata__ %q lists checksums of absent tensors %s", path, ChecksumKey, strings.Join(extra, ", "))
+	}
+	bb, err := meta.newBackbone(ts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("checkpoint: %s: %w", path, err)
+	}
+	cfg := meta.Scaffold
+	model, err := dc.New(&cfg, ts, bb)
+	if err != nil {
+		return nil, nil, fmt.Errorf("checkpoint: %s: %w", path, err)
+	}
+	return model, meta, nil
+}
+
+// parseSums reads the checksum map, nil when the key is absent.
+func parseSums(md map[string]string) (map[string]string, error) {
+	raw, ok := md[ChecksumKey]
+	if !ok {
+		return nil, nil
+	}
+	var sums map[string]string
+	if err := strictUnmarshal([]byte(raw), &sums); err != nil || sums == nil {
+		return nil, fmt.Errorf("__metadata__ %q is not a JSON object of tensor checksums: %v", ChecksumKey, err)
+	}
+	for name, s := range sums {
+		if _, err := hex.DecodeString(s); err != nil || len(s) != 8 {
+			return nil, fmt.Errorf("__metadata__ %q: checksum %q of tensor %q is not 8 hex digits", ChecksumKey, s, name)
+		}
+	}
+	return sums, nil
+}
+
+// DescribeBase identifies a pretrained checkpoint for Info.Base: its
+// architecture and layout, the total size and newest modification time of
+// its weight files, and with hash their SHA-256 (which reads every byte).
+func DescribeBase(path string, hash bool) (*Base, error) {
+	ck, err := loaders.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: base: %w", err)
+	}
+	defer ck.Close()
+	in := arch.Input{Metadata: ck.Metadata, Config: ck.Config}
+	for _, t := range ck.Tensors {
+		in.Tensors = append(in.Tensors, arch.TensorMeta{Name: t.Name, DType: t.DType, Shape: t.Shape})
+	}
+	rep := arch.Detect(in)
+	b := &Base{Path: path, Architecture: string(rep.Architecture), Layout: string(rep.Layout)}
+	files := make([]string, 0, len(ck.Files))
+	for _, f := range ck.Files {
+		files = append(files, f.Path)
+	}
+	sort.Strings(files)
+	var newest time.Time
+	h := sha256.New()
+	for _, name := range files {
+		st, err := os.Stat(name)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: base: %w", err)
+		}
+		b.Size += st.Size()
+		if st.ModTime().After(newest) {
+			newest = st.ModTime()
+		}
+		if hash {
+			f, err := os.Open(name)
+			if err != nil {
+				return nil, fmt.Errorf("checkpoint: base: %w", err)
+			}
+			_, err = io.Copy(h, f)
+			f.Close()
+			if err != nil {
+				return nil, fmt.Errorf("checkpoint: base: %s: %w", name, err)
+			}
+		}
+	}
+	b.ModTime = newest.UTC().Format(time.RFC3339)
+	if hash {
+		b.SHA256 = hex.EncodeToString(h.Sum(nil))
+	}
+	return b, nil
+}
+
+// f32Reader streams float32 values as little-endian bytes.
+type f32Reader struct {
+	v    []float32
+	pend []byte
+	tmp  [4]byte
+}
+
+func (r *f32Reader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		if len(r.pend) > 0 {
+			c := copy(p[n:], r.pend)
+			r.pend, n = r.pend[c:], n+c
+			continue
+		}
+		if len(r.v) == 0 {
+			break
+		}
+		k := min((len(p)-n)/4, len(r.v))
+		if k == 0 {
+			binary.LittleEndian.PutUint32(r.tmp[:], math.Float32bits(r.v[0]))
+			r.v, r.pend = r.v[1:], r.tmp[:]
+			continue
+		}
+		for i, x := range r.v[:k] {
+			binary.LittleEndian.PutUint32(p[n+4*i:], math.Float32bits(x))
+		}
+		r.v, n = r.v[k:], n+4*k
+	}
+	if n == 0 && len(p) > 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func numel(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,330 @@
+// Package checkpoint reads and writes DC checkpoints: a DC-DiT model (the
+// dc scaffold around a backbone) in one safetensors file whose
+// __metadata__ says everything needed to rebuild it, so that loading takes
+// no flags.
+//
+// # Format (format_version 1)
+//
+// Tensors: every parameter in the official DC-DiT state_dict layout
+// (AMD-AGI/DynamicChunkingDiT create_dit), stored F32 under the reference
+// names — x_embedder.proj.*, t_embedder.mlp.*, y_embedder.embedding_table.*,
+// hnet.encoder.*, hnet.routing_module.*, hnet.residual_proj.*,
+// hnet.main_network.main_network.* (the backbone's blocks and RMSNorm),
+// hnet.decoder.*, final_layer.*. pos_embed is omitted: it is the fixed 2-D
+// sin-cos table, recomputed at each kept token's position. No other tensor
+// may be present.
+//
+// __metadata__ (all values are strings, as safetensors requires):
+//
+//	"format":        "pt" (what Hugging Face tools expect)
+//	"dcdit.config":  the model as JSON (Meta):
+//	    format_version  1
+//	    scaffold        dc.Config: in_channels, out_channels, grid_rows,
+//	                    grid_cols, enc_dec_dim, model_dim, cond_dim,
+//	                    router_dim, encoder_blocks, decoder_blocks,
+//	                    norm_groups, router_groups, dechunk_sigma,
+//	                    target_n, ratio_loss_weight, ratio_batch_size
+//	    backbone        {"kind": "hnet", "config": hnet.Config: width,
+//	                    depth, heads, mlp_hidden, frequency_size,
+//	                    num_classes, patch_size}
+//	    trained_rhos    the tail-drop fractions ρ it was trained for
+//	    recipe          the TOML recipe that produced it ("" if none)
+//	    base            the checkpoint it was upcycled from, or null:
+//	                    path, architecture, layout, and sha256 or
+//	                    size + mtime
+//	"dcdit.crc32c":  JSON {tensor name: CRC-32C of its bytes, 8 hex digits}
+//
+// A DiT upcycled from DiT/p is an "hnet" backbone with patch_size p (its
+// position embedding lives on the patch grid). Readers reject an unknown
+// format_version, an unknown backbone kind, unknown JSON fields, and any
+// missing, mis-shaped or unexpected tensor, naming the file, the tensor, and
+// what was expected and found; when "dcdit.crc32c" is present (Save always
+// writes it) every tensor's bytes are checked against it.
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/dc/hnet"
+	"github.com/dcdit/dcdit/loaders/arch"
+)
+
+// Metadata keys and values of the format.
+const (
+	// FormatVersion is the version this package writes and reads.
+	FormatVersion = 1
+	// ConfigKey holds the Meta JSON.
+	ConfigKey = arch.MetadataConfigKey
+	// ChecksumKey holds the per-tensor CRC-32C JSON.
+	ChecksumKey = "dcdit.crc32c"
+	// KindHNet is the backbone kind of DC-DiT's own main network (dc/hnet),
+	// also used for DiT blocks upcycled into it.
+	KindHNet = "hnet"
+)
+
+// Kinds lists the backbone kinds this build reads.
+var Kinds = []string{KindHNet}
+
+// Meta is the model description stored under ConfigKey.
+type Meta struct {
+	FormatVersion int       `json:"format_version"`
+	Scaffold      dc.Config `json:"scaffold"`
+	Backbone      Backbone  `json:"backbone"`
+	// TrainedRhos are the tail-drop fractions the model was trained for
+	// (empty when unknown); inspect reports FLOPs at these.
+	TrainedRhos []float64 `json:"trained_rhos"`
+	// Recipe is the TOML text of the recipe that produced the checkpoint,
+	// or "".
+	Recipe string `json:"recipe"`
+	// Base identifies the pretrained checkpoint the model was upcycled
+	// from; nil for models trained from scratch or converted.
+	Base *Base `json:"base"`
+}
+
+// Backbone names the backbone's kind and holds its config; JSON
+// {"kind": ..., "config": {...}}.
+type Backbone struct {
+	Kind string
+	// HNet is the config of a KindHNet backbone.
+	HNet *hnet.Config
+}
+
+// MarshalJSON writes {"kind", "config"}.
+func (b Backbone) MarshalJSON() ([]byte, error) {
+	var cfg any
+	switch b.Kind {
+	case KindHNet:
+		if b.HNet == nil {
+			return nil, errors.New("checkpoint: hnet backbone without a config")
+		}
+		c := *b.HNet
+		if c.PatchSize == 0 {
+			c.PatchSize = 1 // stored explicitly
+		}
+		cfg = c
+	default:
+		return nil, fmt.Errorf("checkpoint: backbone kind %q is not one of %s", b.Kind, strings.Join(Kinds, ", "))
+	}
+	return json.Marshal(struct {
+		Kind   string `json:"kind"`
+		Config any    `json:"config"`
+	}{b.Kind, cfg})
+}
+
+// UnmarshalJSON reads {"kind", "config"}, strictly: unknown kinds and
+// unknown config fields are errors.
+func (b *Backbone) UnmarshalJSON(data []byte) error {
+	var raw struct {
+		Kind   string          `json:"kind"`
+		Config json.RawMessage `json:"config"`
+	}
+	if err := strictUnmarshal(data, &raw); err != nil {
+		return fmt.Errorf("backbone: %w", err)
+	}
+	switch raw.Kind {
+	case KindHNet:
+		if len(raw.Config) == 0 || string(raw.Config) == "null" {
+			return errors.New("backbone: kind hnet has no config")
+		}
+		var c hnet.Config
+		if err := strictUnmarshal(raw.Config, &c); err != nil {
+			return fmt.Errorf("backbone config: %w", err)
+		}
+		b.Kind, b.HNet = raw.Kind, &c
+		return nil
+	case "":
+		return errors.New("backbone: kind missing")
+	default:
+		return fmt.Errorf("backbone: unknown kind %q (this build reads %s)", raw.Kind, strings.Join(Kinds, ", "))
+	}
+}
+
+// Base identifies the pretrained checkpoint a model was upcycled from. A
+// SHA-256 over its files is the exact identity; size and modification
+// time are the cheap one for large bases.
+type Base struct {
+	Path         string `json:"path"`
+	Architecture string `json:"architecture,omitempty"`
+	Layout       string `json:"layout,omitempty"`
+	SHA256       string `json:"sha256,omitempty"` // over its files' bytes, in path order
+	Size         int64  `json:"size,omitempty"`   // bytes over all files
+	ModTime      string `json:"mtime,omitempty"`  // newest file, RFC 3339
+}
+
+// strictUnmarshal decodes one JSON value, rejecting unknown fields and
+// trailing data.
+func strictUnmarshal(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}
+
+// ParseMeta reads and validates the Meta in a checkpoint's __metadata__
+// (headers only). Errors say what is wrong without the file name.
+func ParseMeta(md map[string]string) (*Meta, error) {
+	raw, ok := md[ConfigKey]
+	if !ok {
+		return nil, fmt.Errorf("no __metadata__ %q: not a DC checkpoint", ConfigKey)
+	}
+	var version struct {
+		FormatVersion *json.RawMessage `json:"format_version"`
+	}
+	if err := json.Unmarshal([]byte(raw), &version); err != nil {
+		return nil, fmt.Errorf("__metadata__ %q is not a JSON object: %v", ConfigKey, err)
+	}
+	if version.FormatVersion == nil {
+		return nil, fmt.Errorf("__metadata__ %q: format_version missing (this build reads %d)", ConfigKey, FormatVersion)
+	}
+	if v := string(*version.FormatVersion); v != fmt.Sprint(FormatVersion) {
+		return nil, fmt.Errorf("__metadata__ %q: unknown format_version %s (this build reads %d)", ConfigKey, v, FormatVersion)
+	}
+	m := &Meta{}
+	if err := strictUnmarshal([]byte(raw), m); err != nil {
+		return nil, fmt.Errorf("__metadata__ %q: %v", ConfigKey, err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("__metadata__ %q: %w", ConfigKey, err)
+	}
+	return m, nil
+}
+
+// Validate checks the scaffold and backbone configs and their agreement.
+func (m *Meta) Validate() error {
+	if m.FormatVersion != FormatVersion {
+		return fmt.Errorf("format_version %d, want %d", m.FormatVersion, FormatVersion)
+	}
+	if err := m.Scaffold.Validate(); err != nil {
+		return err
+	}
+	switch m.Backbone.Kind {
+	case KindHNet:
+		c := m.Backbone.HNet
+		if c == nil {
+			return errors.New("hnet backbone without a config")
+		}
+		for _, f := range []struct {
+			name string
+			v    int
+		}{{"width", c.Width}, {"depth", c.Depth}, {"heads", c.Heads}, {"mlp_hidden", c.MLPHidden},
+			{"frequency_size", c.FrequencySize}, {"num_classes", c.NumClasses}} {
+			if f.v < 1 {
+				return fmt.Errorf("backbone config: %s = %d, want ≥ 1", f.name, f.v)
+			}
+		}
+		if c.PatchSize < 0 {
+			return fmt.Errorf("backbone config: patch_size = %d, want ≥ 1", c.PatchSize)
+		}
+		if c.Width%c.Heads != 0 || c.Width%4 != 0 {
+			return fmt.Errorf("backbone config: width %d with %d heads: want heads dividing the width and a width divisible by 4", c.Width, c.Heads)
+		}
+		if c.FrequencySize%2 != 0 {
+			return fmt.Errorf("backbone config: frequency_size = %d, want an even number", c.FrequencySize)
+		}
+		if c.Width != m.Scaffold.ModelDim || c.Width != m.Scaffold.CondDim {
+			return fmt.Errorf("backbone width %d differs from the scaffold's model_dim %d or cond_dim %d", c.Width, m.Scaffold.ModelDim, m.Scaffold.CondDim)
+		}
+	default:
+		return fmt.Errorf("unknown backbone kind %q (this build reads %s)", m.Backbone.Kind, strings.Join(Kinds, ", "))
+	}
+	for _, r := range m.TrainedRhos {
+		if !(r >= 0 && float32(r) < 1) {
+			return fmt.Errorf("trained_rhos: %v, want 0 ≤ ρ < 1", r)
+		}
+	}
+	return nil
+}
+
+// Shapes lists every tensor a checkpoint with this Meta holds, under its
+// reference name. The Meta must be valid.
+func (m *Meta) Shapes() map[string][]int {
+	s := dc.ScaffoldShapes(&m.Scaffold)
+	for k, v := range hnet.Shapes(m.Backbone.HNet) {
+		s[k] = v
+	}
+	return s
+}
+
+// FLOPs counts one forward pass of a batch whose samples keep numKept
+// tokens each (dc.Model.ForwardFLOPs without loading any weights).
+func (m *Meta) FLOPs(numKept []int) dc.FLOPs {
+	cfg := m.Scaffold
+	model := &dc.Model{Config: &cfg, Backbone: &hnet.Network{Config: m.Backbone.HNet}}
+	return model.ForwardFLOPs(numKept)
+}
+
+// DefaultRhos are the tail-drop fractions reported when a checkpoint does
+// not list the ones it was trained for (the paper's evaluation points).
+var DefaultRhos = []float64{0, 0.3, 0.6}
+
+// RhoFLOPs is the cost of one forward pass per image at a tail-drop
+// fraction, under dc.AssumedKept.
+type RhoFLOPs struct {
+	Rho        float64 `json:"rho"`
+	KeptTokens int     `json:"kept_tokens"`
+	GFLOPs     float64 `json:"gflops"` // per image per forward
+	// TFLOPsPerImage is for a sampling run of Steps forwards without
+	// guidance (with CFG each step costs twice as much).
+	TFLOPsPerImage float64 `json:"tflops_per_image"`
+}
+
+// FLOPsPerRho reports, for each ρ (TrainedRhos, else DefaultRhos), the
+// tokens a sample keeps when the router marks 1/target_n of the grid
+// (dc.AssumedKept) and the forward FLOPs per image, with the total over
+// steps sampling steps.
+func (m *Meta) FLOPsPerRho(steps int) []RhoFLOPs {
+	rhos := m.TrainedRhos
+	if len(rhos) == 0 {
+		rhos = DefaultRhos
+	}
+	rhos = append([]float64(nil), rhos...)
+	sort.Float64s(rhos)
+	out := make([]RhoFLOPs, 0, len(rhos))
+	for _, r := range rhos {
+		kept := dc.AssumedKept(m.Scaffold.Tokens(), m.Scaffold.TargetN, r)
+		f := m.FLOPs([]int{kept}).Total()
+		out = append(out, RhoFLOPs{Rho: r, KeptTokens: kept, GFLOPs: f / 1e9, TFLOPsPerImage: f * float64(steps) / 1e12})
+	}
+	return out
+}
+
+// MetaOf describes a model for saving.
+func MetaOf(model *dc.Model, info Info) (*Meta, error) {
+	m := &Meta{FormatVersion: FormatVersion, Scaffold: *model.Config, TrainedRhos: append([]float64{}, info.TrainedRhos...),
+		Recipe: info.Recipe, Base: info.Base}
+	switch bb := model.Backbone.(type) {
+	case *hnet.Network:
+		c := *bb.Config
+		if c.PatchSize == 0 {
+			c.PatchSize = 1
+		}
+		m.Backbone = Backbone{Kind: KindHNet, HNet: &c}
+	default:
+		return nil, fmt.Errorf("checkpoint: cannot save a %T backbone (kinds: %s)", model.Backbone, strings.Join(Kinds, ", "))
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	return m, nil
+}
+
+// newBackbone builds the backbone the Meta describes from named tensors.
+func (m *Meta) newBackbone(ts map[string]dc.Tensor) (dc.Backbone, error) {
+	switch m.Backbone.Kind {
+	case KindHNet:
+		return hnet.New(m.Backbone.HNet, ts)
+	}
+	return nil, fmt.Errorf("unknown backbone kind %q", m.Backbone.Kind)
+}
