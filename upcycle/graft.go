@@ -182,8 +182,28 @@ func fill(v []float32, x float32) {
 	}
 }
 
+// Grafted is a DC model whose scaffold and backbone parameters share one
+// arena, ready for one optimiser.
+type Grafted struct {
+	Model  *dc.Model
+	Params *params.Set
+}
+
+// NewGrafted grafts (see Graft) and joins the parameters into one arena.
+func NewGrafted(teacher *dit.Model, s Scaffold, seed uint64) (*Grafted, error) {
+	m, err := Graft(teacher, s, seed)
+	if err != nil {
+		return nil, err
+	}
+	p, err := JoinParams(m)
+	if err != nil {
+		return nil, err
+	}
+	return &Grafted{Model: m, Params: p}, nil
+}
+
 // JoinParams moves a DC model's scaffold and backbone parameters into one
-// arena (for one optimiser) and returns it.
+// arena and returns it.
 func JoinParams(m *dc.Model) (*params.Set, error) {
 	net, ok := m.Backbone.(*hnet.Network)
 	if !ok {

@@ -1,0 +1,232 @@
+package distill
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/nlpodyssey/spago/ag"
+	"github.com/nlpodyssey/spago/mat"
+
+	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/dit/ddpm"
+	"github.com/dcdit/dcdit/ops"
+)
+
+// Metrics are what one training step measured. Fields a stage does not
+// compute stay zero.
+type Metrics struct {
+	Loss  float64 `json:"loss"`            // the objective that was differentiated
+	MSE   float64 `json:"mse,omitempty"`   // ε mean squared error (hybrid loss)
+	VB    float64 `json:"vb,omitempty"`    // variational-bound term (hybrid loss)
+	Ratio float64 `json:"ratio,omitempty"` // ratio loss (DC models)
+	Rho   float64 `json:"rho"`             // tail-drop fraction used
+	Kept  float64 `json:"kept,omitempty"`  // kept tokens / grid tokens (DC models)
+}
+
+// Objective computes one step's loss on a batch and accumulates its
+// gradient into the model's parameters.
+type Objective interface {
+	// Step runs forward and backward for step number step (from 0, within
+	// the stage) on clean latents x0 [B, C, H, W] with labels y (the null
+	// class where dropped for classifier-free guidance); rng is the step's
+	// own random stream (timesteps, noise, tail-drop fraction).
+	Step(step int, x0 []float32, y []int, rng *rand.Rand) (Metrics, error)
+}
+
+// noisy draws timesteps t ~ U{0 … T−1} and ε ~ N(0, I) for a batch.
+func noisy(rng *rand.Rand, B, n, T int) (t []int, noise []float32) {
+	t = make([]int, B)
+	for i := range t {
+		t[i] = rng.IntN(T)
+	}
+	noise = make([]float32, B*n)
+	for i := range noise {
+		noise[i] = float32(rng.NormFloat64())
+	}
+	return t, noise
+}
+
+// DiTDiffusion trains a fixed-patch DiT on its own objective, DiT's hybrid
+// loss (training from scratch, or a teacher).
+type DiTDiffusion struct {
+	Model    *dit.Model
+	Schedule *ddpm.Schedule
+}
+
+// Step implements Objective.
+func (o *DiTDiffusion) Step(_ int, x0 []float32, y []int, rng *rand.Rand) (Metrics, error) {
+	c := o.Model.Config
+	t, noise := noisy(rng, len(y), c.InChannels*c.InputSize*c.InputSize, o.Schedule.Steps())
+	l, err := o.Model.DiffusionLoss(o.Schedule, x0, noise, t, y)
+	if err != nil {
+		return Metrics{}, err
+	}
+	return Metrics{Loss: mean(l.Loss), MSE: mean(l.MSE), VB: mean(l.VB)}, nil
+}
+
+// Budget says which tail-drop fraction a DC training step uses:
+// multi-budget training runs at ρ = 0 for the first Warmup steps of the
+// stage, then draws ρ uniformly from Rhos at every step.
+type Budget struct {
+	Rhos   []float64
+	Warmup int
+}
+
+// rho picks the step's fraction.
+func (b Budget) rho(step int, rng *rand.Rand) float64 {
+	if len(b.Rhos) == 0 || step < b.Warmup {
+		return 0
+	}
+	return b.Rhos[rng.IntN(len(b.Rhos))]
+}
+
+// DCLoss selects what a DC model is trained against.
+type DCLoss string
+
+// The DC objectives: grafting distillation onto a frozen teacher's
+// prediction (L1 or L2), or DiT's hybrid diffusion loss.
+const (
+	DistillL1 DCLoss = "l1"
+	DistillL2 DCLoss = "l2"
+	Hybrid    DCLoss = "hybrid"
+)
+
+// DCObjective trains a DC model: on x_t = q_sample(x0, t, ε) the model
+// predicts at the step's ρ, and the loss is either the distance to the
+// frozen teacher's prediction on the same (x_t, t, y) (distillation; both
+// the ε and the variance channels) or DiT's hybrid loss (finetuning,
+// training from scratch), plus RatioWeight × the ratio loss on the
+// natural (pre-drop) mask.
+type DCObjective struct {
+	Model    *dc.Model
+	Teacher  *dit.Model // distillation only; run without gradients
+	Schedule *ddpm.Schedule
+	Loss     DCLoss
+	Budget   Budget
+	// RatioWeight scales the ratio loss (0.03 in the paper); TargetN and
+	// RatioBatchSize come from the model's config.
+	RatioWeight float64
+}
+
+// Step implements Objective.
+func (o *DCObjective) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Metrics, error) {
+	cfg := o.Model.Config
+	B, L := len(y), cfg.Tokens()
+	n := cfg.InChannels * L
+	t, noise := noisy(rng, B, n, o.Schedule.Steps())
+	sh := ddpm.Shape{B: B, C: cfg.InChannels, HW: L}
+	xt := make([]float32, len(x0))
+	if err := o.Schedule.QSample(xt, x0, noise, t, sh); err != nil {
+		return Metrics{}, err
+	}
+	ts := make([]float32, B)
+	for i, v := range t {
+		ts[i] = float32(v)
+	}
+	rho := o.Budget.rho(step, rng)
+
+	cond, err := o.Model.Backbone.Condition(ts, y)
+	if err != nil {
+		return Metrics{}, err
+	}
+	tokens := dc.ToTokens(xt, B, cfg.InChannels, cfg.GridRows, cfg.GridCols)
+	x := mat.NewDense[float32](mat.WithShape(B*L, cfg.InChannels), mat.WithBacking(tokens))
+	res, err := o.Model.Forward(x, cond, []float32{float32(rho)})
+	if err != nil {
+		return Metrics{}, err
+	}
+	out := mat.Data[float32](res.Out.Value()) // [B·L, OutChannels]
+	grad := make([]float32, len(out))
+	var m Metrics
+	switch o.Loss {
+	case DistillL1, DistillL2:
+		target, err := o.teacher(xt, ts, y)
+		if err != nil {
+			return Metrics{}, err
+		}
+		m.Loss = distance(grad, out, target, o.Loss == DistillL1)
+	case Hybrid:
+		img := dc.FromTokens(out, B, cfg.OutChannels, cfg.GridRows, cfg.GridCols)
+		gimg := make([]float32, len(img))
+		l, err := o.Schedule.TrainingLosses(gimg, img, x0, noise, t, sh, 1/float32(B))
+		if err != nil {
+			return Metrics{}, err
+		}
+		copy(grad, dc.ToTokens(gimg, B, cfg.OutChannels, cfg.GridRows, cfg.GridCols))
+		m.Loss, m.MSE, m.VB = mean(l.Loss), mean(l.MSE), mean(l.VB)
+	default:
+		return Metrics{}, fmt.Errorf("distill: unknown DC loss %q (want l1, l2 or hybrid)", o.Loss)
+	}
+
+	// One scalar to differentiate: Σ out·∂loss/∂out + w·ratio.
+	total := ops.Sum(ops.Mul(res.Out, mat.NewDense[float32](mat.WithShape(res.Out.Shape()...), mat.WithBacking(grad))))
+	if o.RatioWeight > 0 {
+		ratio, err := res.RatioLoss(cfg.TargetN, cfg.RatioBatchSize)
+		if err != nil {
+			return Metrics{}, err
+		}
+		m.Ratio = float64(mat.Data[float32](ratio.Value())[0])
+		m.Loss += o.RatioWeight * m.Ratio
+		total = ops.Add(total, ops.Scale(ratio, o.RatioWeight))
+	}
+	if err := ag.Backward(total); err != nil {
+		return Metrics{}, err
+	}
+	m.Rho = rho
+	m.Kept = float64(res.Chunks.Offsets[len(res.Chunks.Offsets)-1]) / float64(B*L)
+	return m, nil
+}
+
+// teacher returns the frozen teacher's prediction at (x_t, t, y) in the DC
+// model's token layout [B·L, OutChannels].
+func (o *DCObjective) teacher(xt, t []float32, y []int) ([]float32, error) {
+	if o.Teacher == nil {
+		return nil, fmt.Errorf("distill: %s distillation needs a teacher", o.Loss)
+	}
+	tc, cfg := o.Teacher.Config, o.Model.Config
+	if tc.InputSize != cfg.GridRows || tc.InputSize != cfg.GridCols || tc.OutChannels() != cfg.OutChannels {
+		return nil, fmt.Errorf("distill: teacher predicts [%d %d %d], the DC model [%d %d %d]", tc.OutChannels(), tc.InputSize, tc.InputSize, cfg.OutChannels, cfg.GridRows, cfg.GridCols)
+	}
+	ti := make([]int, len(t))
+	for i, v := range t {
+		ti[i] = int(v)
+	}
+	img, err := o.Teacher.Denoiser()(xt, ti, y)
+	if err != nil {
+		return nil, err
+	}
+	return dc.ToTokens(img, len(y), cfg.OutChannels, cfg.GridRows, cfg.GridCols), nil
+}
+
+// distance writes the gradient of the mean L1 or L2 distance between out
+// and target into grad and returns the distance.
+func distance(grad, out, target []float32, l1 bool) float64 {
+	n := float64(len(out))
+	s := 0.0
+	for i, v := range out {
+		d := float64(v) - float64(target[i])
+		if l1 {
+			s += math.Abs(d)
+			switch {
+			case d > 0:
+				grad[i] = float32(1 / n)
+			case d < 0:
+				grad[i] = float32(-1 / n)
+			}
+		} else {
+			s += d * d
+			grad[i] = float32(2 * d / n)
+		}
+	}
+	return s / n
+}
+
+func mean(v []float32) float64 {
+	s := 0.0
+	for _, x := range v {
+		s += float64(x)
+	}
+	return s / float64(len(v))
+}

@@ -1,0 +1,95 @@
+package distill_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/dcdit/dcdit/distill"
+	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/dit/ddpm"
+	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/upcycle"
+)
+
+func graftPair(t *testing.T) (*dit.Model, *upcycle.Grafted) {
+	t.Helper()
+	cfg := &arch.DiTConfig{Depth: 1, HiddenSize: 128, NumHeads: 4, PatchSize: 2, InChannels: 4, InputSize: 8,
+		LearnSigma: true, NumClasses: 3, MLPRatio: 2, FrequencySize: 64}
+	teacher, err := dit.Init(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range teacher.Params.Data {
+		teacher.Params.Data[i] = float32(0.05 * rng.NormFloat64())
+	}
+	teacher.Params.SetRequiresGrad(false)
+	s := upcycle.DefaultScaffold()
+	s.EncoderBlocks, s.DecoderBlocks = 1, 1
+	g, err := upcycle.NewGrafted(teacher, s, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return teacher, g
+}
+
+// Each DC objective trains: distillation pulls the student towards the
+// teacher, the hybrid loss runs with the ratio loss and multi-budget ρ.
+func TestDCObjectives(t *testing.T) {
+	tests := []struct {
+		loss   distill.DCLoss
+		budget distill.Budget
+	}{
+		{distill.DistillL2, distill.Budget{}},
+		{distill.DistillL1, distill.Budget{}},
+		{distill.Hybrid, distill.Budget{Rhos: []float64{0, 0.5}, Warmup: 2}},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.loss), func(t *testing.T) {
+			teacher, g := graftPair(t)
+			obj := &distill.DCObjective{Model: g.Model, Teacher: teacher, Schedule: ddpm.Linear(1000), Loss: tt.loss,
+				Budget: tt.budget, RatioWeight: 0.03}
+			rng := rand.New(rand.NewPCG(5, 5))
+			B := 4
+			x0 := make([]float32, B*4*8*8)
+			for i := range x0 {
+				x0[i] = float32(rng.NormFloat64())
+			}
+			y := []int{0, 1, 2, 3}
+			tr := &distill.Trainer{
+				Config: distill.Config{Stage: "distill", Steps: 12, BatchSize: B, LR: 2e-3, Seed: 1, NullClass: 3, Keep: 1},
+				Params: g.Params, Objective: obj, Dir: t.TempDir(),
+			}
+			var err error
+			if tr.Data, err = distill.NewDataset(x0, y, 4, 8, 8); err != nil {
+				t.Fatal(err)
+			}
+			var losses []float64
+			rhos := map[float64]bool{}
+			tr.OnStep = func(p distill.Progress) {
+				losses = append(losses, p.Metrics.Loss)
+				rhos[p.Metrics.Rho] = true
+				if p.Metrics.Kept <= 0 || p.Metrics.Kept > 1 || (tt.loss == distill.Hybrid && p.Metrics.Ratio <= 0) {
+					t.Errorf("step %d: kept %g, ratio %g", p.Step, p.Metrics.Kept, p.Metrics.Ratio)
+				}
+			}
+			if _, err := tr.Run(); err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range losses {
+				if math.IsNaN(l) {
+					t.Fatal("NaN loss")
+				}
+			}
+			first := (losses[0] + losses[1] + losses[2]) / 3
+			last := (losses[len(losses)-1] + losses[len(losses)-2] + losses[len(losses)-3]) / 3
+			if tt.loss != distill.Hybrid && !(last < 0.85*first) {
+				t.Fatalf("distillation loss %.4g → %.4g over %d steps: not learning", first, last, len(losses))
+			}
+			if tt.loss == distill.Hybrid && len(rhos) < 2 {
+				t.Fatalf("multi-budget drew only %v", rhos)
+			}
+		})
+	}
+}

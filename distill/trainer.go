@@ -1,0 +1,250 @@
+package distill
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/dcdit/dcdit/optim"
+	"github.com/dcdit/dcdit/params"
+)
+
+// Config is one training stage's settings.
+type Config struct {
+	Stage        string  // "distill", "finetune" or "train": names the stage in the run folder
+	Steps        int     // optimiser steps
+	BatchSize    int     // samples per step
+	LR           float64 // AdamW learning rate after warm-up
+	Warmup       int     // linear learning-rate warm-up steps (0: none)
+	WeightDecay  float64 // AdamW decoupled weight decay
+	ClipNorm     float64 // global gradient-norm clip (0: none)
+	EMADecay     float64 // EMA of the weights (0: none)
+	Seed         uint64  // everything random in the stage derives from it
+	LabelDropout float64 // probability of replacing a label by NullClass
+	NullClass    int     // the classifier-free-guidance label
+	SaveEvery    int     // checkpoint cadence in steps (0: only at the end)
+	Keep         int     // checkpoints kept in the run folder (≥ 1)
+	LogEvery     int     // metrics-log cadence in steps (0: every step)
+	// Frozen says which parameters do not train (nil: all train).
+	Frozen func(name string) bool
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Stage == "":
+		return errors.New("distill: the stage has no name")
+	case c.Steps <= 0 || c.BatchSize <= 0:
+		return fmt.Errorf("distill: stage %s: steps %d and batch size %d must be positive", c.Stage, c.Steps, c.BatchSize)
+	case !(c.LR > 0) || c.Warmup < 0 || c.WeightDecay < 0 || c.ClipNorm < 0:
+		return fmt.Errorf("distill: stage %s: learning rate %g must be positive, warm-up %d, weight decay %g and clip %g not negative", c.Stage, c.LR, c.Warmup, c.WeightDecay, c.ClipNorm)
+	case c.EMADecay < 0 || c.EMADecay >= 1 || c.LabelDropout < 0 || c.LabelDropout >= 1:
+		return fmt.Errorf("distill: stage %s: EMA decay %g and label dropout %g must be in [0, 1)", c.Stage, c.EMADecay, c.LabelDropout)
+	case c.SaveEvery < 0 || c.LogEvery < 0:
+		return fmt.Errorf("distill: stage %s: save and log cadences must not be negative", c.Stage)
+	}
+	if c.Keep < 1 {
+		c.Keep = 1
+	}
+	return nil
+}
+
+// lr is the learning rate of step (from 0): linear warm-up, then constant.
+func (c *Config) lr(step int) float64 {
+	if c.Warmup > 0 && step < c.Warmup {
+		return c.LR * float64(step+1) / float64(c.Warmup)
+	}
+	return c.LR
+}
+
+// Progress reports a finished step.
+type Progress struct {
+	Stage       string
+	Step, Steps int // Step steps done out of Steps
+	Metrics     Metrics
+	LR          float64
+	GradNorm    float64
+	StepsPerSec float64
+}
+
+// Trainer runs one stage over a model's joint parameter arena.
+type Trainer struct {
+	Config    Config
+	Params    *params.Set
+	Objective Objective
+	Data      *Dataset
+	// Dir is the stage's run folder: checkpoints, the metrics log and the
+	// manifest. Running again with the same folder resumes.
+	Dir string
+	// OnStep, if set, is called after every step (progress display).
+	OnStep func(Progress)
+
+	ema *optim.EMA
+}
+
+// Result summarises a finished stage.
+type Result struct {
+	Resumed  int     // the step the run resumed from (0: fresh)
+	Steps    int     // steps of the stage
+	Last     Metrics // the last step's metrics (zero if nothing ran)
+	Seconds  float64 // wall time of the steps run now
+	Complete bool    // the stage had already finished: nothing ran
+}
+
+// EMAWeights returns the averaged weights after Run (nil without an EMA).
+func (t *Trainer) EMAWeights() []float32 {
+	if t.ema == nil {
+		return nil
+	}
+	return t.ema.Weights()
+}
+
+// Run trains the stage to its last step, resuming from the run folder's
+// manifest when there is one. A non-finite loss or gradient stops the run
+// with an error; the last checkpoint stays as it was.
+func (t *Trainer) Run() (*Result, error) {
+	cfg := &t.Config
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if t.Data.Len() == 0 {
+		return nil, fmt.Errorf("distill: stage %s: empty data set", cfg.Stage)
+	}
+	if err := os.MkdirAll(t.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("distill: run folder: %w", err)
+	}
+	mask, err := t.mask()
+	if err != nil {
+		return nil, err
+	}
+	opt, err := optim.NewAdamW(mask, optim.Hyper{LR: cfg.LR, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: cfg.WeightDecay})
+	if err != nil {
+		return nil, fmt.Errorf("distill: stage %s: %w", cfg.Stage, err)
+	}
+	var clip *optim.GradClipper
+	if cfg.ClipNorm > 0 {
+		clip = optim.NewGradClipper(mask, cfg.ClipNorm)
+	}
+	if cfg.EMADecay > 0 {
+		if t.ema, err = optim.NewEMA(mask, t.Params.Data, cfg.EMADecay); err != nil {
+			return nil, fmt.Errorf("distill: stage %s: %w", cfg.Stage, err)
+		}
+	}
+	run := &runFolder{dir: t.Dir, stage: cfg.Stage, fingerprint: t.fingerprint()}
+	res := &Result{Steps: cfg.Steps}
+	start, err := run.resume(t.Params.Data, t.EMAWeights(), opt)
+	if err != nil {
+		return nil, err
+	}
+	res.Resumed = start
+	if start >= cfg.Steps {
+		res.Complete = true
+		return res, nil
+	}
+	log, err := run.openLog(start)
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+
+	per := t.Data.C * t.Data.H * t.Data.W
+	x0, y := make([]float32, cfg.BatchSize*per), make([]int, cfg.BatchSize)
+	began := time.Now()
+	for step := start; step < cfg.Steps; step++ {
+		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(step)))
+		t.Data.Batch(x0, y, cfg.Seed^0x5eedda7a, step)
+		for i := range y {
+			if rng.Float64() < cfg.LabelDropout {
+				y[i] = cfg.NullClass
+			}
+		}
+		t.Params.ZeroGrad()
+		m, err := t.Objective.Step(step, x0, y, rng)
+		if err != nil {
+			return nil, fmt.Errorf("distill: stage %s step %d: %w", cfg.Stage, step+1, err)
+		}
+		norm := 0.0
+		if clip != nil {
+			norm, err = clip.Clip(t.Params.Grad)
+		} else {
+			norm = optim.NewGradClipper(mask, math.Inf(1)).Norm(t.Params.Grad)
+		}
+		if err != nil || !finite(m.Loss) || !finite(norm) {
+			return nil, fmt.Errorf("distill: stage %s step %d: loss %v, gradient norm %v: training diverged and stopped; %s",
+				cfg.Stage, step+1, m.Loss, norm, run.lastGood())
+		}
+		lr := cfg.lr(step)
+		if err := opt.SetLR(0, lr); err != nil {
+			return nil, err
+		}
+		opt.Step(t.Params.Data, t.Params.Grad)
+		if t.ema != nil {
+			t.ema.Update(t.Params.Data)
+		}
+		done := step + 1
+		sps := float64(done-start) / time.Since(began).Seconds()
+		p := Progress{Stage: cfg.Stage, Step: done, Steps: cfg.Steps, Metrics: m, LR: lr, GradNorm: norm, StepsPerSec: sps}
+		res.Last = m
+		if cfg.LogEvery == 0 || done%cfg.LogEvery == 0 || done == cfg.Steps {
+			if err := log.write(p); err != nil {
+				return nil, err
+			}
+		}
+		if t.OnStep != nil {
+			t.OnStep(p)
+		}
+		if (cfg.SaveEvery > 0 && done%cfg.SaveEvery == 0) || done == cfg.Steps {
+			if err := log.sync(); err != nil {
+				return nil, err
+			}
+			if err := run.save(done, cfg.Keep, t.Params.Data, t.EMAWeights(), opt); err != nil {
+				return nil, err
+			}
+		}
+	}
+	res.Seconds = time.Since(began).Seconds()
+	return res, nil
+}
+
+// mask freezes the parameters Config.Frozen names and stops their
+// gradients from being computed at all.
+func (t *Trainer) mask() (*optim.Mask, error) {
+	if t.Config.Frozen == nil {
+		return optim.AllTrainable(t.Params.Len()), nil
+	}
+	var frozen []optim.Range
+	for _, p := range t.Params.List() {
+		if !t.Config.Frozen(p.Name) {
+			continue
+		}
+		lo, hi, _ := t.Params.Range(p.Name)
+		frozen = append(frozen, optim.Range{Lo: lo, Hi: hi})
+		p.Dense.SetRequiresGrad(false)
+	}
+	m, err := optim.FreezeMask(t.Params.Len(), frozen...)
+	if err != nil {
+		return nil, fmt.Errorf("distill: stage %s: %w", t.Config.Stage, err)
+	}
+	if m.NumTrainable() == 0 {
+		return nil, fmt.Errorf("distill: stage %s: every parameter is frozen", t.Config.Stage)
+	}
+	return m, nil
+}
+
+// fingerprint identifies the run: a resumed folder must hold the same
+// stage settings over the same parameter layout.
+func (t *Trainer) fingerprint() string {
+	c := t.Config
+	s := fmt.Sprintf("stage=%s steps=%d batch=%d lr=%g warmup=%d wd=%g clip=%g ema=%g seed=%d drop=%g null=%d data=%d",
+		c.Stage, c.Steps, c.BatchSize, c.LR, c.Warmup, c.WeightDecay, c.ClipNorm, c.EMADecay, c.Seed, c.LabelDropout, c.NullClass, t.Data.Len())
+	for _, p := range t.Params.List() {
+		sh := p.Dense.Shape()
+		frozen := t.Config.Frozen != nil && t.Config.Frozen(p.Name)
+		s += fmt.Sprintf(";%s[%d %d]%v", p.Name, sh[0], sh[1], frozen)
+	}
+	return s
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -1,0 +1,263 @@
+package distill
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/dit/ddpm"
+	"github.com/dcdit/dcdit/loaders/arch"
+)
+
+func tinyDiT(t *testing.T, seed uint64) *dit.Model {
+	t.Helper()
+	cfg := &arch.DiTConfig{Depth: 1, HiddenSize: 32, NumHeads: 2, PatchSize: 2, InChannels: 4, InputSize: 8,
+		LearnSigma: true, NumClasses: 3, MLPRatio: 2, FrequencySize: 64}
+	m, err := dit.Init(cfg, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func randomData(t *testing.T, n, c, s int) *Dataset {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(11, 12))
+	x, y := make([]float32, n*c*s*s), make([]int, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	for i := range y {
+		y[i] = i % 3
+	}
+	d, err := NewDataset(x, y, c, s, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func ditTrainer(t *testing.T, dir string, steps int) *Trainer {
+	m := tinyDiT(t, 1)
+	return &Trainer{
+		Config: Config{Stage: "train", Steps: steps, BatchSize: 3, LR: 1e-3, Warmup: 2, ClipNorm: 1, EMADecay: 0.9,
+			Seed: 7, LabelDropout: 0.2, NullClass: 3, SaveEvery: 2, Keep: 2},
+		Params:    m.Params,
+		Objective: &DiTDiffusion{Model: m, Schedule: ddpm.Linear(1000)},
+		Data:      randomData(t, 5, 4, 8),
+		Dir:       dir,
+	}
+}
+
+func logSteps(t *testing.T, dir string) []int {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []int
+	for line := range bytes.Lines(text) {
+		var rec struct{ Step int }
+		if err := json.Unmarshal(line, &rec); err != nil {
+			t.Fatalf("metrics line %q: %v", line, err)
+		}
+		steps = append(steps, rec.Step)
+	}
+	return steps
+}
+
+// A run interrupted after a checkpoint (and killed while writing the next
+// one) resumes to exactly the parameters, EMA and log of an uninterrupted
+// run.
+func TestResumeIsExact(t *testing.T) {
+	full := ditTrainer(t, t.TempDir(), 6)
+	if _, err := full.Run(); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	first := ditTrainer(t, dir, 6)
+	if _, err := first.Run(); err != nil {
+		t.Fatal(err)
+	}
+	// Roll the folder back to step 4 as a kill would leave it: the
+	// manifest still names step 4's checkpoint, step 6's file is a torn
+	// write that was never named.
+	var m manifest
+	text, _ := os.ReadFile(filepath.Join(dir, manifestName))
+	if err := json.Unmarshal(text, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Step != 6 || len(m.Checkpoints) != 2 || m.Checkpoints[0] != "state-00000004.safetensors" {
+		t.Fatalf("manifest %+v, want steps 4 and 6 kept", m)
+	}
+	m.Step, m.Checkpoints = 4, m.Checkpoints[:1]
+	text, _ = json.Marshal(m)
+	os.WriteFile(filepath.Join(dir, manifestName), text, 0o644)
+	os.WriteFile(filepath.Join(dir, "state-00000006.safetensors"), []byte("torn"), 0o644)
+	if _, err := os.Stat(filepath.Join(dir, "state-00000002.safetensors")); err == nil {
+		t.Fatal("Keep = 2 left step 2's checkpoint behind")
+	}
+
+	again := ditTrainer(t, dir, 6) // a new process: fresh model
+	res, err := again.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Resumed != 4 {
+		t.Fatalf("resumed from step %d, want 4", res.Resumed)
+	}
+	if !equal(again.Params.Data, full.Params.Data) || !equal(again.EMAWeights(), full.EMAWeights()) {
+		t.Fatal("resumed run differs from the uninterrupted one")
+	}
+	if got := logSteps(t, dir); len(got) != 6 || got[0] != 1 || got[5] != 6 {
+		t.Fatalf("metrics log steps %v, want 1..6 once each", got)
+	}
+	// A finished stage runs nothing.
+	res, err = ditTrainer(t, dir, 6).Run()
+	if err != nil || !res.Complete {
+		t.Fatalf("re-run of a finished stage: %+v, %v", res, err)
+	}
+}
+
+func TestResumeRefusesAnotherRun(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := ditTrainer(t, dir, 2).Run(); err != nil {
+		t.Fatal(err)
+	}
+	other := ditTrainer(t, dir, 2)
+	other.Config.LR = 5e-4
+	if _, err := other.Run(); err == nil || !strings.Contains(err.Error(), "holds another run") {
+		t.Fatalf("err = %v, want a refusal", err)
+	}
+}
+
+// nanAfter returns a finite loss for n steps and NaN after.
+type nanAfter struct {
+	inner Objective
+	n     int
+}
+
+func (o *nanAfter) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Metrics, error) {
+	m, err := o.inner.Step(step, x0, y, rng)
+	if step >= o.n {
+		m.Loss = math.NaN()
+	}
+	return m, err
+}
+
+func TestNaNStopsAndKeepsTheCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	tr := ditTrainer(t, dir, 6)
+	tr.Objective = &nanAfter{inner: tr.Objective, n: 3}
+	_, err := tr.Run()
+	if err == nil || !strings.Contains(err.Error(), "step 4: loss NaN") || !strings.Contains(err.Error(), "state-00000002.safetensors (step 2)") {
+		t.Fatalf("err = %v, want the NaN step and the last good checkpoint", err)
+	}
+	again := ditTrainer(t, dir, 6)
+	res, err := again.Run()
+	if err != nil || res.Resumed != 2 {
+		t.Fatalf("resume after NaN: %+v, %v", res, err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(c *Config)
+		want string
+	}{
+		{"steps", func(c *Config) { c.Steps = 0 }, "steps 0"},
+		{"lr", func(c *Config) { c.LR = 0 }, "learning rate 0"},
+		{"ema", func(c *Config) { c.EMADecay = 1 }, "EMA decay 1"},
+		{"frozen", func(c *Config) { c.Frozen = func(string) bool { return true } }, "every parameter is frozen"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := ditTrainer(t, t.TempDir(), 2)
+			tt.edit(&tr.Config)
+			if _, err := tr.Run(); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// Frozen parameters never move and get no gradient.
+func TestFrozen(t *testing.T) {
+	tr := ditTrainer(t, t.TempDir(), 2)
+	tr.Config.Frozen = func(name string) bool { return strings.HasPrefix(name, "t_embedder.") }
+	p := tr.Params.Get("t_embedder.mlp.0.weight")
+	before := append([]float32(nil), p.Values()...)
+	if _, err := tr.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if !equal(before, p.Values()) {
+		t.Fatal("a frozen parameter moved")
+	}
+	for _, g := range p.Gradient() {
+		if g != 0 {
+			t.Fatal("a frozen parameter got a gradient")
+		}
+	}
+}
+
+func TestBatchIsAFunctionOfTheStep(t *testing.T) {
+	d := randomData(t, 5, 1, 2)
+	per := 4
+	seen := map[int]int{}
+	for step := range 5 { // 5 steps of 3 = 3 epochs of 5
+		x, y := make([]float32, 3*per), make([]int, 3)
+		d.Batch(x, y, 1, step)
+		x2, y2 := make([]float32, 3*per), make([]int, 3)
+		newDatasetMust(t, d).Batch(x2, y2, 1, step)
+		if !equal(x, x2) {
+			t.Fatalf("step %d: batch depends on history", step)
+		}
+		for i := range y {
+			seen[firstIndex(d, x[i*per:(i+1)*per])]++
+		}
+	}
+	for i := range 5 {
+		if seen[i] != 3 {
+			t.Fatalf("sample %d seen %d times in 3 epochs, want 3", i, seen[i])
+		}
+	}
+}
+
+func newDatasetMust(t *testing.T, d *Dataset) *Dataset {
+	t.Helper()
+	n, err := NewDataset(d.Latents, d.Labels, d.C, d.H, d.W)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func firstIndex(d *Dataset, x []float32) int {
+	per := d.C * d.H * d.W
+	for j := range d.Len() {
+		if equal(d.Latents[j*per:(j+1)*per], x) {
+			return j
+		}
+	}
+	return -1
+}
+
+func equal(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
