@@ -108,6 +108,9 @@ type DCObjective struct {
 	// RatioWeight scales the ratio loss (0.03 in the paper); TargetN and
 	// RatioBatchSize come from the model's config.
 	RatioWeight float64
+	// EpsOnly restricts distillation to the ε channels (the first C);
+	// otherwise every output channel, learned σ included, is matched.
+	EpsOnly bool
 }
 
 // Step implements Objective.
@@ -146,7 +149,11 @@ func (o *DCObjective) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Met
 		if err != nil {
 			return Metrics{}, err
 		}
-		m.Loss = distance(grad, out, target, o.Loss == DistillL1)
+		if o.EpsOnly {
+			m.Loss = distanceCols(grad, out, target, cfg.OutChannels, cfg.InChannels, o.Loss == DistillL1)
+		} else {
+			m.Loss = distance(grad, out, target, o.Loss == DistillL1)
+		}
 	case Hybrid:
 		img := dc.FromTokens(out, B, cfg.OutChannels, cfg.GridRows, cfg.GridCols)
 		gimg := make([]float32, len(img))
@@ -221,6 +228,22 @@ func distance(grad, out, target []float32, l1 bool) float64 {
 		}
 	}
 	return s / n
+}
+
+// distanceCols is distance over the first k of every row's cols values,
+// leaving the other gradients at zero.
+func distanceCols(grad, out, target []float32, cols, k int, l1 bool) float64 {
+	rows := len(out) / cols
+	o, tg, g := make([]float32, rows*k), make([]float32, rows*k), make([]float32, rows*k)
+	for r := range rows {
+		copy(o[r*k:(r+1)*k], out[r*cols:r*cols+k])
+		copy(tg[r*k:(r+1)*k], target[r*cols:r*cols+k])
+	}
+	d := distance(g, o, tg, l1)
+	for r := range rows {
+		copy(grad[r*cols:r*cols+k], g[r*k:(r+1)*k])
+	}
+	return d
 }
 
 func mean(v []float32) float64 {

@@ -17,8 +17,12 @@ type Config struct {
 	Stage        string  // "distill", "finetune" or "train": names the stage in the run folder
 	Steps        int     // optimiser steps
 	BatchSize    int     // samples per step
-	LR           float64 // AdamW learning rate after warm-up
+	LR           float64 // AdamW peak learning rate, reached after warm-up
 	Warmup       int     // linear learning-rate warm-up steps (0: none)
+	Schedule     string  // after warm-up: "constant" (default), "cosine" or "linear" decay to MinLR
+	MinLR        float64 // where the decaying schedules end
+	Beta1, Beta2 float64 // AdamW betas (0: 0.9 and 0.999)
+	Eps          float64 // AdamW epsilon (0: 1e-8)
 	WeightDecay  float64 // AdamW decoupled weight decay
 	ClipNorm     float64 // global gradient-norm clip (0: none)
 	EMADecay     float64 // EMA of the weights (0: none)
@@ -44,6 +48,17 @@ func (c *Config) validate() error {
 		return fmt.Errorf("distill: stage %s: EMA decay %g and label dropout %g must be in [0, 1)", c.Stage, c.EMADecay, c.LabelDropout)
 	case c.SaveEvery < 0 || c.LogEvery < 0:
 		return fmt.Errorf("distill: stage %s: save and log cadences must not be negative", c.Stage)
+	case c.Schedule != "" && c.Schedule != "constant" && c.Schedule != "cosine" && c.Schedule != "linear":
+		return fmt.Errorf("distill: stage %s: learning-rate schedule %q, want constant, cosine or linear", c.Stage, c.Schedule)
+	}
+	if c.Beta1 == 0 {
+		c.Beta1 = 0.9
+	}
+	if c.Beta2 == 0 {
+		c.Beta2 = 0.999
+	}
+	if c.Eps == 0 {
+		c.Eps = 1e-8
 	}
 	if c.Keep < 1 {
 		c.Keep = 1
@@ -51,10 +66,22 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// lr is the learning rate of step (from 0): linear warm-up, then constant.
+// lr is the learning rate of step (from 0): a linear warm-up to LR, then
+// constant or decaying to MinLR at the last step.
 func (c *Config) lr(step int) float64 {
 	if c.Warmup > 0 && step < c.Warmup {
 		return c.LR * float64(step+1) / float64(c.Warmup)
+	}
+	span := c.Steps - c.Warmup
+	if span <= 1 {
+		return c.LR
+	}
+	f := float64(step-c.Warmup) / float64(span-1) // 0 … 1 after warm-up
+	switch c.Schedule {
+	case "cosine":
+		return c.MinLR + (c.LR-c.MinLR)*0.5*(1+math.Cos(math.Pi*f))
+	case "linear":
+		return c.LR + (c.MinLR-c.LR)*f
 	}
 	return c.LR
 }
@@ -119,7 +146,7 @@ func (t *Trainer) Run() (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	opt, err := optim.NewAdamW(mask, optim.Hyper{LR: cfg.LR, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: cfg.WeightDecay})
+	opt, err := optim.NewAdamW(mask, optim.Hyper{LR: cfg.LR, Beta1: cfg.Beta1, Beta2: cfg.Beta2, Eps: cfg.Eps, WeightDecay: cfg.WeightDecay})
 	if err != nil {
 		return nil, fmt.Errorf("distill: stage %s: %w", cfg.Stage, err)
 	}
@@ -237,8 +264,8 @@ func (t *Trainer) mask() (*optim.Mask, error) {
 // stage settings over the same parameter layout.
 func (t *Trainer) fingerprint() string {
 	c := t.Config
-	s := fmt.Sprintf("stage=%s steps=%d batch=%d lr=%g warmup=%d wd=%g clip=%g ema=%g seed=%d drop=%g null=%d data=%d",
-		c.Stage, c.Steps, c.BatchSize, c.LR, c.Warmup, c.WeightDecay, c.ClipNorm, c.EMADecay, c.Seed, c.LabelDropout, c.NullClass, t.Data.Len())
+	s := fmt.Sprintf("stage=%s steps=%d batch=%d lr=%g warmup=%d sched=%s/%g betas=%g,%g eps=%g wd=%g clip=%g ema=%g seed=%d drop=%g null=%d data=%d",
+		c.Stage, c.Steps, c.BatchSize, c.LR, c.Warmup, c.Schedule, c.MinLR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay, c.ClipNorm, c.EMADecay, c.Seed, c.LabelDropout, c.NullClass, t.Data.Len())
 	for _, p := range t.Params.List() {
 		sh := p.Dense.Shape()
 		frozen := t.Config.Frozen != nil && t.Config.Frozen(p.Name)

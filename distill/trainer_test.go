@@ -261,3 +261,22 @@ func equal(a, b []float32) bool {
 	}
 	return true
 }
+
+// Two warm-up steps, then steps 2 … 9 span the decay from lr 1 to 0.1.
+func TestLRSchedules(t *testing.T) {
+	tests := []struct {
+		sched string
+		step  int
+		want  float64
+	}{
+		{"constant", 0, 0.5}, {"constant", 1, 1}, {"constant", 9, 1},
+		{"cosine", 2, 1}, {"cosine", 5, 0.1 + 0.45*(1+math.Cos(3*math.Pi/7))}, {"cosine", 9, 0.1},
+		{"linear", 1, 1}, {"linear", 5, 1 - 0.9*3/7}, {"linear", 9, 0.1},
+	}
+	for _, tt := range tests {
+		c := Config{Steps: 10, LR: 1, MinLR: 0.1, Warmup: 2, Schedule: tt.sched}
+		if got := c.lr(tt.step); math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("%s lr(%d) = %g, want %g", tt.sched, tt.step, got, tt.want)
+		}
+	}
+}
