@@ -1,0 +1,283 @@
+// Package datasets holds training and evaluation data sets of latents with
+// class labels, and their file format: one safetensors file with
+//
+//	latents  [N, C, H, W]  float (written F32)
+//	labels   [N]           integer (written I64), 0 ≤ label < NumClasses
+//	edges    [N, H, W]     optional U8: 1 where a grid cell lies on a region
+//	                       boundary (its 4-neighbourhood holds another region)
+//
+// and metadata: dcdit.dataset (the generator, e.g. "shapes/v1"),
+// dcdit.num_classes, dcdit.classes (comma-separated names), plus whatever
+// the generator records (seed, size). Files are written atomically.
+//
+// Generators live in subpackages (datasets/shapes).
+package datasets
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/dcdit/dcdit/loaders/dtype"
+	"github.com/dcdit/dcdit/loaders/safetensors"
+)
+
+// Tensor and metadata names of the file format.
+const (
+	LatentsKey = "latents"
+	LabelsKey  = "labels"
+	EdgesKey   = "edges"
+
+	MetaDataset    = "dcdit.dataset"
+	MetaNumClasses = "dcdit.num_classes"
+	MetaClasses    = "dcdit.classes"
+)
+
+// Set is a data set held in memory.
+type Set struct {
+	N, C, H, W int
+	// Latents are the samples, [N, C, H, W] row-major.
+	Latents []float32
+	// Labels hold one class label per sample.
+	Labels []int
+	// Edges, when not nil, mark the grid cells on a region boundary,
+	// [N, H, W]; generators of piecewise-flat data provide them for the
+	// router's edge-density measure.
+	Edges []bool
+	// NumClasses is the number of classes; labels lie in [0, NumClasses).
+	NumClasses int
+	// Classes names the classes (len NumClasses), or is nil.
+	Classes []string
+	// Metadata is extra string metadata written with the file (keys other
+	// than the format's own).
+	Metadata map[string]string
+}
+
+// Latent returns sample i's latent [C, H, W] (a view).
+func (s *Set) Latent(i int) []float32 {
+	n := s.C * s.H * s.W
+	return s.Latents[i*n : (i+1)*n]
+}
+
+// Edge returns sample i's edge mask [H, W] (a view), or nil without edges.
+func (s *Set) Edge(i int) []bool {
+	if s.Edges == nil {
+		return nil
+	}
+	n := s.H * s.W
+	return s.Edges[i*n : (i+1)*n]
+}
+
+// Batch copies the samples idx into x [len(idx), C, H, W] and their labels
+// into y (len(idx)); both are allocated when nil or too short.
+func (s *Set) Batch(x []float32, y []int, idx []int) ([]float32, []int, error) {
+	n := s.C * s.H * s.W
+	if cap(x) < len(idx)*n {
+		x = make([]float32, len(idx)*n)
+	}
+	if cap(y) < len(idx) {
+		y = make([]int, len(idx))
+	}
+	x, y = x[:len(idx)*n], y[:len(idx)]
+	for k, i := range idx {
+		if i < 0 || i >= s.N {
+			return nil, nil, fmt.Errorf("datasets: batch index %d outside [0, %d)", i, s.N)
+		}
+		copy(x[k*n:(k+1)*n], s.Latent(i))
+		y[k] = s.Labels[i]
+	}
+	return x, y, nil
+}
+
+// Range returns the smallest and largest latent value (0, 0 when empty).
+func (s *Set) Range() (lo, hi float32) {
+	if len(s.Latents) == 0 {
+		return 0, 0
+	}
+	lo, hi = s.Latents[0], s.Latents[0]
+	for _, v := range s.Latents {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	return lo, hi
+}
+
+// Validate checks that the sizes, labels and masks agree.
+func (s *Set) Validate() error {
+	switch {
+	case s.N < 1 || s.C < 1 || s.H < 1 || s.W < 1:
+		return fmt.Errorf("datasets: shape [%d %d %d %d]: want every size ≥ 1", s.N, s.C, s.H, s.W)
+	case len(s.Latents) != s.N*s.C*s.H*s.W:
+		return fmt.Errorf("datasets: %d latent values, want %d for [%d %d %d %d]", len(s.Latents), s.N*s.C*s.H*s.W, s.N, s.C, s.H, s.W)
+	case len(s.Labels) != s.N:
+		return fmt.Errorf("datasets: %d labels for %d samples", len(s.Labels), s.N)
+	case s.Edges != nil && len(s.Edges) != s.N*s.H*s.W:
+		return fmt.Errorf("datasets: %d edge-mask values, want %d for [%d %d %d]", len(s.Edges), s.N*s.H*s.W, s.N, s.H, s.W)
+	case s.NumClasses < 1:
+		return fmt.Errorf("datasets: %d classes, want ≥ 1", s.NumClasses)
+	case s.Classes != nil && len(s.Classes) != s.NumClasses:
+		return fmt.Errorf("datasets: %d class names for %d classes", len(s.Classes), s.NumClasses)
+	}
+	for i, l := range s.Labels {
+		if l < 0 || l >= s.NumClasses {
+			return fmt.Errorf("datasets: label %d of sample %d outside [0, %d)", l, i, s.NumClasses)
+		}
+	}
+	for i, v := range s.Latents {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return fmt.Errorf("datasets: latent value %d is %v", i, v)
+		}
+	}
+	for _, name := range s.Classes {
+		if name == "" || strings.ContainsAny(name, ",\n") {
+			return fmt.Errorf("datasets: class name %q: want a non-empty name without commas", name)
+		}
+	}
+	return nil
+}
+
+// Write writes s to path atomically (see the package comment for the
+// layout).
+func Write(path string, s *Set) error {
+	if err := s.Validate(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	md := map[string]string{}
+	for k, v := range s.Metadata {
+		md[k] = v
+	}
+	md[MetaNumClasses] = strconv.Itoa(s.NumClasses)
+	if s.Classes != nil {
+		md[MetaClasses] = strings.Join(s.Classes, ",")
+	}
+	lat := make([]byte, 4*len(s.Latents))
+	for i, v := range s.Latents {
+		binary.LittleEndian.PutUint32(lat[4*i:], math.Float32bits(v))
+	}
+	lab := make([]byte, 8*len(s.Labels))
+	for i, v := range s.Labels {
+		binary.LittleEndian.PutUint64(lab[8*i:], uint64(v))
+	}
+	ts := []safetensors.WriteTensor{
+		{Name: LatentsKey, DType: dtype.F32, Shape: []int64{int64(s.N), int64(s.C), int64(s.H), int64(s.W)}, Data: lat},
+		{Name: LabelsKey, DType: dtype.I64, Shape: []int64{int64(s.N)}, Data: lab},
+	}
+	if s.Edges != nil {
+		e := make([]byte, len(s.Edges))
+		for i, v := range s.Edges {
+			if v {
+				e[i] = 1
+			}
+		}
+		ts = append(ts, safetensors.WriteTensor{Name: EdgesKey, DType: dtype.U8, Shape: []int64{int64(s.N), int64(s.H), int64(s.W)}, Data: e})
+	}
+	return safetensors.Write(path, ts, md)
+}
+
+// ErrNotDataSet is wrapped by Read's errors when a file is a valid
+// safetensors file that does not hold a data set.
+var ErrNotDataSet = errors.New("not a data set")
+
+// Read loads a data set file written by Write (or any safetensors file
+// with float "latents" [N, C, H, W] and integer "labels" [N]; "edges"
+// [N, H, W] is optional). The class count is dcdit.num_classes when
+// present, else the number of dcdit.classes names, else the largest label
+// plus one.
+func Read(path string) (*Set, error) {
+	f, err := safetensors.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("datasets: %w", err)
+	}
+	defer f.Close()
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("datasets: %s: %s", path, fmt.Sprintf(format, args...))
+	}
+	lt, ok := f.Tensor(LatentsKey)
+	if !ok {
+		return nil, fmt.Errorf("datasets: %s: no tensor %q (want latents [N, C, H, W] and labels [N]): %w", path, LatentsKey, ErrNotDataSet)
+	}
+	if len(lt.Shape) != 4 || !lt.DType.IsFloat() {
+		return nil, fail("tensor %q is %s %v, want a float tensor [N, C, H, W]", LatentsKey, lt.DType, lt.Shape)
+	}
+	s := &Set{N: int(lt.Shape[0]), C: int(lt.Shape[1]), H: int(lt.Shape[2]), W: int(lt.Shape[3]), Metadata: map[string]string{}}
+	if s.N < 1 || s.C < 1 || s.H < 1 || s.W < 1 {
+		return nil, fail("tensor %q has shape %v, want every size ≥ 1", LatentsKey, lt.Shape)
+	}
+	v, err := lt.Float32()
+	if err != nil {
+		return nil, fmt.Errorf("datasets: %w", err)
+	}
+	s.Latents = append([]float32(nil), v...)
+
+	lb, ok := f.Tensor(LabelsKey)
+	if !ok {
+		return nil, fmt.Errorf("datasets: %s: no tensor %q (want labels [%d]): %w", path, LabelsKey, s.N, ErrNotDataSet)
+	}
+	if len(lb.Shape) != 1 || lb.Shape[0] != int64(s.N) || !lb.DType.IsInt() {
+		return nil, fail("tensor %q is %s %v, want integers [%d] (one per latent)", LabelsKey, lb.DType, lb.Shape, s.N)
+	}
+	labels, err := lb.Int64()
+	if err != nil {
+		return nil, fmt.Errorf("datasets: %w", err)
+	}
+	s.Labels = make([]int, s.N)
+	maxLabel := 0
+	for i, l := range labels {
+		if l < 0 || l > math.MaxInt32 {
+			return nil, fail("label %d of sample %d: want 0 ≤ label < 2³¹", l, i)
+		}
+		s.Labels[i] = int(l)
+		maxLabel = max(maxLabel, int(l))
+	}
+
+	if et, ok := f.Tensor(EdgesKey); ok {
+		if len(et.Shape) != 3 || et.Shape[0] != int64(s.N) || et.Shape[1] != int64(s.H) || et.Shape[2] != int64(s.W) || !et.DType.IsInt() {
+			return nil, fail("tensor %q is %s %v, want integers or BOOL [%d %d %d]", EdgesKey, et.DType, et.Shape, s.N, s.H, s.W)
+		}
+		e, err := et.Int64()
+		if err != nil {
+			return nil, fmt.Errorf("datasets: %w", err)
+		}
+		s.Edges = make([]bool, len(e))
+		for i, x := range e {
+			s.Edges[i] = x != 0
+		}
+	}
+
+	md := f.Metadata()
+	for k, v := range md {
+		if k != MetaNumClasses && k != MetaClasses {
+			s.Metadata[k] = v
+		}
+	}
+	if names, ok := md[MetaClasses]; ok && names != "" {
+		s.Classes = strings.Split(names, ",")
+	}
+	switch nc, ok := md[MetaNumClasses]; {
+	case ok:
+		n, err := strconv.Atoi(nc)
+		if err != nil || n < 1 {
+			return nil, fail("metadata %s = %q, want a positive integer", MetaNumClasses, nc)
+		}
+		s.NumClasses = n
+	case s.Classes != nil:
+		s.NumClasses = len(s.Classes)
+	default:
+		s.NumClasses = maxLabel + 1
+	}
+	if s.Classes != nil && len(s.Classes) != s.NumClasses {
+		return nil, fail("metadata %s names %d classes but %s is %d", MetaClasses, len(s.Classes), MetaNumClasses, s.NumClasses)
+	}
+	if maxLabel >= s.NumClasses {
+		return nil, fail("label %d outside [0, %d) (%s)", maxLabel, s.NumClasses, MetaNumClasses)
+	}
+	for i, x := range s.Latents {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			n := s.C * s.H * s.W
+			return nil, fail("latent value %v in sample %d (index %d)", x, i/n, i%n)
+		}
+	}
+	return s, nil
+}

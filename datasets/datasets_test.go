@@ -1,0 +1,194 @@
+package datasets
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dcdit/dcdit/loaders/dtype"
+	"github.com/dcdit/dcdit/loaders/safetensors"
+)
+
+func tinySet() *Set {
+	s := &Set{N: 3, C: 2, H: 2, W: 3, NumClasses: 4, Classes: []string{"a", "b", "c", "d"},
+		Labels: []int{0, 3, 1}, Metadata: map[string]string{"dcdit.seed": "9"}}
+	for i := range s.N * s.C * s.H * s.W {
+		s.Latents = append(s.Latents, float32(i)/7-1)
+	}
+	for i := range s.N * s.H * s.W {
+		s.Edges = append(s.Edges, i%3 == 0)
+	}
+	return s
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, edges := range []bool{true, false} {
+		s := tinySet()
+		if !edges {
+			s.Edges = nil
+		}
+		path := filepath.Join(t.TempDir(), "d.safetensors")
+		if err := Write(path, s); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Read(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.N != s.N || got.C != s.C || got.H != s.H || got.W != s.W || got.NumClasses != s.NumClasses {
+			t.Fatalf("sizes %+v, want %+v", got, s)
+		}
+		for i := range s.Latents {
+			if got.Latents[i] != s.Latents[i] {
+				t.Fatalf("latent %d = %v, want %v", i, got.Latents[i], s.Latents[i])
+			}
+		}
+		for i := range s.Labels {
+			if got.Labels[i] != s.Labels[i] {
+				t.Fatalf("label %d = %d, want %d", i, got.Labels[i], s.Labels[i])
+			}
+		}
+		if (got.Edges != nil) != edges {
+			t.Fatalf("edges present = %v, want %v", got.Edges != nil, edges)
+		}
+		for i := range s.Edges {
+			if got.Edges[i] != s.Edges[i] {
+				t.Fatalf("edge %d = %v, want %v", i, got.Edges[i], s.Edges[i])
+			}
+		}
+		if strings.Join(got.Classes, ",") != "a,b,c,d" || got.Metadata["dcdit.seed"] != "9" {
+			t.Errorf("classes %v, metadata %v", got.Classes, got.Metadata)
+		}
+		x, y, err := got.Batch(nil, nil, []int{2, 0})
+		if err != nil || y[0] != 1 || y[1] != 0 || x[0] != s.Latent(2)[0] {
+			t.Errorf("Batch: %v %v %v", x, y, err)
+		}
+		if _, _, err := got.Batch(nil, nil, []int{3}); err == nil {
+			t.Error("Batch accepted index 3 of 3 samples")
+		}
+	}
+}
+
+func TestWriteRejectsInvalid(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(*Set)
+		want string
+	}{
+		{"short latents", func(s *Set) { s.Latents = s.Latents[1:] }, "latent values"},
+		{"labels", func(s *Set) { s.Labels = s.Labels[:2] }, "2 labels for 3 samples"},
+		{"label range", func(s *Set) { s.Labels[1] = 4 }, "label 4 of sample 1 outside [0, 4)"},
+		{"edges", func(s *Set) { s.Edges = s.Edges[:3] }, "edge-mask values"},
+		{"class names", func(s *Set) { s.Classes = s.Classes[:2] }, "2 class names for 4 classes"},
+		{"comma", func(s *Set) { s.Classes[0] = "a,b" }, "without commas"},
+		{"nan", func(s *Set) { s.Latents[5] = float32(math.NaN()) }, "latent value 5 is NaN"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := tinySet()
+			c.edit(s)
+			path := filepath.Join(t.TempDir(), "d.safetensors")
+			err := Write(path, s)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one containing %q", err, c.want)
+			}
+			if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a failed write left %s", path)
+			}
+		})
+	}
+}
+
+func f32(v ...float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func i64(v ...int64) []byte {
+	b := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(b[8*i:], uint64(x))
+	}
+	return b
+}
+
+func TestReadErrors(t *testing.T) {
+	lat := safetensors.WriteTensor{Name: "latents", DType: dtype.F32, Shape: []int64{2, 1, 1, 2}, Data: f32(0, 1, 2, 3)}
+	lab := safetensors.WriteTensor{Name: "labels", DType: dtype.I64, Shape: []int64{2}, Data: i64(0, 1)}
+	cases := []struct {
+		name    string
+		tensors []safetensors.WriteTensor
+		meta    map[string]string
+		want    string
+		notSet  bool
+	}{
+		{"no latents", []safetensors.WriteTensor{lab}, nil, `no tensor "latents"`, true},
+		{"no labels", []safetensors.WriteTensor{lat}, nil, `no tensor "labels"`, true},
+		{"latents rank", []safetensors.WriteTensor{{Name: "latents", DType: dtype.F32, Shape: []int64{2, 2}, Data: f32(0, 1, 2, 3)}, lab}, nil,
+			`tensor "latents" is F32 [2 2], want a float tensor [N, C, H, W]`, false},
+		{"latents ints", []safetensors.WriteTensor{{Name: "latents", DType: dtype.I64, Shape: []int64{1, 1, 1, 1}, Data: i64(1)}, lab}, nil,
+			`want a float tensor`, false},
+		{"labels length", []safetensors.WriteTensor{lat, {Name: "labels", DType: dtype.I64, Shape: []int64{3}, Data: i64(0, 1, 2)}}, nil,
+			`tensor "labels" is I64 [3], want integers [2]`, false},
+		{"float labels", []safetensors.WriteTensor{lat, {Name: "labels", DType: dtype.F32, Shape: []int64{2}, Data: f32(0, 1)}}, nil,
+			`tensor "labels" is F32 [2], want integers [2]`, false},
+		{"negative label", []safetensors.WriteTensor{lat, {Name: "labels", DType: dtype.I64, Shape: []int64{2}, Data: i64(0, -1)}}, nil,
+			`label -1 of sample 1`, false},
+		{"edges shape", []safetensors.WriteTensor{lat, lab, {Name: "edges", DType: dtype.U8, Shape: []int64{2, 2}, Data: []byte{0, 1, 0, 1}}}, nil,
+			`tensor "edges" is U8 [2 2], want integers or BOOL [2 1 2]`, false},
+		{"num classes", []safetensors.WriteTensor{lat, lab}, map[string]string{"dcdit.num_classes": "x"}, `dcdit.num_classes = "x"`, false},
+		{"label vs classes", []safetensors.WriteTensor{lat, lab}, map[string]string{"dcdit.num_classes": "1"}, `label 1 outside [0, 1)`, false},
+		{"names vs count", []safetensors.WriteTensor{lat, lab}, map[string]string{"dcdit.num_classes": "3", "dcdit.classes": "a,b"}, `names 2 classes`, false},
+		{"nan", []safetensors.WriteTensor{{Name: "latents", DType: dtype.F32, Shape: []int64{2, 1, 1, 2}, Data: f32(0, 1, float32(math.Inf(1)), 3)}, lab}, nil,
+			`latent value +Inf in sample 1 (index 0)`, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "bad.safetensors")
+			if err := safetensors.Write(path, c.tensors, c.meta); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Read(path)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("error %v, want one naming %s and containing %q", err, path, c.want)
+			}
+			if errors.Is(err, ErrNotDataSet) != c.notSet {
+				t.Errorf("errors.Is(err, ErrNotDataSet) = %v, want %v", !c.notSet, c.notSet)
+			}
+		})
+	}
+	if _, err := Read(filepath.Join(t.TempDir(), "missing.safetensors")); err == nil {
+		t.Error("Read accepted a missing file")
+	}
+}
+
+// TestReadInfersClasses: without metadata the class count is the largest
+// label plus one; BOOL edges are accepted.
+func TestReadInfersClasses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d.safetensors")
+	err := safetensors.Write(path, []safetensors.WriteTensor{
+		{Name: "latents", DType: dtype.F32, Shape: []int64{2, 1, 1, 2}, Data: f32(0, 1, 2, 3)},
+		{Name: "labels", DType: dtype.I64, Shape: []int64{2}, Data: i64(4, 1)},
+		{Name: "edges", DType: dtype.BOOL, Shape: []int64{2, 1, 2}, Data: []byte{1, 0, 0, 1}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.NumClasses != 5 || s.Classes != nil || !s.Edges[0] || s.Edges[1] || !s.Edges[3] {
+		t.Errorf("classes %d %v, edges %v", s.NumClasses, s.Classes, s.Edges)
+	}
+	if lo, hi := s.Range(); lo != 0 || hi != 3 {
+		t.Errorf("Range = %v, %v, want 0, 3", lo, hi)
+	}
+}

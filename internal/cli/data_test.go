@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"bytes"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dcdit/dcdit/datasets"
+	"github.com/dcdit/dcdit/datasets/shapes"
+)
+
+func TestDataShapes(t *testing.T) {
+	dir := t.TempDir()
+	out, pic := filepath.Join(dir, "a.safetensors"), filepath.Join(dir, "a.png")
+	code, stdout, stderr := run(t, "data", "shapes", "--num", "24", "--size", "12", "--seed", "5", "--out", out, "--png", pic)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "latents [24 4 12 12]") || !strings.Contains(stdout, shapes.Version) {
+		t.Errorf("summary %q", stdout)
+	}
+	s, err := datasets.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.N != 24 || s.H != 12 || s.NumClasses != len(shapes.Classes) || s.Edges == nil || s.Metadata["dcdit.seed"] != "5" {
+		t.Errorf("read back %d samples of %d×%d, %d classes, edges %v, metadata %v", s.N, s.H, s.W, s.NumClasses, s.Edges != nil, s.Metadata)
+	}
+	g, _ := shapes.New(12, 5)
+	if want := g.Sample(23); want.Label != s.Labels[23] || want.Latent[7] != s.Latent(23)[7] {
+		t.Error("file differs from the generator's sample 23")
+	}
+	f, err := os.Open(pic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := png.DecodeConfig(f)
+	if err != nil || cfg.Width != 10*12*8 || cfg.Height != 3*12*8 {
+		t.Errorf("png %dx%d (%v), want %dx%d", cfg.Width, cfg.Height, err, 10*12*8, 3*12*8)
+	}
+
+	// The same seed gives the same file.
+	again := filepath.Join(dir, "b.safetensors")
+	if code, _, stderr := run(t, "data", "shapes", "--num", "24", "--size", "12", "--seed", "5", "--out", again, "-q"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	a, _ := os.ReadFile(out)
+	b, _ := os.ReadFile(again)
+	if !bytes.Equal(a, b) {
+		t.Error("two runs with one seed wrote different files")
+	}
+}
+
+func TestDataShapesErrors(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--num", "0"}, exitUsage, "--num 0"},
+		{[]string{"--size", "4"}, exitUsage, "--size 4: want 8..4096"},
+		{[]string{"--out", filepath.Join(dir, "x.st"), "--png", filepath.Join(dir, "x.st")}, exitUsage, "both name"},
+		{[]string{"--out", filepath.Join(dir, "no", "x.st")}, exitError, "does not exist"},
+		{[]string{"--out", dir}, exitError, "is a folder"},
+		{[]string{"extra"}, exitUsage, "takes 0 argument"},
+	}
+	for _, c := range cases {
+		code, _, stderr := run(t, append([]string{"data", "shapes"}, c.args...)...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, stderr, c.code, c.want)
+		}
+	}
+	if code, _, stderr := run(t, "data", "mnist"); code != exitUsage || !strings.Contains(stderr, `unknown data set "mnist"`) {
+		t.Errorf("data mnist: exit %d, %q", code, stderr)
+	}
+}
