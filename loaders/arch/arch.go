@@ -68,6 +68,12 @@ const (
 	GroupFinalLayer = "final_layer"
 	GroupScaffold   = "scaffold"
 	GroupOther      = "other"
+	// DC-DiT checkpoints (both layouts) split the scaffold further and
+	// call the transformer the backbone.
+	GroupEncoder  = "encoder"  // hnet.encoder.*
+	GroupRouter   = "router"   // hnet.routing_module.*
+	GroupDecoder  = "decoder"  // hnet.decoder.*, hnet.residual_proj.*
+	GroupBackbone = "backbone" // hnet.main_network.*
 )
 
 // Mismatch is a tensor whose shape differs from the expected one.
@@ -182,6 +188,10 @@ func Detect(in Input) *Report {
 	}
 	prefix, keys, outside := stripPrefix(in.Tensors)
 	r.Prefix = prefix
+	if prefix == "" && (has(keys, dcRouterKey) || hasPrefix(keys, dcMainPrefix)) {
+		detectDCReference(r, in)
+		return r
+	}
 	var exp Expected
 	var grouper func(string) string
 	switch {
@@ -359,16 +369,45 @@ func detectDC(r *Report, in Input, raw string) {
 	checkDTypes(r, in.Tensors)
 }
 
-// dcGroup separates the scaffold (encoder, router, decoder) from the
-// backbone inside a DC checkpoint; the backbone's own groups are kept.
-func dcGroup(name string) string {
-	if rest, ok := strings.CutPrefix(name, "backbone."); ok {
-		if g := ditGroup(rest); g != GroupOther {
-			return g
-		}
-		return zimageGroup(rest)
+// Keys that only a DC-DiT state_dict holds.
+const (
+	dcRouterKey  = "hnet.routing_module.proj.weight"
+	dcMainPrefix = "hnet.main_network."
+)
+
+// detectDCReference recognises a DC-DiT state_dict in the official layout
+// (AMD-AGI/DynamicChunkingDiT create_dit: x_embedder, t_embedder,
+// y_embedder, pos_embed, hnet.*, final_layer) without dcdit's metadata.
+// Its config and key accounting need the dc packages and are left to the
+// caller; what the file cannot tell is said here.
+func detectDCReference(r *Report, in Input) {
+	r.Architecture, r.Layout = DCDiT, Original
+	for _, t := range in.Tensors {
+		r.Parameters[dcGroup(t.Name)] += numel(t.Shape)
 	}
-	return GroupScaffold
+	r.warnf("a reference DC-DiT state_dict without dcdit metadata (__metadata__ %q): the head count, de-chunk σ, ratio-loss target N and trained ρ values are not stored; loading it for sampling needs a DC checkpoint that records them", MetadataConfigKey)
+	checkDTypes(r, in.Tensors)
+}
+
+// dcGroup sorts a DC-DiT tensor (official state_dict names, which DC
+// checkpoints keep) into the scaffold's parts and the backbone.
+func dcGroup(name string) string {
+	switch {
+	case strings.HasPrefix(name, "x_embedder.") || strings.HasPrefix(name, "t_embedder.") ||
+		strings.HasPrefix(name, "y_embedder.") || name == "pos_embed":
+		return GroupEmbedders
+	case strings.HasPrefix(name, "hnet.encoder."):
+		return GroupEncoder
+	case strings.HasPrefix(name, "hnet.routing_module."):
+		return GroupRouter
+	case strings.HasPrefix(name, "hnet.decoder.") || strings.HasPrefix(name, "hnet.residual_proj."):
+		return GroupDecoder
+	case strings.HasPrefix(name, dcMainPrefix):
+		return GroupBackbone
+	case strings.HasPrefix(name, "final_layer."):
+		return GroupFinalLayer
+	}
+	return GroupOther
 }
 
 // intFrom reads an integer config value (JSON numbers decode as float64).

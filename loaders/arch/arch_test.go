@@ -1,6 +1,7 @@
 package arch
 
 import (
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -115,5 +116,64 @@ func TestDetectReportsKeyProblems(t *testing.T) {
 		if !strings.Contains(joined, want) {
 			t.Errorf("warnings do not mention %q:\n%s", want, joined)
 		}
+	}
+}
+
+// DC-DiT tensors, in the official names that DC checkpoints keep, are
+// recognised with and without dcdit's metadata and grouped into the
+// scaffold's parts and the backbone.
+func TestDetectDC(t *testing.T) {
+	names := map[string]string{
+		"x_embedder.proj.weight":                                  GroupEmbedders,
+		"t_embedder.mlp.0.weight":                                 GroupEmbedders,
+		"y_embedder.embedding_table.weight":                       GroupEmbedders,
+		"hnet.encoder.layers.0.conv1.weight":                      GroupEncoder,
+		"hnet.encoder.rmsnorm.weight":                             GroupEncoder,
+		"hnet.routing_module.proj.weight":                         GroupRouter,
+		"hnet.routing_module.residual_scorer.3.bias":              GroupRouter,
+		"hnet.residual_proj.weight":                               GroupDecoder,
+		"hnet.decoder.layers.1.skip_proj.weight":                  GroupDecoder,
+		"hnet.main_network.main_network.layers.0.attn.qkv.weight": GroupBackbone,
+		"hnet.main_network.main_network.rmsnorm.weight":           GroupBackbone,
+		"final_layer.linear.weight":                               GroupFinalLayer,
+		"something.else":                                          GroupOther,
+	}
+	var ts []TensorMeta
+	want := map[string]int64{}
+	for name, g := range names {
+		ts = append(ts, TensorMeta{Name: name, DType: dtype.F32, Shape: []int64{2, 3}})
+		want[g] += 6
+	}
+	cases := []struct {
+		name   string
+		in     Input
+		layout Layout
+		config bool
+		warn   string
+	}{
+		{"DC checkpoint", Input{Tensors: ts, Metadata: map[string]string{MetadataConfigKey: `{"format_version": 1}`}}, DCLayout, true, ""},
+		{"DC checkpoint, bad JSON", Input{Tensors: ts, Metadata: map[string]string{MetadataConfigKey: `{`}}, DCLayout, false, "not a JSON object"},
+		{"reference state_dict", Input{Tensors: append(ts, TensorMeta{Name: "pos_embed", DType: dtype.F32, Shape: []int64{1}})}, Original, false, "without dcdit metadata"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := Detect(c.in)
+			if r.Architecture != DCDiT || r.Layout != c.layout {
+				t.Fatalf("detected %s/%s, want dcdit/%s", r.Architecture, r.Layout, c.layout)
+			}
+			if (r.Config != nil) != c.config {
+				t.Errorf("config %v", r.Config)
+			}
+			w := maps.Clone(want)
+			if c.layout == Original {
+				w[GroupEmbedders]++
+			}
+			if !reflect.DeepEqual(r.Parameters, w) {
+				t.Errorf("groups %v, want %v", r.Parameters, w)
+			}
+			if joined := strings.Join(r.Warnings, "\n"); c.warn != "" && !strings.Contains(joined, c.warn) {
+				t.Errorf("warnings %q lack %q", joined, c.warn)
+			}
+		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
@@ -62,7 +63,7 @@ config.json when present).`,
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON object")
 	cmd.Flags().BoolVar(&opts.Tensors, "tensors", false, "list every tensor (name, dtype, shape)")
 	cmd.Flags().StringVar(&opts.Filter, "filter", "", "with --tensors, list only names matching this regular expression")
-	cmd.Flags().IntVar(&opts.NumHeads, "num-heads", 0, "attention heads, for DiT checkpoints that match no preset (they do not store it)")
+	cmd.Flags().IntVar(&opts.NumHeads, "num-heads", 0, "attention heads, for DiT checkpoints that match no preset and reference DC-DiT state_dicts (they do not store it)")
 	return cmd
 }
 
@@ -88,7 +89,11 @@ type Result struct {
 	Mismatched        []arch.Mismatch    `json:"mismatched"`
 	Warnings          []string           `json:"warnings"`
 	FLOPs             *FLOPsReport       `json:"flops,omitempty"`
-	TensorList        []TensorRow        `json:"tensor_list,omitempty"`
+	// FLOPsPerRho is a DC-DiT checkpoint's cost at each trained ρ (or 0,
+	// 0.3, 0.6), under FLOPsAssumption.
+	FLOPsPerRho     []checkpoint.RhoFLOPs `json:"flops_per_rho,omitempty"`
+	FLOPsAssumption string                `json:"flops_assumption,omitempty"`
+	TensorList      []TensorRow           `json:"tensor_list,omitempty"`
 }
 
 // FLOPsReport is the model's compute at its native resolution.
@@ -194,6 +199,9 @@ func Inspect(path string, numHeads int) (*Result, error) {
 			Steps: flopsSteps, TFLOPsPerImage: dit.SamplingFLOPs(fwd, flopsSteps, false) / 1e12,
 		}
 	}
+	if rep.Architecture == arch.DCDiT {
+		describeDC(res, ck, rep.Layout, numHeads)
+	}
 	if ck.Training != nil {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("training checkpoint: using the %q state dict (top-level keys: %s)", ck.Training.Selected, strings.Join(ck.Training.TopLevel, ", ")))
 	}
@@ -239,11 +247,12 @@ func writeTable(w io.Writer, r *Result, withTensors bool) {
 	if r.ConfigFile != "" {
 		row("config file", "%s", r.ConfigFile)
 	}
-	if r.Config != nil {
+	if r.Config != nil && !writeDCConfig(row, r.Config) {
 		row("config", "%s", configLine(r.Config))
 	}
 	row("parameters", "%s (%s)", commas(r.Parameters), humanCount(r.Parameters))
-	for _, g := range []string{arch.GroupEmbedders, arch.GroupBlocks, arch.GroupFinalLayer, arch.GroupScaffold, arch.GroupOther} {
+	for _, g := range []string{arch.GroupEmbedders, arch.GroupEncoder, arch.GroupRouter, arch.GroupDecoder, arch.GroupBlocks,
+		arch.GroupBackbone, arch.GroupFinalLayer, arch.GroupScaffold, arch.GroupOther} {
 		if n, ok := r.ParametersByGroup[g]; ok && n > 0 {
 			row("  "+g, "%s", commas(n))
 		}
@@ -251,6 +260,7 @@ func writeTable(w io.Writer, r *Result, withTensors bool) {
 	if f := r.FLOPs; f != nil {
 		row("flops", "%s per forward (%d tokens), %s per image at %d steps", siFLOP(f.ForwardFLOPs), f.Tokens, siFLOP(f.TFLOPsPerImage*1e12), f.Steps)
 	}
+	writeFLOPsPerRho(row, r)
 	row("tensors", "%d", r.Tensors)
 	row("dtypes", "%s", histogram(r.DTypes))
 	if len(r.Shards) > 1 {

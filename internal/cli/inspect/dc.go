@@ -1,0 +1,216 @@
+package inspect
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/dc/checkpoint"
+	"github.com/dcdit/dcdit/dc/hnet"
+	"github.com/dcdit/dcdit/loaders"
+	"github.com/dcdit/dcdit/loaders/arch"
+)
+
+// referenceTargetN is the ratio-loss target assumed for FLOPs of a
+// reference state_dict, which does not store it (the paper's N).
+const referenceTargetN = 4
+
+// describeDC completes the report of a DC-DiT checkpoint from its headers:
+// the config (the metadata of a DC checkpoint; inferred from shapes for a
+// reference state_dict), key accounting against what that config expects,
+// and FLOPs per ρ.
+func describeDC(res *Result, ck *loaders.Checkpoint, layout arch.Layout, numHeads int) {
+	shapes := map[string][]int{}
+	for _, t := range ck.Tensors {
+		s := make([]int, len(t.Shape))
+		for i, d := range t.Shape {
+			s[i] = int(d)
+		}
+		shapes[t.Name] = s
+	}
+	var expected map[string][]int
+	if layout == arch.DCLayout {
+		m, err := checkpoint.ParseMeta(ck.Metadata)
+		if err != nil {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("not a valid DC checkpoint: %v", err))
+			return
+		}
+		if numHeads > 0 {
+			res.Warnings = append(res.Warnings, "--num-heads is ignored: DC checkpoints store their head count")
+		}
+		expected = m.Shapes()
+		res.Config = m
+		res.FLOPsPerRho = m.FLOPsPerRho(flopsSteps)
+		res.FLOPsAssumption = fmt.Sprintf("per image, one forward; the router keeps 1/target_n = 1/%g of the %d tokens before tail dropping (assumed); tflops_per_image over %d steps without guidance",
+			m.Scaffold.TargetN, m.Scaffold.Tokens(), flopsSteps)
+	} else {
+		m, warn := inferReference(shapes, numHeads)
+		if m == nil {
+			res.Warnings = append(res.Warnings, warn)
+			return
+		}
+		expected = m.Shapes()
+		expected["pos_embed"] = []int{1, m.Scaffold.Tokens(), m.Scaffold.ModelDim}
+		res.Config = referenceConfig(m)
+		if numHeads > 0 {
+			res.FLOPsPerRho = m.FLOPsPerRho(flopsSteps)
+			res.FLOPsAssumption = fmt.Sprintf("per image, one forward; the router keeps 1/%d of the %d tokens before tail dropping (target N not stored: the paper's %d assumed); heads from --num-heads; tflops_per_image over %d steps without guidance",
+				referenceTargetN, m.Scaffold.Tokens(), referenceTargetN, flopsSteps)
+		} else {
+			res.Warnings = append(res.Warnings, "heads unknown: a reference DC-DiT state_dict does not store the head count; pass --num-heads for FLOPs per ρ")
+		}
+	}
+	accountDC(res, shapes, expected)
+}
+
+// inferReference reads a reference state_dict's sizes from its shapes.
+// The head count (numHeads, or unknown when 0) and the settings are not
+// stored; the returned Meta carries placeholders for them (σ 1, N 4) and
+// no trained ρ.
+func inferReference(shapes map[string][]int, numHeads int) (*checkpoint.Meta, string) {
+	sc, err := dc.InferConfig(shapes, dc.Settings{Sigma: 1, TargetN: referenceTargetN}, 0, 0)
+	if err != nil {
+		return nil, fmt.Sprintf("cannot infer the DC-DiT config: %v", err)
+	}
+	heads := numHeads
+	if heads == 0 {
+		heads = 1 // sizes only; reported as unknown
+	}
+	nc, err := hnet.InferConfig(shapes, heads)
+	if err != nil {
+		return nil, fmt.Sprintf("cannot infer the main network's config: %v", err)
+	}
+	nc.Heads = numHeads
+	nc.PatchSize = 1
+	return &checkpoint.Meta{FormatVersion: checkpoint.FormatVersion, Scaffold: *sc, Backbone: checkpoint.Backbone{Kind: checkpoint.KindHNet, HNet: nc}}, ""
+}
+
+// referenceConfig is the --json config of a reference state_dict: the
+// sizes its shapes give; settings it does not store are left out.
+func referenceConfig(m *checkpoint.Meta) map[string]any {
+	s := m.Scaffold
+	sc := map[string]any{
+		"in_channels": s.InChannels, "out_channels": s.OutChannels, "grid_rows": s.GridRows, "grid_cols": s.GridCols,
+		"enc_dec_dim": s.EncDecDim, "model_dim": s.ModelDim, "cond_dim": s.CondDim, "router_dim": s.RouterDim,
+		"encoder_blocks": s.EncoderBlocks, "decoder_blocks": s.DecoderBlocks,
+	}
+	n := m.Backbone.HNet
+	bb := map[string]any{"width": n.Width, "depth": n.Depth, "mlp_hidden": n.MLPHidden, "frequency_size": n.FrequencySize,
+		"num_classes": n.NumClasses, "patch_size": n.PatchSize}
+	if n.Heads > 0 {
+		bb["heads"] = n.Heads
+	}
+	return map[string]any{"scaffold": sc, "backbone": map[string]any{"kind": m.Backbone.Kind, "config": bb}}
+}
+
+// accountDC reports missing, unexpected and mis-shaped tensors.
+func accountDC(res *Result, found, expected map[string][]int) {
+	for name, want := range expected {
+		got, ok := found[name]
+		switch {
+		case !ok:
+			res.Missing = append(res.Missing, name)
+		case !slices.Equal(got, want):
+			res.Mismatched = append(res.Mismatched, arch.Mismatch{Name: name, Expected: int64s(want), Found: int64s(got)})
+		}
+	}
+	for name := range found {
+		if _, ok := expected[name]; !ok {
+			res.Unexpected = append(res.Unexpected, name)
+		}
+	}
+	sort.Strings(res.Missing)
+	sort.Strings(res.Unexpected)
+	sort.Slice(res.Mismatched, func(i, j int) bool { return res.Mismatched[i].Name < res.Mismatched[j].Name })
+	if n := len(res.Missing); n > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d expected tensors are missing: %s", n, abbreviate(res.Missing)))
+	}
+	if n := len(res.Unexpected); n > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d unexpected tensors: %s", n, abbreviate(res.Unexpected)))
+	}
+	for _, m := range res.Mismatched {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("tensor %s has shape %v, expected %v", m.Name, m.Found, m.Expected))
+	}
+}
+
+func int64s(v []int) []int64 {
+	out := make([]int64, len(v))
+	for i, x := range v {
+		out[i] = int64(x)
+	}
+	return out
+}
+
+func abbreviate(names []string) string {
+	const show = 8
+	if len(names) <= show {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:show], ", ") + fmt.Sprintf(", … (%d more)", len(names)-show)
+}
+
+// writeDCConfig prints a DC config's rows: scaffold, backbone, trained ρ,
+// base, recipe.
+func writeDCConfig(row func(k, format string, args ...any), cfg any) bool {
+	switch c := cfg.(type) {
+	case *checkpoint.Meta:
+		row("scaffold", "%s", configLine(c.Scaffold))
+		row("backbone", "%s: %s", c.Backbone.Kind, configLine(c.Backbone.HNet))
+		if len(c.TrainedRhos) > 0 {
+			row("trained ρ", "%s", joinFloats(c.TrainedRhos))
+		} else {
+			row("trained ρ", "not recorded")
+		}
+		if b := c.Base; b != nil {
+			var id []string
+			if b.Architecture != "" {
+				id = append(id, fmt.Sprintf("%s, %s naming", b.Architecture, b.Layout))
+			}
+			if b.SHA256 != "" {
+				id = append(id, "sha256 "+b.SHA256)
+			} else if b.Size > 0 {
+				id = append(id, fmt.Sprintf("%s, modified %s", humanBytes(b.Size), b.ModTime))
+			}
+			if len(id) > 0 {
+				row("base", "%s (%s)", b.Path, strings.Join(id, "; "))
+			} else {
+				row("base", "%s", b.Path)
+			}
+		}
+		if c.Recipe != "" {
+			row("recipe", "%d lines (in --json)", strings.Count(strings.TrimRight(c.Recipe, "\n"), "\n")+1)
+		}
+		return true
+	case map[string]any:
+		sc, ok1 := c["scaffold"]
+		bb, ok2 := c["backbone"].(map[string]any)
+		if !ok1 || !ok2 {
+			return false
+		}
+		row("scaffold", "%s", configLine(sc))
+		row("backbone", "%v: %s", bb["kind"], configLine(bb["config"]))
+		return true
+	}
+	return false
+}
+
+// writeFLOPsPerRho prints the FLOPs per ρ table rows.
+func writeFLOPsPerRho(row func(k, format string, args ...any), r *Result) {
+	if len(r.FLOPsPerRho) == 0 {
+		return
+	}
+	row("flops per ρ", "%s", r.FLOPsAssumption)
+	for _, f := range r.FLOPsPerRho {
+		row(fmt.Sprintf("  ρ %g", f.Rho), "%d tokens kept, %s per forward, %s per image", f.KeptTokens, siFLOP(f.GFLOPs*1e9), siFLOP(f.TFLOPsPerImage*1e12))
+	}
+}
+
+func joinFloats(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
+}
