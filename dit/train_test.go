@@ -205,3 +205,42 @@ func TestDiffusionLossTrains(t *testing.T) {
 		t.Fatalf("loss %.4g after 30 steps, from %.4g: not training", last, first)
 	}
 }
+
+// A saved model loads back identical (head count included) and computes
+// the same output.
+func TestSaveLoad(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.NumHeads = 4 // not the inferred default: the file must carry it
+	m, err := Init(cfg, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(4, 4))
+	for i := range m.Params.Data {
+		m.Params.Data[i] = float32(0.1 * rng.NormFloat64())
+	}
+	path := t.TempDir() + "/m.safetensors"
+	if err := Save(path, m, nil, map[string]string{"note": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := Load(path, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := New(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Config.NumHeads != 4 || !equal(back.Params.Data, m.Params.Data) {
+		t.Fatalf("round trip: heads %d, parameters equal %v", back.Config.NumHeads, equal(back.Params.Data, m.Params.Data))
+	}
+	x := make([]float32, cfg.InChannels*cfg.InputSize*cfg.InputSize)
+	a := mat.Data[float32](m.Forward(x, []float32{3}, []int{1}).Value())
+	b := mat.Data[float32](back.Forward(x, []float32{3}, []int{1}).Value())
+	if !equal(a, b) {
+		t.Fatal("the loaded model computes something else")
+	}
+	if err := Save(path, m, make([]float32, 3), nil); err == nil {
+		t.Fatal("a values slice of the wrong length was accepted")
+	}
+}

@@ -1,0 +1,60 @@
+package dit
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+
+	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/loaders/dtype"
+	"github.com/dcdit/dcdit/loaders/safetensors"
+)
+
+// ConfigKey is the safetensors metadata key under which Save records the
+// model config (DiT files otherwise do not store the head count).
+const ConfigKey = "dcdit.dit_config"
+
+// Save writes the model as a safetensors file in DiT's original naming
+// (pos_embed included, as facebookresearch/DiT's state_dict has it), F32,
+// atomically. values, when not nil, replaces the parameter arena's
+// contents (an EMA of it, say); metadata is added to the file's.
+func Save(path string, m *Model, values []float32, metadata map[string]string) error {
+	if values != nil && len(values) != m.Params.Len() {
+		return fmt.Errorf("dit: save %s: %d values for %d parameters", path, len(values), m.Params.Len())
+	}
+	exp := arch.ExpectedDiT(m.Config, arch.Original)
+	var ts []safetensors.WriteTensor
+	for i, name := range exp.Names() {
+		var v []float32
+		if name == "pos_embed" {
+			v = m.posEmbed
+		} else {
+			lo, hi, ok := m.Params.Range(name)
+			if !ok {
+				return fmt.Errorf("dit: save %s: the model lacks %q", path, name)
+			}
+			v = m.Params.Data[lo:hi]
+			if values != nil {
+				v = values[lo:hi]
+			}
+		}
+		b := make([]byte, 4*len(v))
+		for j, x := range v {
+			binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(x))
+		}
+		ts = append(ts, safetensors.WriteTensor{Name: name, DType: dtype.F32, Shape: exp.Shape(i), Data: b})
+	}
+	cfg, err := json.Marshal(m.Config)
+	if err != nil {
+		return err
+	}
+	md := map[string]string{"format": "pt", ConfigKey: string(cfg)}
+	for k, v := range metadata {
+		md[k] = v
+	}
+	if err := safetensors.Write(path, ts, md); err != nil {
+		return fmt.Errorf("dit: save: %w", err)
+	}
+	return nil
+}
