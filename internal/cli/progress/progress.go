@@ -24,8 +24,9 @@ type Bar struct {
 
 	start, last time.Time
 	done        int
-	drawn       int  // length of the bar line on screen, to blank leftovers
-	wrote       bool // a plain line was written
+	note        string // shown after the counts
+	drawn       int    // length of the bar line on screen, to blank leftovers
+	wrote       bool   // a plain line was written
 }
 
 // Redraw and plain-line rates.
@@ -77,6 +78,15 @@ func (b *Bar) Set(done int) {
 	}
 }
 
+// Note sets a short text shown after the counts from the next redraw or
+// plain line on, such as what the last step did.
+func (b *Bar) Note(s string) {
+	if b == nil {
+		return
+	}
+	b.note = s
+}
+
 // Finish ends the report: the terminal bar is completed and its line ended;
 // in plain mode a closing line is written only if progress lines were.
 func (b *Bar) Finish() {
@@ -118,6 +128,9 @@ func (b *Bar) counts() string {
 	default:
 		eta := time.Duration(float64(elapsed) * float64(b.total-b.done) / float64(b.done))
 		s += ", ETA " + Duration(eta)
+	}
+	if b.note != "" {
+		s += ", " + b.note
 	}
 	return s
 }

@@ -111,3 +111,20 @@ func TestIsTerminal(t *testing.T) {
 		t.Error("a regular file is a terminal")
 	}
 }
+
+// A note follows the counts in both modes; a nil bar ignores it.
+func TestNote(t *testing.T) {
+	for _, tty := range []bool{true, false} {
+		var buf bytes.Buffer
+		clk := &clock{t: time.Unix(0, 0)}
+		b := newBar(&buf, "sampling", 2, tty, clk.now)
+		b.Note("kept 45.2/256")
+		clk.advance(11 * time.Second)
+		b.Set(1)
+		if !strings.Contains(buf.String(), "ETA 11.0s, kept 45.2/256") {
+			t.Errorf("tty %v: %q lacks the note after the counts", tty, buf.String())
+		}
+	}
+	var nilBar *Bar
+	nilBar.Note("x")
+}

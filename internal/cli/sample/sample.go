@@ -22,6 +22,7 @@ import (
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 	"github.com/dcdit/dcdit/internal/cli/progress"
 	"github.com/dcdit/dcdit/internal/preview"
+	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
 )
@@ -40,6 +41,13 @@ type Options struct {
 	PNG        string
 	NumHeads   int
 	Quiet      bool
+	// Rho is the tail-drop fraction ρ of a DC checkpoint's conditional
+	// branch (and, without RhoUncond, of the unconditional one).
+	Rho float64
+	// RhoUncond is the unconditional branch's ρ (Lite-CFG).
+	RhoUncond float64
+	// RhoGiven and RhoUncondGiven say whether the flags were set.
+	RhoGiven, RhoUncondGiven bool
 }
 
 // Defaults, as in DiT's sample.py.
@@ -60,10 +68,12 @@ func NewCmd(ios *iostreams.IO, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: ios}
 	cmd := &cobra.Command{
 		Use:   "sample CHECKPOINT",
-		Short: "Sample class-conditional latents from a DiT checkpoint (DDPM, classifier-free guidance)",
+		Short: "Sample class-conditional latents from a DiT or DC checkpoint (DDPM, classifier-free guidance, any ρ)",
 		Long: `Sample runs DiT's DDPM ancestral sampler over the 1000 training steps respaced
 to --steps, from seeded Gaussian noise, with classifier-free guidance, and
-writes the final latents to a safetensors file.
+writes the final latents to a safetensors file. CHECKPOINT is a DiT checkpoint
+(any form and naming inspect reads) or a DC checkpoint (architecture dcdit),
+told apart from its headers.
 
 --num samples are drawn for each --class label, so '--class 1,207 --num 4'
 gives 8 samples, ordered by label: 1,1,1,1,207,207,207,207.
@@ -86,14 +96,29 @@ writes a preview through a linear latent-to-RGB approximation (a grid: one
 row per --class label, --num columns, each latent pixel drawn 8×8), which
 shows layout and colour, not a real image.
 
-While sampling, a progress bar (steps done, elapsed, ETA) is drawn on stderr
-when it is a terminal; otherwise a plain line appears every 10 seconds.`,
+DC checkpoints run at the tail-drop fraction --rho (default 0): in each
+sample, the lowest-probability floor(n·ρ) of the router's n boundaries are
+dropped before the backbone. --rho-uncond runs the unconditional branch at
+its own ρ in the same batched forward (Lite-CFG); without it both branches
+use --rho. The output metadata adds dcdit.architecture, dcdit.rho,
+dcdit.rho_uncond (with guidance), dcdit.tokens (L), dcdit.kept_per_step and
+dcdit.kept_uncond_per_step (the mean kept tokens per image of each step, in
+sampling order) and dcdit.flops_per_image (FLOPs actually run per image, both
+guidance branches included; 2 per multiply-add as dcdit inspect counts), and
+a closing line on stderr sums them up. --rho and --rho-uncond on a DiT
+checkpoint are usage errors.
+
+While sampling, a progress bar (steps done, elapsed, ETA, and for DC
+checkpoints the last step's kept tokens) is drawn on stderr when it is a
+terminal; otherwise a plain line appears every 10 seconds.`,
 		Example: `  dcdit sample DiT-XL-2-256x256.pt --class 207,360 --num 2 --out latents.safetensors --png preview.png
   dcdit sample my-dit.safetensors --num-heads 8 --class 1 --num 16 --steps 50 --cfg 1.5 --seed 7
-  dcdit sample DiT-XL-2-256/ --class 3 --cfg-all-channels --quiet        # a diffusers folder`,
+  dcdit sample DiT-XL-2-256/ --class 3 --cfg-all-channels --quiet        # a diffusers folder
+  dcdit sample dc-dit-xl.safetensors --class 207 --rho 0.3 --rho-uncond 0.9   # DC checkpoint, Lite-CFG`,
 		Args: cmdutil.ExactArgs(1, "the CHECKPOINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Checkpoint = args[0]
+			opts.RhoGiven, opts.RhoUncondGiven = cmd.Flags().Changed("rho"), cmd.Flags().Changed("rho-uncond")
 			if err := validate(cmd, opts); err != nil {
 				return err
 			}
@@ -114,6 +139,8 @@ when it is a terminal; otherwise a plain line appears every 10 seconds.`,
 	f.StringVar(&opts.PNG, "png", "", "also write a linear latent-to-RGB preview grid (not a VAE decode) to this PNG")
 	f.IntVar(&opts.NumHeads, "num-heads", 0, "attention heads, for DiT checkpoints that match no preset (they do not store it)")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "print nothing but errors: no progress, warnings or summary")
+	f.Float64Var(&opts.Rho, "rho", 0, "DC checkpoints: tail-drop fraction ρ in [0, 1), the share of the router's boundaries dropped per sample")
+	f.Float64Var(&opts.RhoUncond, "rho-uncond", 0, "DC checkpoints: ρ of the unconditional branch (Lite-CFG; default: --rho)")
 	return cmd
 }
 
@@ -135,6 +162,12 @@ func validate(cmd *cobra.Command, o *Options) error {
 		return cmdutil.Usagef(cmd, "--out: want a file name")
 	case o.PNG != "" && filepath.Clean(o.PNG) == filepath.Clean(o.Out):
 		return cmdutil.Usagef(cmd, "--png and --out both name %s", o.Out)
+	case !validRho(o.Rho):
+		return cmdutil.Usagef(cmd, "--rho %v: want 0 ≤ ρ < 1 (the fraction of each sample's boundaries dropped)", o.Rho)
+	case !validRho(o.RhoUncond):
+		return cmdutil.Usagef(cmd, "--rho-uncond %v: want 0 ≤ ρ < 1 (the fraction of each sample's boundaries dropped)", o.RhoUncond)
+	case o.RhoUncondGiven && !(ddpm.Guidance{Scale: float32(o.CFG)}).Enabled():
+		return cmdutil.Usagef(cmd, "--rho-uncond needs classifier-free guidance (--cfg > 1): with --cfg %g there is no unconditional branch", o.CFG)
 	}
 	for _, c := range o.Classes {
 		if c < 0 {
@@ -143,6 +176,10 @@ func validate(cmd *cobra.Command, o *Options) error {
 	}
 	return nil
 }
+
+// validRho reports whether ρ is a usable tail-drop fraction (in float32,
+// which the model computes in, too).
+func validRho(r float64) bool { return r >= 0 && float32(r) < 1 }
 
 // Run samples and writes the outputs.
 func Run(opts *Options) error {
@@ -155,6 +192,25 @@ func Run(opts *Options) error {
 			return err
 		}
 	}
+	a, layout, err := detect(opts.Checkpoint)
+	if err != nil {
+		return err
+	}
+	if a == arch.DCDiT {
+		return runDC(opts, layout)
+	}
+	if opts.RhoGiven || opts.RhoUncondGiven {
+		flag := "--rho"
+		if !opts.RhoGiven {
+			flag = "--rho-uncond"
+		}
+		return &cmdutil.UsageError{Err: fmt.Errorf("%s applies to DC checkpoints; %s is a %s checkpoint, which has no router (see 'dcdit sample --help')", flag, opts.Checkpoint, a)}
+	}
+	return runDiT(opts)
+}
+
+// runDiT samples from a DiT checkpoint.
+func runDiT(opts *Options) error {
 	w, err := dit.Load(opts.Checkpoint, dit.LoadOptions{NumHeads: opts.NumHeads})
 	if err != nil {
 		return err
@@ -192,20 +248,10 @@ func Run(opts *Options) error {
 		return err
 	}
 
-	labels := make([]int, 0, len(opts.Classes)*opts.Num)
-	for _, c := range opts.Classes {
-		for range opts.Num {
-			labels = append(labels, c)
-		}
-	}
+	labels := expandLabels(opts)
 	side := cfg.InputSize
 	sh := ddpm.Shape{B: len(labels), C: cfg.InChannels, HW: side * side}
-	guide := ddpm.Guidance{Scale: float32(opts.CFG), NullClass: cfg.NumClasses}
-	guided := 3
-	if opts.CFGAll {
-		guide.Channels, guided = cfg.InChannels, cfg.InChannels
-	}
-	guided = min(guided, cfg.InChannels)
+	guide, guided := guidance(opts, cfg.InChannels, cfg.NumClasses)
 
 	var bar *progress.Bar
 	if !opts.Quiet {
@@ -224,15 +270,47 @@ func Run(opts *Options) error {
 	}
 	elapsed := time.Since(start)
 
-	data := make([]byte, 4*len(x))
-	for i, v := range x {
-		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
+	md := outputMeta(opts, labels, guide, guided)
+	if err := writeOutputs(opts, x, sh, side, side, md, fit); err != nil {
+		return err
 	}
+	if opts.Quiet {
+		return nil
+	}
+	tflop := dit.SamplingFLOPs(dit.ForwardFLOPs(cfg, cfg.NumTokens()).Total(), sched.Steps(), guide.Enabled()) * float64(sh.B) / 1e12
+	printWritten(opts, sh, side, side, sched.Steps(), guide, guided, elapsed, tflop, fit)
+	return nil
+}
+
+// expandLabels lists one label per sample: each --class label --num times.
+func expandLabels(opts *Options) []int {
+	labels := make([]int, 0, len(opts.Classes)*opts.Num)
+	for _, c := range opts.Classes {
+		for range opts.Num {
+			labels = append(labels, c)
+		}
+	}
+	return labels
+}
+
+// guidance configures classifier-free guidance for a model with C latent
+// channels and the given null class, and says how many channels it guides.
+func guidance(opts *Options, C, nullClass int) (ddpm.Guidance, int) {
+	guide := ddpm.Guidance{Scale: float32(opts.CFG), NullClass: nullClass}
+	guided := 3
+	if opts.CFGAll {
+		guide.Channels, guided = C, C
+	}
+	return guide, min(guided, C)
+}
+
+// outputMeta is the latents file's metadata common to every checkpoint.
+func outputMeta(opts *Options, labels []int, guide ddpm.Guidance, guided int) map[string]string {
 	cfgChannels := "0"
 	if guide.Enabled() {
 		cfgChannels = strconv.Itoa(guided)
 	}
-	md := map[string]string{
+	return map[string]string{
 		"format":             "pt",
 		"dcdit.sampler":      "ddpm",
 		"dcdit.checkpoint":   opts.Checkpoint,
@@ -244,29 +322,38 @@ func Run(opts *Options) error {
 		"dcdit.cfg_channels": cfgChannels,
 		"dcdit.seed":         strconv.FormatUint(opts.Seed, 10),
 	}
-	shape := []int64{int64(sh.B), int64(sh.C), int64(side), int64(side)}
+}
+
+// writeOutputs writes the latents [B, C, rows, cols] with md, and the
+// preview when asked for.
+func writeOutputs(opts *Options, x []float32, sh ddpm.Shape, rows, cols int, md map[string]string, fit preview.Fit) error {
+	data := make([]byte, 4*len(x))
+	for i, v := range x {
+		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
+	}
+	shape := []int64{int64(sh.B), int64(sh.C), int64(rows), int64(cols)}
 	if err := safetensors.Write(opts.Out, []safetensors.WriteTensor{{Name: "latents", DType: dtype.F32, Shape: shape, Data: data}}, md); err != nil {
 		return err
 	}
 	if opts.PNG != "" {
-		if err := fit.WriteGridPNG(opts.PNG, x, sh.B, opts.Num, side, side, previewScale); err != nil {
+		if err := fit.WriteGridPNG(opts.PNG, x, sh.B, opts.Num, rows, cols, previewScale); err != nil {
 			return err
 		}
 	}
-	if opts.Quiet {
-		return nil
-	}
-	tflop := dit.SamplingFLOPs(dit.ForwardFLOPs(cfg, cfg.NumTokens()).Total(), sched.Steps(), guide.Enabled()) * float64(sh.B) / 1e12
+	return nil
+}
+
+// printWritten reports the written files on stdout.
+func printWritten(opts *Options, sh ddpm.Shape, rows, cols, steps int, guide ddpm.Guidance, guided int, elapsed time.Duration, tflop float64, fit preview.Fit) {
 	cfgNote := "no guidance"
 	if guide.Enabled() {
 		cfgNote = fmt.Sprintf("cfg %g on %d channels", opts.CFG, guided)
 	}
 	fmt.Fprintf(opts.IO.Out, "wrote %s: latents [%d %d %d %d], %d steps, %s, seed %d, %s (%.3g TFLOP)\n",
-		opts.Out, sh.B, sh.C, side, side, sched.Steps(), cfgNote, opts.Seed, progress.Duration(elapsed), tflop)
+		opts.Out, sh.B, sh.C, rows, cols, steps, cfgNote, opts.Seed, progress.Duration(elapsed), tflop)
 	if opts.PNG != "" {
 		fmt.Fprintf(opts.IO.Out, "wrote %s: linear latent-to-RGB preview (%s fit), not a VAE decode\n", opts.PNG, fit.Name)
 	}
-	return nil
 }
 
 // checkWritable makes sure a file can be created at path: its folder exists

@@ -35,6 +35,10 @@ func TestFlags(t *testing.T) {
 			"--seed", "18446744073709551615", "--out", "x.safetensors", "--png", "x.png", "--num-heads", "6", "-q"},
 			Options{Checkpoint: "m.pt", Classes: []int{1, 207, 3}, Num: 4, Steps: 50, CFG: 1.5, CFGAll: true, Seed: 1<<64 - 1, Out: "x.safetensors", PNG: "x.png", NumHeads: 6, Quiet: true}},
 		{"guidance off", []string{"m.pt", "--cfg", "0"}, Options{Checkpoint: "m.pt", Classes: []int{0}, Num: 1, Steps: 250, CFG: 0, Out: "samples.safetensors"}},
+		{"rho", []string{"m.pt", "--rho", "0.3"}, Options{Checkpoint: "m.pt", Classes: []int{0}, Num: 1, Steps: 250, CFG: 4, Out: "samples.safetensors", Rho: 0.3, RhoGiven: true}},
+		{"rho 0 given", []string{"m.pt", "--rho", "0"}, Options{Checkpoint: "m.pt", Classes: []int{0}, Num: 1, Steps: 250, CFG: 4, Out: "samples.safetensors", RhoGiven: true}},
+		{"lite-cfg", []string{"m.pt", "--rho", "0.3", "--rho-uncond", "0.9"}, Options{Checkpoint: "m.pt", Classes: []int{0}, Num: 1, Steps: 250, CFG: 4, Out: "samples.safetensors",
+			Rho: 0.3, RhoUncond: 0.9, RhoGiven: true, RhoUncondGiven: true}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -70,6 +74,12 @@ func TestFlagUsageErrors(t *testing.T) {
 		{[]string{"m.pt", "--out", ""}, "--out"},
 		{[]string{"m.pt", "--out", "a/x", "--png", "a/./x"}, "--png and --out"},
 		{[]string{"a.pt", "b.pt"}, "sample takes 1 argument(s)"},
+		{[]string{"m.pt", "--rho", "1"}, "--rho 1: want 0 ≤ ρ < 1"},
+		{[]string{"m.pt", "--rho", "-0.1"}, "--rho -0.1"},
+		{[]string{"m.pt", "--rho", "NaN"}, "--rho NaN"},
+		{[]string{"m.pt", "--rho", "0.99999999"}, "--rho 0.99999999"}, // 1 in float32
+		{[]string{"m.pt", "--rho-uncond", "1.5"}, "--rho-uncond 1.5"},
+		{[]string{"m.pt", "--rho-uncond", "0.5", "--cfg", "1"}, "--rho-uncond needs classifier-free guidance"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

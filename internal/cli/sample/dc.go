@@ -1,0 +1,225 @@
+package sample
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/dc/checkpoint"
+	"github.com/dcdit/dcdit/dc/hnet"
+	"github.com/dcdit/dcdit/dit/ddpm"
+	"github.com/dcdit/dcdit/internal/cli/progress"
+	"github.com/dcdit/dcdit/internal/preview"
+	"github.com/dcdit/dcdit/loaders"
+	"github.com/dcdit/dcdit/loaders/arch"
+)
+
+// detect reads a checkpoint's headers and says which architecture (and
+// naming) it holds.
+func detect(path string) (arch.Architecture, arch.Layout, error) {
+	ck, err := loaders.Open(path)
+	if err != nil {
+		return "", "", err
+	}
+	defer ck.Close()
+	in := arch.Input{Metadata: ck.Metadata, Config: ck.Config}
+	for _, t := range ck.Tensors {
+		in.Tensors = append(in.Tensors, arch.TensorMeta{Name: t.Name, DType: t.DType, Shape: t.Shape})
+	}
+	rep := arch.Detect(in)
+	return rep.Architecture, rep.Layout, nil
+}
+
+// dcStats records what the router did at each sampling step.
+type dcStats struct {
+	// Cond and Uncond are the mean kept tokens per image of each step's
+	// conditional and unconditional branch (Uncond empty without
+	// guidance), in sampling order.
+	Cond, Uncond []float64
+	// FLOPs sums every forward's FLOPs (dc.Model.ForwardFLOPs).
+	FLOPs float64
+}
+
+// dcDenoiser evaluates a DC-DiT for the DDPM sampler. With guidance on,
+// ddpm's Guided wrapper hands it [x; x] with labels [y; null]: the first
+// half runs at rhoCond and the second at rhoUncond in one batched forward,
+// which is the reference's Lite-CFG (dc.Model.LiteCFG) when the two differ
+// and plain batched CFG at one ρ when they do not. Each call's kept counts
+// and FLOPs go to stats.
+func dcDenoiser(m *dc.Model, guided bool, rhoCond, rhoUncond float32, stats *dcStats) ddpm.Denoiser {
+	return func(x []float32, t []int, y []int) ([]float32, error) {
+		B := len(t)
+		n := B
+		if guided {
+			n = B / 2
+		}
+		frac := make([]float32, B)
+		tf := make([]float32, B)
+		for i := range B {
+			frac[i], tf[i] = rhoCond, float32(t[i])
+			if i >= n {
+				frac[i] = rhoUncond
+			}
+		}
+		out, res, err := m.Predict(x, tf, y, frac)
+		if err != nil {
+			return nil, err
+		}
+		kept := res.Chunks.NumKept
+		stats.Cond = append(stats.Cond, mean(kept[:n]))
+		if n < B {
+			stats.Uncond = append(stats.Uncond, mean(kept[n:]))
+		}
+		stats.FLOPs += m.ForwardFLOPs(kept).Total()
+		return out, nil
+	}
+}
+
+func mean(v []int) float64 {
+	s := 0
+	for _, x := range v {
+		s += x
+	}
+	return float64(s) / float64(len(v))
+}
+
+// runDC samples from a DC checkpoint at --rho (and --rho-uncond).
+func runDC(opts *Options, layout arch.Layout) error {
+	if layout != arch.DCLayout {
+		return fmt.Errorf("sample: %s is a reference DC-DiT state_dict without dcdit metadata (__metadata__ %q): its head count, de-chunk σ and target N are not stored, so it cannot be sampled; use a DC checkpoint (see README, \"DC checkpoints\")", opts.Checkpoint, checkpoint.ConfigKey)
+	}
+	m, meta, err := checkpoint.Load(opts.Checkpoint)
+	if err != nil {
+		return err
+	}
+	cfg := m.Config
+	classes := meta.Backbone.HNet.NumClasses
+	for _, c := range opts.Classes {
+		if c >= classes {
+			return fmt.Errorf("--class %d: %s has %d classes, labels 0..%d", c, opts.Checkpoint, classes, classes-1)
+		}
+	}
+	if cfg.OutChannels != 2*cfg.InChannels {
+		return fmt.Errorf("sample: %s predicts %d channels for %d latent channels; the DDPM sampler needs the learned-sigma output (2·%d)", opts.Checkpoint, cfg.OutChannels, cfg.InChannels, cfg.InChannels)
+	}
+	var fit preview.Fit
+	if opts.PNG != "" {
+		if fit, err = preview.ForChannels(cfg.InChannels); err != nil {
+			return fmt.Errorf("--png %s: %w", opts.PNG, err)
+		}
+	}
+	if !opts.Quiet && opts.NumHeads > 0 {
+		fmt.Fprintf(opts.IO.Err, "warning: --num-heads is ignored: %s stores its head count (%d)\n", opts.Checkpoint, meta.Backbone.HNet.Heads)
+	}
+	// Inference: no parameter tracks gradients, so the ops keep no graph.
+	m.Params.SetRequiresGrad(false)
+	if net, ok := m.Backbone.(*hnet.Network); ok {
+		net.Params.SetRequiresGrad(false)
+	}
+	sched, err := ddpm.Respaced(trainSteps, strconv.Itoa(opts.Steps))
+	if err != nil {
+		return err
+	}
+
+	labels := expandLabels(opts)
+	rows, cols := cfg.GridRows, cfg.GridCols
+	sh := ddpm.Shape{B: len(labels), C: cfg.InChannels, HW: rows * cols}
+	guide, guided := guidance(opts, cfg.InChannels, classes)
+	rhoCond, rhoUncond := float32(opts.Rho), float32(opts.Rho)
+	if opts.RhoUncondGiven {
+		rhoUncond = float32(opts.RhoUncond)
+	}
+	stats := &dcStats{}
+	var bar *progress.Bar
+	if !opts.Quiet {
+		bar = progress.New(opts.IO.Err, "sampling", sched.Steps())
+	}
+	L := cfg.Tokens()
+	start := time.Now()
+	x, err := sched.Sample(dcDenoiser(m, guide.Enabled(), rhoCond, rhoUncond, stats), sh, ddpm.SampleOptions{
+		Classes:  labels,
+		Guidance: guide,
+		Seed:     opts.Seed,
+		Progress: func(done, total int) {
+			note := fmt.Sprintf("kept %.1f/%d tokens", stats.Cond[len(stats.Cond)-1], L)
+			if len(stats.Uncond) > 0 {
+				note += fmt.Sprintf(" (uncond %.1f)", stats.Uncond[len(stats.Uncond)-1])
+			}
+			bar.Note(note)
+			bar.Set(done)
+		},
+	})
+	bar.Finish()
+	if err != nil {
+		return fmt.Errorf("sample: %s: %w", opts.Checkpoint, err)
+	}
+	elapsed := time.Since(start)
+
+	perImage := stats.FLOPs / float64(sh.B)
+	md := outputMeta(opts, labels, guide, guided)
+	md["dcdit.architecture"] = string(arch.DCDiT)
+	md["dcdit.rho"] = strconv.FormatFloat(opts.Rho, 'g', -1, 64)
+	if guide.Enabled() {
+		md["dcdit.rho_uncond"] = strconv.FormatFloat(float64(rhoUncond), 'g', -1, 32)
+		md["dcdit.kept_uncond_per_step"] = joinFloats(stats.Uncond)
+	}
+	md["dcdit.tokens"] = strconv.Itoa(L)
+	md["dcdit.kept_per_step"] = joinFloats(stats.Cond)
+	md["dcdit.flops_per_image"] = strconv.FormatFloat(perImage, 'g', 8, 64)
+	if err := writeOutputs(opts, x, sh, rows, cols, md, fit); err != nil {
+		return err
+	}
+	if opts.Quiet {
+		return nil
+	}
+	printWritten(opts, sh, rows, cols, sched.Steps(), guide, guided, elapsed, stats.FLOPs/1e12, fit)
+	fmt.Fprintln(opts.IO.Err, dcSummary(opts, guide.Enabled(), rhoCond, rhoUncond, L, stats, perImage))
+	return nil
+}
+
+// dcSummary is the closing stderr line of a DC run: ρ, the kept tokens per
+// image over the steps, and the FLOPs per image.
+func dcSummary(opts *Options, guided bool, rhoCond, rhoUncond float32, L int, s *dcStats, perImage float64) string {
+	lo, hi, avg := span(s.Cond)
+	var b strings.Builder
+	fmt.Fprintf(&b, "dc: ρ %g", rhoCond)
+	switch {
+	case guided && rhoUncond != rhoCond:
+		fmt.Fprintf(&b, ", unconditional ρ %g (Lite-CFG)", rhoUncond)
+	case guided:
+		b.WriteString(" on both guidance branches")
+	}
+	fmt.Fprintf(&b, ": kept %.1f of %d tokens per image on average (%.1f–%.1f over %d steps)", avg, L, lo, hi, len(s.Cond))
+	if len(s.Uncond) > 0 {
+		_, _, u := span(s.Uncond)
+		fmt.Fprintf(&b, ", unconditional %.1f", u)
+	}
+	what := "one forward per step"
+	if guided {
+		what = "both guidance branches"
+	}
+	fmt.Fprintf(&b, "; %.4g GFLOP per image (%s, per step kept counts in %s)", perImage/1e9, what, opts.Out)
+	return b.String()
+}
+
+// span returns the minimum, maximum and mean of v (zeros when empty).
+func span(v []float64) (lo, hi, avg float64) {
+	if len(v) == 0 {
+		return 0, 0, 0
+	}
+	lo, hi = v[0], v[0]
+	for _, x := range v {
+		lo, hi, avg = min(lo, x), max(hi, x), avg+x
+	}
+	return lo, hi, avg / float64(len(v))
+}
+
+func joinFloats(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.FormatFloat(x, 'g', 6, 64)
+	}
+	return strings.Join(s, ",")
+}
