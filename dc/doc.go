@@ -50,11 +50,16 @@
 //   - ForwardFLOPs per part with the actual kept counts (2 FLOPs per
 //     multiply-add, packed attention H·Σ M_b²·(4·d_h + 3) from the backbone,
 //     de-chunk Σ M_b²·D); the main network's count agrees with dit's.
+//   - DC checkpoints (package dc/checkpoint: official state_dict names,
+//     config JSON in __metadata__["dcdit.config"], per-tensor CRC-32C;
+//     atomic Save, strict Load), `dcdit inspect` on them with FLOPs per ρ,
+//     and `dcdit sample --rho/--rho-uncond` (Lite-CFG) with kept tokens per
+//     step and FLOPs per image.
 //
-// Left (issue 5): the DC checkpoint format (config in __metadata__) and
-// `dcdit inspect` for it, the `dcdit flops` command and presets, sampling
-// with --rho / --rho-uncond, the dcdit_s_* bench cases and their timing
-// goals (dc/hnet BenchmarkDCDiTS runs DC-DiT-S sizes with random weights;
-// time is dominated by GEMM), and dit.Model as a Backbone (with the final
+// Left (issue 5): the `dcdit flops` command and presets, the dcdit_s_*
+// bench cases and their timing goals (dc/hnet BenchmarkDCDiTS runs
+// DC-DiT-S sizes with random weights; time is dominated by GEMM), sharded
+// DC checkpoints on save (Load already reads shards), and dit.Model as a
+// Backbone (with the final
 // RMSNorm the DC main network has and vanilla DiT lacks).
 package dc
