@@ -1,6 +1,8 @@
 package checkpoint_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"math/rand/v2"
 	"os"
@@ -349,5 +351,40 @@ func TestAssumedKept(t *testing.T) {
 		if got := dc.AssumedKept(c.L, c.N, c.rho); got != c.want {
 			t.Errorf("AssumedKept(%d, %v, %v) = %d, want %d", c.L, c.N, c.rho, got, c.want)
 		}
+	}
+}
+
+// A DC checkpoint also loads from a folder holding it (loaders.Open's
+// forms), and DescribeBase identifies a base checkpoint by its files.
+func TestLoadFolderAndDescribeBase(t *testing.T) {
+	path := dctest.Checkpoint(t)
+	dir := filepath.Join(t.TempDir(), "dc-model")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, meta, err := checkpoint.Load(dir); err != nil || meta.Backbone.Kind != "hnet" {
+		t.Errorf("loading the folder: %v", err)
+	}
+
+	b, err := checkpoint.DescribeBase(path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(raw)
+	if b.Architecture != "dcdit" || b.Layout != "dcdit" || b.Size != int64(len(raw)) || b.SHA256 != hex.EncodeToString(sum[:]) || b.ModTime == "" {
+		t.Errorf("base %+v", b)
+	}
+	if b, err := checkpoint.DescribeBase(path, false); err != nil || b.SHA256 != "" || b.Size != int64(len(raw)) {
+		t.Errorf("base without hash %+v, %v", b, err)
+	}
+	if _, err := checkpoint.DescribeBase(filepath.Join(dir, "nope.pt"), false); err == nil || !strings.Contains(err.Error(), "nope.pt") {
+		t.Errorf("missing base: %v", err)
 	}
 }
