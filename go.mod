@@ -3,6 +3,7 @@ module github.com/dcdit/dcdit
 go 1.26.0
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/nlpodyssey/spago v1.1.0
 	github.com/spf13/cobra v1.10.2
 	golang.org/x/sys v0.49.0

@@ -18,6 +18,7 @@ import (
 	"github.com/dcdit/dcdit/internal/cli/data"
 	"github.com/dcdit/dcdit/internal/cli/inspect"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
+	"github.com/dcdit/dcdit/internal/cli/recipe"
 	"github.com/dcdit/dcdit/internal/cli/sample"
 )
 
@@ -82,6 +83,7 @@ compute budget chosen at inference time.`,
 	root.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
 	root.AddCommand(inspect.NewCmd(io, nil), sample.NewCmd(io, nil), bench.NewCmd(io, nil), newVersionCmd(io))
 	root.AddCommand(data.NewCmd(io, nil))
+	root.AddCommand(recipe.NewCmd(io, nil))
 	return root
 }
 

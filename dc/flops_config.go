@@ -1,0 +1,39 @@
+package dc
+
+import (
+	"errors"
+
+	"github.com/nlpodyssey/spago/mat"
+)
+
+// ConfigFLOPs counts one forward pass exactly as Model.ForwardFLOPs does,
+// from the configuration alone: no weights are needed, so a recipe can be
+// costed from checkpoint headers. backbone counts the conditioning and
+// the transformer (nil counts them as zero); numKept holds each sample's
+// kept tokens.
+func ConfigFLOPs(c *Config, backbone BackboneFLOPs, numKept []int) FLOPs {
+	m := &Model{Config: c, Backbone: flopsOnly{backbone}}
+	return m.ForwardFLOPs(numKept)
+}
+
+// flopsOnly stands in for a backbone that is only counted, never run.
+type flopsOnly struct{ counter BackboneFLOPs }
+
+var errFLOPsOnly = errors.New("dc: a backbone given for counting FLOPs cannot run")
+
+func (f flopsOnly) Width() int     { return 0 }
+func (f flopsOnly) CondWidth() int { return 0 }
+func (f flopsOnly) Condition([]float32, []int) (mat.Tensor, error) {
+	return nil, errFLOPsOnly
+}
+func (f flopsOnly) Forward(x, c mat.Tensor, offsets []int, pos []float64) (mat.Tensor, error) {
+	return nil, errFLOPsOnly
+}
+
+// FLOPs delegates to the counter (zero without one).
+func (f flopsOnly) FLOPs(lengths []int) float64 {
+	if f.counter == nil {
+		return 0
+	}
+	return f.counter.FLOPs(lengths)
+}

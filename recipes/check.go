@@ -1,0 +1,385 @@
+package recipes
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/dcdit/dcdit/loaders/arch"
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// check validates the values of a defaulted recipe without reading any
+// checkpoint (only whether the files it names exist).
+func check(p *problems, r *Recipe) {
+	if !nameRE.MatchString(r.Name) {
+		p.bad("name", r.Name, "a name of letters, digits, '.', '_' and '-' (it names the run folder)")
+	}
+	positive(p, "log_every", r.LogEvery)
+
+	switch {
+	case r.Base != nil && r.Model != nil:
+		p.add("model", "found both [base] and [model], expected one: [base] to upcycle a checkpoint, [model] to train from scratch")
+	case r.Base == nil && r.Model == nil:
+		p.add("", "found neither [base] nor [model], expected one: [base] with the checkpoint to upcycle, or [model] sizing a backbone to train from scratch")
+	}
+	if r.Base != nil {
+		checkBase(p, r)
+	}
+	if r.Model != nil {
+		checkModel(p, r.Model)
+	}
+	if r.Scaffold != nil {
+		checkScaffold(p, r.Scaffold)
+	}
+	oneOf(p, "diffusion.schedule", r.Diffusion.Schedule, "linear")
+	positive(p, "diffusion.steps", r.Diffusion.Steps)
+	checkData(p, r)
+	checkStages(p, r)
+
+	atLeast(p, "save.every", r.Save.Every, 0)
+	positive(p, "save.keep", r.Save.Keep)
+	oneOf(p, "save.dtype", r.Save.DType, "f32", "bf16", "f16")
+	checkEval(p, r)
+}
+
+func checkBase(p *problems, r *Recipe) {
+	if r.Base.Path == "" {
+		p.add("base.path", "missing, expected the path of the checkpoint to upcycle")
+	} else if _, err := os.Stat(r.BasePath()); err != nil {
+		where := r.Base.Path
+		if r.BasePath() != r.Base.Path {
+			where = fmt.Sprintf("%s (resolved against the recipe's folder: %s)", r.Base.Path, r.BasePath())
+		}
+		if os.IsNotExist(err) {
+			p.add("base.path", "the base checkpoint %s does not exist; expected a checkpoint file or folder", where)
+		} else {
+			p.add("base.path", "cannot open the base checkpoint %s: %v", where, err)
+		}
+	}
+	atLeast(p, "base.num_heads", r.Base.NumHeads, 0)
+}
+
+func checkModel(p *problems, m *Model) {
+	if m.Preset != "" {
+		if _, ok := arch.LookupDiTPreset(m.Preset); !ok {
+			names := make([]string, len(arch.DiTPresets))
+			for i, pr := range arch.DiTPresets {
+				names[i] = pr.Name
+			}
+			p.bad("model.preset", m.Preset, "one of %s", strings.Join(names, ", "))
+		}
+	}
+	for _, f := range []struct {
+		key string
+		v   int
+	}{
+		{"model.depth", m.Depth}, {"model.hidden_size", m.HiddenSize}, {"model.num_heads", m.NumHeads},
+		{"model.patch_size", m.PatchSize}, {"model.in_channels", m.InChannels}, {"model.input_size", m.InputSize},
+		{"model.num_classes", m.NumClasses},
+	} {
+		if f.v < 1 {
+			if f.v == 0 && m.Preset == "" {
+				p.add(f.key, "missing, expected an integer ≥ 1 (or a preset)")
+			} else {
+				p.bad(f.key, f.v, "an integer ≥ 1")
+			}
+		}
+	}
+	if m.HiddenSize > 0 && m.NumHeads > 0 && m.HiddenSize%m.NumHeads != 0 {
+		p.bad("model.num_heads", m.NumHeads, "a divisor of hidden_size = %d", m.HiddenSize)
+	}
+	if m.HiddenSize > 0 && m.HiddenSize%4 != 0 {
+		p.bad("model.hidden_size", m.HiddenSize, "a multiple of 4 (the 2-D sin-cos position embedding)")
+	}
+	if m.PatchSize > 0 && m.InputSize > 0 && m.InputSize%m.PatchSize != 0 {
+		p.bad("model.input_size", m.InputSize, "a multiple of patch_size = %d", m.PatchSize)
+	}
+	if !(m.MLPRatio > 0) {
+		p.bad("model.mlp_ratio", m.MLPRatio, "a number > 0")
+	}
+}
+
+func checkScaffold(p *problems, s *Scaffold) {
+	if !(s.TargetN > 1) {
+		p.bad("scaffold.target_n", s.TargetN, "a number > 1 (the target downsampling factor N)")
+	}
+	positive(p, "scaffold.encoder_blocks", s.EncoderBlocks)
+	positive(p, "scaffold.decoder_blocks", s.DecoderBlocks)
+	positive(p, "scaffold.width_factor", s.WidthFactor)
+	positive(p, "scaffold.norm_groups", s.NormGroups)
+	if !(s.Sigma > 0) {
+		p.bad("scaffold.sigma", s.Sigma, "a number > 0")
+	}
+	oneOf(p, "scaffold.plug_back", s.PlugBack, "nearest_2d")
+	oneOf(p, "scaffold.backbone_norm", s.BackboneNorm, "rmsnorm", "none")
+	oneOf(p, "scaffold.router.kind", s.Router.Kind, "spatial_predictability")
+	positive(p, "scaffold.router.dim_factor", s.Router.DimFactor)
+	positive(p, "scaffold.router.groups", s.Router.Groups)
+	if !(s.Router.RatioLossWeight >= 0) {
+		p.bad("scaffold.router.ratio_loss_weight", s.Router.RatioLossWeight, "a number ≥ 0")
+	}
+	atLeast(p, "scaffold.router.ratio_batch_size", s.Router.RatioBatchSize, 0)
+}
+
+func checkData(p *problems, r *Recipe) {
+	d := &r.Data
+	if !oneOf(p, "data.source", d.Source, SourceTeacher, SourceFile, SourceShapes) {
+		return
+	}
+	switch d.Source {
+	case SourceTeacher:
+		if r.Base == nil {
+			p.add("data.source", "found \"teacher\" without [base], expected a teacher checkpoint in [base] (or source \"file\" or \"shapes\")")
+		}
+	case SourceFile:
+		if d.Path == "" {
+			p.add("data.path", "missing, expected the safetensors file of latents and labels (source \"file\")")
+		} else if _, err := os.Stat(r.DataPath()); err != nil {
+			p.add("data.path", "the data file %s does not exist (resolved: %s)", d.Path, r.DataPath())
+		}
+	}
+	if d.LatentsKey == "" {
+		p.bad("data.latents_key", d.LatentsKey, "a tensor name")
+	}
+	if d.LabelsKey == "" {
+		p.bad("data.labels_key", d.LabelsKey, "a tensor name")
+	}
+	positive(p, "data.samples", d.Samples)
+	if d.Source == SourceTeacher {
+		if d.SamplingSteps < 1 || d.SamplingSteps > r.Diffusion.Steps {
+			p.bad("data.sampling_steps", d.SamplingSteps, "an integer in 1..diffusion.steps = %d", r.Diffusion.Steps)
+		}
+		if !(d.CFG >= 1) {
+			p.bad("data.cfg", d.CFG, "a guidance scale ≥ 1 (1: none)")
+		}
+	}
+	for i, c := range d.Classes {
+		if c < 0 {
+			p.bad(indexKey("data.classes", i), c, "a class label ≥ 0")
+		}
+		if slices.Index(d.Classes, c) < i {
+			p.bad(indexKey("data.classes", i), c, "unique class labels")
+		}
+	}
+}
+
+func checkStages(p *problems, r *Recipe) {
+	if len(r.Stages) == 0 {
+		p.add("", "found no [[stage]], expected at least one (kind \"distill\", \"finetune\" or \"train\")")
+		return
+	}
+	names := map[string]int{}
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		k := func(name string) string { return indexKey("stage", i) + "." + name }
+		if prev, ok := names[st.Name]; ok {
+			p.add(k("name"), "%q is also the name of stage[%d], expected unique stage names", st.Name, prev)
+		}
+		names[st.Name] = i
+		if !nameRE.MatchString(st.Name) {
+			p.bad(k("name"), st.Name, "a name of letters, digits, '.', '_' and '-'")
+		}
+		if st.Kind == "" {
+			p.add(k("kind"), "missing, expected \"distill\", \"finetune\" or \"train\"")
+			continue
+		}
+		if !oneOf(p, k("kind"), st.Kind, KindDistill, KindFinetune, KindTrain) {
+			continue
+		}
+		if st.Kind == KindDistill {
+			if r.Base == nil {
+				p.add(k("kind"), "found \"distill\" without [base], expected a teacher checkpoint in [base]")
+			}
+			if r.Scaffold == nil {
+				p.add(k("kind"), "found \"distill\" without [scaffold], expected a DC scaffold to graft onto the teacher")
+			}
+		}
+		if st.Steps == 0 && !p.lines.has(k("steps")) {
+			p.add(k("steps"), "missing, expected the number of steps (an integer ≥ 1)")
+		} else {
+			positive(p, k("steps"), st.Steps)
+		}
+		positive(p, k("batch_size"), st.BatchSize)
+		if !(st.LR > 0) {
+			p.bad(k("lr"), st.LR, "a learning rate > 0")
+		}
+		oneOf(p, k("lr_schedule"), st.LRSchedule, ScheduleConstant, ScheduleCosine, ScheduleLinear)
+		if !(st.MinLR >= 0 && st.MinLR <= st.LR) {
+			p.bad(k("min_lr"), st.MinLR, "a number in [0, lr = %g]", st.LR)
+		}
+		if st.WarmupSteps < 0 || (st.Steps > 0 && st.WarmupSteps > st.Steps) {
+			p.bad(k("warmup_steps"), st.WarmupSteps, "an integer in 0..steps = %d", st.Steps)
+		}
+		if st.Kind == KindDistill {
+			oneOf(p, k("loss"), st.Loss, LossL1, LossL2)
+			oneOf(p, k("target"), st.Target, "output", "eps")
+		} else {
+			oneOf(p, k("loss"), st.Loss, LossHybrid)
+			if st.Target != "" {
+				p.add(k("target"), "found %q in a %s stage, expected target only in distill stages", st.Target, st.Kind)
+			}
+		}
+		if len(st.Trainable) == 0 {
+			p.add(k("trainable"), "found an empty list, expected at least one group or pattern")
+		}
+		for j, s := range st.Trainable {
+			if msg := checkSelector(s); msg != "" {
+				p.add(indexKey(k("trainable"), j), "found %q, %s", s, msg)
+			}
+		}
+		for j, s := range st.Frozen {
+			if msg := checkSelector(s); msg != "" {
+				p.add(indexKey(k("frozen"), j), "found %q, %s", s, msg)
+			}
+		}
+		if checkRho(p, k("rho"), st.Rho, true) {
+			if r.Scaffold == nil && !slices.Equal(st.Rho, []float64{0}) {
+				p.bad(k("rho"), st.Rho, "[0.0] without [scaffold] (tail dropping needs a router)")
+			}
+		}
+		if st.MultiBudgetStart < 0 {
+			p.bad(k("multi_budget_start"), st.MultiBudgetStart, "an integer ≥ 0")
+		} else if len(st.Rho) > 1 && st.Steps > 0 && st.MultiBudgetStart >= st.Steps {
+			p.add(k("multi_budget_start"), "found %d (%s), expected fewer than steps = %d: multi-budget training would never start; lower it, or set rho = [0.0] to train at the natural budget only",
+				st.MultiBudgetStart, defaultNote(r, k("multi_budget_start")), st.Steps)
+		}
+		if !(st.RatioLossWeight >= 0) {
+			p.bad(k("ratio_loss_weight"), st.RatioLossWeight, "a number ≥ 0")
+		} else if r.Scaffold == nil && st.RatioLossWeight != 0 {
+			p.bad(k("ratio_loss_weight"), st.RatioLossWeight, "0 without [scaffold] (there is no router)")
+		}
+		if r.Scaffold != nil && r.Scaffold.Router.RatioBatchSize > 0 && st.BatchSize > 0 && st.BatchSize%r.Scaffold.Router.RatioBatchSize != 0 {
+			p.bad(k("batch_size"), st.BatchSize, "a multiple of scaffold.router.ratio_batch_size = %d (the ratio loss groups the batch)", r.Scaffold.Router.RatioBatchSize)
+		}
+		if !(st.ClassDropout >= 0 && st.ClassDropout < 1) {
+			p.bad(k("class_dropout"), st.ClassDropout, "a probability in [0, 1)")
+		}
+		if !(st.GradClip >= 0) {
+			p.bad(k("grad_clip"), st.GradClip, "a norm ≥ 0 (0: off)")
+		}
+		if !(st.EMADecay >= 0 && st.EMADecay < 1) {
+			p.bad(k("ema_decay"), st.EMADecay, "a decay in [0, 1) (0: off)")
+		}
+		if !(st.WeightDecay >= 0) {
+			p.bad(k("weight_decay"), st.WeightDecay, "a number ≥ 0")
+		}
+		if len(st.Betas) != 2 {
+			p.bad(k("betas"), st.Betas, "two numbers [β₁, β₂]")
+		} else {
+			for j, b := range st.Betas {
+				if !(b >= 0 && b < 1) {
+					p.bad(indexKey(k("betas"), j), b, "a number in [0, 1)")
+				}
+			}
+		}
+		if !(st.Eps > 0) {
+			p.bad(k("eps"), st.Eps, "a number > 0")
+		}
+	}
+}
+
+// checkRho validates a set of tail-drop fractions; it reports whether the
+// set is well formed.
+func checkRho(p *problems, key string, rho []float64, needZero bool) bool {
+	ok := true
+	if len(rho) == 0 {
+		p.add(key, "found an empty list, expected tail-drop fractions 0 ≤ ρ < 1 such as [0.0, 0.2, 0.4]")
+		return false
+	}
+	for i, x := range rho {
+		ek := indexKey(key, i)
+		switch {
+		case !(x >= 0 && x < 1):
+			p.bad(ek, x, "a tail-drop fraction 0 ≤ ρ < 1")
+			ok = false
+		case i > 0 && x == rho[i-1]:
+			p.bad(ek, x, "unique values (%s appears twice)", show(x))
+			ok = false
+		case i > 0 && x < rho[i-1]:
+			p.bad(ek, x, "values in increasing order (it follows %s)", show(rho[i-1]))
+			ok = false
+		}
+	}
+	if ok && needZero && rho[0] != 0 {
+		p.bad(key, rho, "a set including 0.0, the natural budget (paper §3.5)")
+		ok = false
+	}
+	return ok
+}
+
+func checkEval(p *problems, r *Recipe) {
+	e := &r.Eval
+	if checkRho(p, "eval.rho", e.Rho, false) && r.Scaffold == nil && !slices.Equal(e.Rho, []float64{0}) {
+		p.bad("eval.rho", e.Rho, "[0.0] without [scaffold]")
+	}
+	switch {
+	case len(e.LiteCFG) == 0:
+	case r.Scaffold == nil:
+		p.bad("eval.lite_cfg", e.LiteCFG, "[] without [scaffold] (Lite-CFG needs tail dropping)")
+	case len(e.LiteCFG) != 2:
+		p.bad("eval.lite_cfg", e.LiteCFG, "a pair [conditional ρ, unconditional ρ] such as [0.0, 0.9]")
+	default:
+		for i, x := range e.LiteCFG {
+			if !(x >= 0 && x < 1) {
+				p.bad(indexKey("eval.lite_cfg", i), x, "a tail-drop fraction 0 ≤ ρ < 1")
+			}
+		}
+		if !(e.LiteCFGScale > 1) {
+			p.bad("eval.lite_cfg_scale", e.LiteCFGScale, "a guidance scale > 1 (Lite-CFG guides)")
+		}
+	}
+	if !(e.CFG >= 1) {
+		p.bad("eval.cfg", e.CFG, "a guidance scale ≥ 1 (1: none)")
+	}
+	atLeast(p, "eval.held_out", e.HeldOut, 0)
+	atLeast(p, "eval.samples", e.Samples, 0)
+	if e.SamplingSteps < 1 || e.SamplingSteps > r.Diffusion.Steps {
+		p.bad("eval.sampling_steps", e.SamplingSteps, "an integer in 1..diffusion.steps = %d", r.Diffusion.Steps)
+	}
+	for i, t := range e.BoundaryMapTimesteps {
+		if t < 0 || t >= r.Diffusion.Steps {
+			p.bad(indexKey("eval.boundary_map_timesteps", i), t, "a timestep in 0..%d", r.Diffusion.Steps-1)
+		}
+	}
+	atLeast(p, "eval.every", e.Every, 0)
+}
+
+// defaultNote says whether a value came from the file or a default.
+func defaultNote(r *Recipe, key string) string {
+	if r.defaults[key] {
+		return "the default"
+	}
+	return "as written"
+}
+
+func positive(p *problems, key string, v int) { atLeast(p, key, v, 1) }
+
+func atLeast(p *problems, key string, v, lo int) {
+	if v < lo {
+		p.bad(key, v, "an integer ≥ %d", lo)
+	}
+}
+
+// oneOf reports v unless it is one of choices; it reports whether v is.
+func oneOf(p *problems, key, v string, choices ...string) bool {
+	if slices.Contains(choices, v) {
+		return true
+	}
+	q := make([]string, len(choices))
+	for i, c := range choices {
+		q[i] = fmt.Sprintf("%q", c)
+	}
+	msg := "one of " + strings.Join(q, ", ")
+	if len(choices) == 1 {
+		msg = q[0] + " (the only one supported)"
+	}
+	if c := closest(v, choices); c != "" && v != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", c)
+	}
+	p.bad(key, v, "%s", msg)
+	return false
+}

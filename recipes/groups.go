@@ -1,0 +1,159 @@
+package recipes
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/dcdit/dcdit/dc/hnet"
+)
+
+// Parameter group names usable in a stage's trainable and frozen lists.
+// They refer to the model being trained: for a DC model, the reference
+// DC-DiT names (the scaffold's as dc.ScaffoldShapes lists them, the main
+// network's under hnet.Prefix, t_embedder.* and y_embedder.*); for a
+// fixed-patch DiT, DiT's original names.
+const (
+	GroupAll              = "all"               // every parameter
+	GroupEmbedders        = "embedders"         // timestep and class embedders (DiT: also the patch embedding)
+	GroupTimestepEmbedder = "timestep_embedder" // t_embedder.*
+	GroupClassEmbedder    = "class_embedder"    // y_embedder.*
+	GroupBackbone         = "backbone"          // the transformer blocks
+	GroupAdaLN            = "adaln"             // the blocks' adaLN modulation
+	GroupAttention        = "attention"         // the blocks' attention
+	GroupMLP              = "mlp"               // the blocks' MLPs
+	GroupScaffold         = "scaffold"          // every new DC part below
+	GroupLatentEmbedder   = "latent_embedder"   // DC: the conv 3×3 latent embedder; DiT: the patch embedding
+	GroupEncoder          = "encoder"           // hnet.encoder.*
+	GroupRouter           = "router"            // hnet.routing_module.*
+	GroupResidual         = "residual"          // hnet.residual_proj.*
+	GroupDecoder          = "decoder"           // hnet.decoder.*
+	GroupBackboneNorm     = "backbone_norm"     // the RMSNorm after the DC main network
+	GroupFinalLayer       = "final_layer"       // final_layer.*
+)
+
+// GroupNames lists the group names in a stable order.
+var GroupNames = []string{
+	GroupAll, GroupEmbedders, GroupTimestepEmbedder, GroupClassEmbedder, GroupBackbone, GroupAdaLN, GroupAttention,
+	GroupMLP, GroupScaffold, GroupLatentEmbedder, GroupEncoder, GroupRouter, GroupResidual, GroupDecoder,
+	GroupBackboneNorm, GroupFinalLayer,
+}
+
+// blockRE matches a transformer block's parameters in either naming (the
+// DC main network's or DiT's) and captures the part after the index.
+var blockRE = regexp.MustCompile(`^(?:` + regexp.QuoteMeta(hnet.Prefix) + `layers|blocks)\.\d+\.(.*)$`)
+
+// InGroup reports whether the parameter name belongs to group, for a DC
+// model (dc true) or a fixed-patch DiT.
+func InGroup(group, name string, dc bool) bool {
+	has := func(prefix string) bool { return strings.HasPrefix(name, prefix) }
+	block := blockRE.FindStringSubmatch(name)
+	switch group {
+	case GroupAll:
+		return true
+	case GroupTimestepEmbedder:
+		return has("t_embedder.")
+	case GroupClassEmbedder:
+		return has("y_embedder.")
+	case GroupEmbedders:
+		return has("t_embedder.") || has("y_embedder.") || (!dc && has("x_embedder."))
+	case GroupBackbone:
+		return block != nil
+	case GroupAdaLN:
+		return block != nil && strings.HasPrefix(block[1], "adaLN_modulation.")
+	case GroupAttention:
+		return block != nil && strings.HasPrefix(block[1], "attn.")
+	case GroupMLP:
+		return block != nil && strings.HasPrefix(block[1], "mlp.")
+	case GroupLatentEmbedder:
+		return has("x_embedder.")
+	case GroupEncoder:
+		return has("hnet.encoder.")
+	case GroupRouter:
+		return has("hnet.routing_module.")
+	case GroupResidual:
+		return has("hnet.residual_proj.")
+	case GroupDecoder:
+		return has("hnet.decoder.")
+	case GroupBackboneNorm:
+		return has(hnet.Prefix + "rmsnorm.")
+	case GroupFinalLayer:
+		return has("final_layer.")
+	case GroupScaffold:
+		if !dc {
+			return false
+		}
+		for _, g := range []string{GroupLatentEmbedder, GroupEncoder, GroupRouter, GroupResidual, GroupDecoder, GroupBackboneNorm, GroupFinalLayer} {
+			if InGroup(g, name, dc) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isGroup reports whether s is a group name.
+func isGroup(s string) bool { return slices.Contains(GroupNames, s) }
+
+// checkSelector reports why a trainable/frozen entry is neither a group
+// name nor a valid glob pattern ("" when it is fine).
+func checkSelector(s string) string {
+	if isGroup(s) {
+		return ""
+	}
+	if !strings.ContainsAny(s, ".*?[") {
+		msg := fmt.Sprintf("expected a group (%s) or a glob pattern over parameter names such as \"hnet.encoder.*\"", strings.Join(GroupNames, ", "))
+		if g := closest(s, GroupNames); g != "" {
+			msg = fmt.Sprintf("did you mean %s? %s", g, msg)
+		}
+		return msg
+	}
+	if _, err := path.Match(s, ""); err != nil {
+		return fmt.Sprintf("expected a valid glob pattern: %v", err)
+	}
+	return ""
+}
+
+// matches reports whether a trainable/frozen entry selects name.
+func matches(sel, name string, dc bool) bool {
+	if isGroup(sel) {
+		return InGroup(sel, name, dc)
+	}
+	ok, _ := path.Match(sel, name)
+	return ok
+}
+
+// Trains reports whether the stage trains the named parameter: some
+// trainable entry selects it and no frozen entry does. dc says whether
+// the model has a scaffold (it changes what "embedders" and "scaffold"
+// cover).
+func (s *Stage) Trains(name string, dc bool) bool {
+	sel := false
+	for _, t := range s.Trainable {
+		if matches(t, name, dc) {
+			sel = true
+			break
+		}
+	}
+	if !sel {
+		return false
+	}
+	for _, f := range s.Frozen {
+		if matches(f, name, dc) {
+			return false
+		}
+	}
+	return true
+}
+
+func closest(s string, choices []string) string {
+	best, bestD := "", 3
+	for _, c := range choices {
+		if d := editDistance(strings.ToLower(s), c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}

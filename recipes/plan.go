@@ -1,0 +1,838 @@
+package recipes
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/dc/hnet"
+	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/loaders"
+	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/loaders/dtype"
+	"github.com/dcdit/dcdit/loaders/safetensors"
+)
+
+// Plan is everything a recipe will do, decided from the recipe and the
+// headers of the files it names (no tensor data is read). It is also the
+// schema of `dcdit recipe plan --json`.
+type Plan struct {
+	Recipe   RecipeInfo `json:"recipe"`
+	Settings []Setting  `json:"settings"`
+	// Base describes the base checkpoint; nil when training from scratch.
+	Base *BaseInfo `json:"base"`
+	// Backbone is the transformer's architecture and config (from the
+	// base checkpoint's shapes, or [model]).
+	Backbone BackboneInfo `json:"backbone"`
+	// DC is the scaffold's config; nil for a fixed-patch DiT.
+	DC *dc.Config `json:"dc"`
+	// MainNetwork is the DC model's transformer (the backbone's blocks
+	// under DC-DiT's names); nil for a fixed-patch DiT.
+	MainNetwork *hnet.Config `json:"main_network"`
+	Parameters  ParamSummary `json:"parameters"`
+	FLOPs       FLOPsInfo    `json:"flops"`
+	Data        DataInfo     `json:"data"`
+	Stages      []StagePlan  `json:"stages"`
+	Warnings    []string     `json:"warnings"`
+
+	// Params lists every parameter of the model being trained, in a
+	// stable order, with its group and, for copied ones, its name in the
+	// base checkpoint (DiT's original naming).
+	Params []Param `json:"-"`
+}
+
+// RecipeInfo names the recipe and where the run goes.
+type RecipeInfo struct {
+	File   string `json:"file"`
+	Name   string `json:"name"`
+	RunDir string `json:"run_dir"`
+	Kind   string `json:"kind"` // "upcycle", "train-dc" (DC-DiT from scratch) or "train-dit"
+}
+
+// BaseInfo describes the base checkpoint from its headers.
+type BaseInfo struct {
+	Path       string         `json:"path"`     // as written (or given by --base)
+	Resolved   string         `json:"resolved"` // resolved against the recipe's folder
+	Format     loaders.Format `json:"format"`
+	Layout     arch.Layout    `json:"layout"`
+	Tensors    int            `json:"tensors"`
+	Bytes      int64          `json:"bytes"`
+	Parameters int64          `json:"parameters"`
+	Warnings   []string       `json:"warnings"`
+}
+
+// BackboneInfo is the transformer the model is built on.
+type BackboneInfo struct {
+	Architecture arch.Architecture `json:"architecture"`
+	Source       string            `json:"source"` // "base" or "model"
+	Config       *arch.DiTConfig   `json:"config"`
+}
+
+// Param is one parameter of the model being trained.
+type Param struct {
+	Name  string `json:"name"`
+	Shape []int  `json:"shape"`
+	Group string `json:"group"` // its finest group
+	// From is the base checkpoint tensor it is copied from (DiT's
+	// original naming); empty for a new parameter.
+	From string `json:"from,omitempty"`
+}
+
+// Numel is the parameter's element count.
+func (p Param) Numel() int64 {
+	n := int64(1)
+	for _, d := range p.Shape {
+		n *= int64(d)
+	}
+	return n
+}
+
+// ParamSummary counts parameters.
+type ParamSummary struct {
+	Total  int64 `json:"total"`  // the model being trained
+	New    int64 `json:"new"`    // initialised fresh
+	Copied int64 `json:"copied"` // copied from the base checkpoint
+	// Base counts the base checkpoint's parameters (the teacher) and
+	// Dropped those of them the DC model does not use (patch embedding,
+	// final layer; pos_embed is a fixed table), listed in DroppedNames.
+	Base         int64        `json:"base"`
+	Dropped      int64        `json:"dropped"`
+	DroppedNames []string     `json:"dropped_names"`
+	ByGroup      []GroupCount `json:"by_group"`
+}
+
+// GroupCount is the size of one finest group.
+type GroupCount struct {
+	Group  string `json:"group"`
+	Params int64  `json:"params"`
+	Source string `json:"source"` // "base" (copied) or "new"
+}
+
+// FLOPsInfo is the model's compute per image.
+type FLOPsInfo struct {
+	Convention string `json:"convention"`
+	// KeptTokens says how kept-token counts are estimated.
+	KeptTokens    string     `json:"kept_tokens"`
+	SamplingSteps int        `json:"sampling_steps"`
+	CFG           float64    `json:"cfg"`
+	Rows          []FLOPsRow `json:"rows"`
+}
+
+// FLOPsRow is the compute of one model at one budget.
+type FLOPsRow struct {
+	Model string  `json:"model"` // "base", "dc", "dc-lite-cfg" or "dit"
+	Rho   float64 `json:"rho"`
+	// RhoUncond is the unconditional branch's ρ of a Lite-CFG row.
+	RhoUncond *float64 `json:"rho_uncond,omitempty"`
+	Tokens    int      `json:"tokens"`      // full grid (DC) or patch tokens (DiT)
+	Kept      int      `json:"kept_tokens"` // tokens the transformer sees (conditional branch for Lite-CFG)
+	// GFLOPsPerForward is one model evaluation for one image (Lite-CFG:
+	// the conditional and unconditional branches together).
+	GFLOPsPerForward float64 `json:"gflops_per_forward"`
+	// TFLOPsPerImage is the cost of sampling one image with
+	// SamplingSteps steps (guided rows count both branches).
+	TFLOPsPerImage float64 `json:"tflops_per_image"`
+	// RelativeToBase is TFLOPsPerImage over the base model's (0 without
+	// a base).
+	RelativeToBase float64   `json:"relative_to_base,omitempty"`
+	Parts          *dc.FLOPs `json:"parts,omitempty"`
+}
+
+// DataInfo describes the training data.
+type DataInfo struct {
+	Source  string  `json:"source"`
+	Path    string  `json:"path,omitempty"` // resolved; the cache file for teacher data
+	Samples int     `json:"samples"`
+	Shape   []int64 `json:"shape,omitempty"` // latents [N, C, H, W] of a data file
+	Labels  string  `json:"labels,omitempty"`
+	// GenerationTFLOPs is the teacher's cost of generating the samples.
+	GenerationTFLOPs float64 `json:"generation_tflops,omitempty"`
+}
+
+// StagePlan is one stage's schedule, parameters, compute and memory.
+type StagePlan struct {
+	Name             string    `json:"name"`
+	Kind             string    `json:"kind"`
+	Steps            int       `json:"steps"`
+	BatchSize        int       `json:"batch_size"`
+	SamplesSeen      int64     `json:"samples_seen"`
+	Epochs           float64   `json:"epochs"`
+	LR               LRPlan    `json:"lr"`
+	Loss             string    `json:"loss"`
+	Target           string    `json:"target,omitempty"`
+	Rho              []float64 `json:"rho"`
+	MultiBudgetStart int       `json:"multi_budget_start"`
+	Budgets          string    `json:"budgets"`
+	RatioLossWeight  float64   `json:"ratio_loss_weight"`
+	Optimizer        string    `json:"optimizer"`
+	Trainable        int64     `json:"trainable_params"`
+	Frozen           int64     `json:"frozen_params"`
+	TrainableGroups  []string  `json:"trainable_groups"`
+	FrozenGroups     []string  `json:"frozen_groups"`
+	// GFLOPsPerSample is the mean forward cost per sample over the ρ
+	// schedule; TFLOPsPerStep ≈ 3 × forward × batch (forward and
+	// backward) plus, when distilling, the teacher's forward.
+	GFLOPsPerSample float64 `json:"gflops_per_sample"`
+	TFLOPsPerStep   float64 `json:"tflops_per_step"`
+	PFLOPsTotal     float64 `json:"pflops_total"`
+	Memory          Memory  `json:"memory"`
+}
+
+// LRPlan is a stage's learning-rate schedule.
+type LRPlan struct {
+	Peak     float64 `json:"peak"`
+	Min      float64 `json:"min"`
+	Warmup   int     `json:"warmup_steps"`
+	Schedule string  `json:"schedule"`
+	Text     string  `json:"text"`
+}
+
+// Memory estimates a stage's training memory in bytes (float32).
+type Memory struct {
+	Weights     int64 `json:"weights"`
+	Grads       int64 `json:"grads"`
+	Optimizer   int64 `json:"optimizer"`
+	EMA         int64 `json:"ema"`
+	Teacher     int64 `json:"teacher"`
+	Activations int64 `json:"activations"`
+	// ActivationsPerSample is Activations / batch, for choosing a
+	// micro-batch.
+	ActivationsPerSample int64  `json:"activations_per_sample"`
+	Total                int64  `json:"total"`
+	Formula              string `json:"formula"`
+}
+
+// MemoryFormula states how Memory is estimated.
+const MemoryFormula = "4 B × (P weights + T grads + 2T AdamW m,v + T EMA when on + P_teacher when distilling) + activations; " +
+	"activations ≈ 4 B × batch × [L × (scaffold floats per grid position: conv blocks 2·in+4·inner+2·out, router 6·D/4, ~5·D of residual, de-chunk and norms) " +
+	"+ depth × (M × (12·D + 2·mlp) + heads × M²)] at the stage's largest kept count M (ρ = 0); P all parameters, T trainable"
+
+// FLOPsConvention is the counting convention of every FLOPs figure.
+const FLOPsConvention = "2 FLOPs per multiply-add of matmuls and convolutions, attention H·Σ M_b²·(4·d_h+3), no elementwise work (the DC-DiT reference counter's)"
+
+// Check loads a recipe and, when it has no problems, plans it from the
+// headers of the files it names. Every problem comes back in one *Error.
+func Check(path string, opts LoadOptions) (*Recipe, *Plan, error) {
+	r, err := Load(path, opts)
+	if err != nil {
+		return r, nil, err
+	}
+	pl, err := NewPlan(r)
+	return r, pl, err
+}
+
+// NewPlan plans a loaded recipe: it reads the base checkpoint's headers
+// (and a data file's), builds the model's configuration and parameter
+// list, and counts parameters, FLOPs, steps and memory. Problems (a base
+// that is not a DiT, sizes the scaffold cannot divide, patterns that
+// select nothing, a data file of the wrong shape) come back as an *Error.
+func NewPlan(r *Recipe) (*Plan, error) {
+	p := &problems{file: r.File, lines: r.lines}
+	pl := &Plan{Recipe: RecipeInfo{File: r.File, Name: r.Name, RunDir: r.Save.Dir}, Settings: r.Settings(), Warnings: []string{}}
+	var cfg *arch.DiTConfig
+	var baseShapes map[string][]int64
+	switch {
+	case r.Base != nil:
+		cfg, baseShapes = planBase(p, r, pl)
+		pl.Recipe.Kind = "upcycle"
+	case r.Model != nil:
+		cfg = modelConfig(r)
+		pl.Backbone = BackboneInfo{Architecture: arch.DiT, Source: "model", Config: cfg}
+		pl.Recipe.Kind = "train-dit"
+		if r.Scaffold != nil {
+			pl.Recipe.Kind = "train-dc"
+		}
+	}
+	if cfg == nil {
+		return pl, p.err()
+	}
+	if r.Scaffold != nil {
+		pl.DC, pl.MainNetwork = dcConfigs(p, r, cfg)
+		if pl.DC == nil {
+			return pl, p.err()
+		}
+	}
+	pl.Params = modelParams(cfg, pl.DC, pl.MainNetwork, r.Base != nil, r.Scaffold)
+	countParams(pl, cfg, baseShapes)
+	planFLOPs(pl, r, cfg)
+	planData(p, r, pl, cfg)
+	planStages(p, r, pl, cfg)
+	return pl, p.err()
+}
+
+// planBase reads the base checkpoint's headers and detects its
+// architecture; it returns the DiT config and the base tensor shapes.
+func planBase(p *problems, r *Recipe, pl *Plan) (*arch.DiTConfig, map[string][]int64) {
+	ck, err := loaders.Open(r.BasePath())
+	if err != nil {
+		p.add("base.path", "cannot read the base checkpoint: %v", err)
+		return nil, nil
+	}
+	defer ck.Close()
+	in := arch.Input{Metadata: ck.Metadata, Config: ck.Config, NumHeads: r.Base.NumHeads}
+	if ck.Training != nil {
+		in.Args = ck.Training.Args
+	}
+	info := &BaseInfo{Path: r.Base.Path, Resolved: r.BasePath(), Format: ck.Format, Tensors: len(ck.Tensors), Bytes: ck.TotalBytes()}
+	for _, t := range ck.Tensors {
+		in.Tensors = append(in.Tensors, arch.TensorMeta{Name: t.Name, DType: t.DType, Shape: t.Shape})
+		info.Parameters += t.NumElements()
+	}
+	rep := arch.Detect(in)
+	info.Layout = rep.Layout
+	info.Warnings = append(append([]string{}, ck.Warnings...), rep.Warnings...)
+	pl.Base = info
+	if rep.Architecture != arch.DiT {
+		what := string(rep.Architecture)
+		if rep.Architecture == arch.ZImage {
+			what = "Z-Image (upcycling Z-Image is not supported yet)"
+		}
+		p.add("base.path", "found a %s checkpoint, expected a DiT (original or diffusers naming)", what)
+		return nil, nil
+	}
+	if len(rep.Missing)+len(rep.Mismatched) > 0 {
+		var parts []string
+		if n := len(rep.Missing); n > 0 {
+			parts = append(parts, fmt.Sprintf("%d missing (%s)", n, abbreviate(rep.Missing)))
+		}
+		if n := len(rep.Mismatched); n > 0 {
+			var names []string
+			for _, m := range rep.Mismatched {
+				names = append(names, fmt.Sprintf("%s %v, want %v", m.Name, m.Found, m.Expected))
+			}
+			parts = append(parts, fmt.Sprintf("%d mis-shaped (%s)", n, abbreviate(names)))
+		}
+		p.add("base.path", "the base checkpoint is not a complete DiT: %s", strings.Join(parts, "; "))
+		return nil, nil
+	}
+	cfg := rep.Config.(*arch.DiTConfig)
+	pl.Backbone = BackboneInfo{Architecture: arch.DiT, Source: "base", Config: cfg}
+	if cfg.NumHeads < 1 || cfg.HiddenSize%cfg.NumHeads != 0 {
+		p.add("base.num_heads", "found %d heads for hidden size %d, expected a divisor of it (set base.num_heads)", cfg.NumHeads, cfg.HiddenSize)
+		return nil, nil
+	}
+	shapes := map[string][]int64{}
+	for _, t := range ck.Tensors {
+		shapes[strings.TrimPrefix(t.Name, rep.Prefix)] = t.Shape
+	}
+	return cfg, shapes
+}
+
+func abbreviate(names []string) string {
+	if len(names) <= 4 {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s, … and %d more", strings.Join(names[:4], ", "), len(names)-4)
+}
+
+// modelConfig turns [model] into a DiT config.
+func modelConfig(r *Recipe) *arch.DiTConfig {
+	m := r.Model
+	c := &arch.DiTConfig{Depth: m.Depth, HiddenSize: m.HiddenSize, NumHeads: m.NumHeads, PatchSize: m.PatchSize,
+		InChannels: m.InChannels, InputSize: m.InputSize, LearnSigma: m.LearnSigma, NumClasses: m.NumClasses,
+		MLPRatio: m.MLPRatio, FrequencySize: 256}
+	for _, pr := range arch.DiTPresets {
+		if pr.Depth == c.Depth && pr.Hidden == c.HiddenSize && pr.Patch == c.PatchSize {
+			c.Preset = pr.Name
+		}
+	}
+	return c
+}
+
+// dcConfigs builds the scaffold's and the main network's configs from the
+// backbone, checking what the recipe's factors must divide.
+func dcConfigs(p *problems, r *Recipe, b *arch.DiTConfig) (*dc.Config, *hnet.Config) {
+	s := r.Scaffold
+	D := b.HiddenSize
+	ok := true
+	if D%s.WidthFactor != 0 {
+		p.bad("scaffold.width_factor", s.WidthFactor, "a divisor of the backbone width D = %d", D)
+		ok = false
+	}
+	if D%s.Router.DimFactor != 0 {
+		p.bad("scaffold.router.dim_factor", s.Router.DimFactor, "a divisor of the backbone width D = %d", D)
+		ok = false
+	}
+	if !ok {
+		return nil, nil
+	}
+	E, R := D/s.WidthFactor, D/s.Router.DimFactor
+	if E%s.NormGroups != 0 || D%s.NormGroups != 0 {
+		p.bad("scaffold.norm_groups", s.NormGroups, "a divisor of the encoder/decoder width E = D/width_factor = %d and of D = %d", E, D)
+		ok = false
+	}
+	if R%s.Router.Groups != 0 {
+		p.bad("scaffold.router.groups", s.Router.Groups, "a divisor of the router width D/dim_factor = %d", R)
+		ok = false
+	}
+	if D%4 != 0 {
+		p.add("scaffold", "the backbone width D = %d is not a multiple of 4, which the DC main network's 2-D sin-cos position embedding needs", D)
+		ok = false
+	}
+	if !ok {
+		return nil, nil
+	}
+	c := &dc.Config{
+		InChannels: b.InChannels, OutChannels: b.OutChannels(), GridRows: b.InputSize, GridCols: b.InputSize,
+		EncDecDim: E, ModelDim: D, CondDim: D, RouterDim: R,
+		EncoderBlocks: s.EncoderBlocks, DecoderBlocks: s.DecoderBlocks, NormGroups: s.NormGroups, RouterGroups: s.Router.Groups,
+		Sigma: s.Sigma, TargetN: s.TargetN, RatioLossWeight: s.Router.RatioLossWeight, RatioBatchSize: s.Router.RatioBatchSize,
+	}
+	if err := c.Validate(); err != nil {
+		p.add("scaffold", "%v", err)
+		return nil, nil
+	}
+	patch := b.PatchSize
+	h := &hnet.Config{Width: D, Depth: b.Depth, Heads: b.NumHeads, MLPHidden: b.MLPHidden(), FrequencySize: b.FrequencySize,
+		NumClasses: b.NumClasses, PatchSize: patch}
+	return c, h
+}
+
+// modelParams lists the parameters of the model being trained: the DC
+// model (scaffold plus main network, reference names) or the DiT.
+func modelParams(b *arch.DiTConfig, c *dc.Config, h *hnet.Config, fromBase bool, s *Scaffold) []Param {
+	var out []Param
+	if c == nil {
+		exp := arch.ExpectedDiT(b, arch.Original)
+		for i, name := range exp.Names() {
+			if name == "pos_embed" {
+				continue // a fixed table, not a parameter
+			}
+			prm := Param{Name: name, Shape: ints(exp.Shape(i)), Group: finestGroup(name, false)}
+			if fromBase {
+				prm.From = name
+			}
+			out = append(out, prm)
+		}
+		return out
+	}
+	shapes := dc.ScaffoldShapes(c)
+	for name, sh := range hnet.Shapes(h) {
+		if name == hnet.Prefix+"rmsnorm.weight" && s.BackboneNorm == "none" {
+			continue
+		}
+		shapes[name] = sh
+	}
+	names := make([]string, 0, len(shapes))
+	for n := range shapes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		prm := Param{Name: name, Shape: shapes[name], Group: finestGroup(name, true)}
+		if fromBase {
+			prm.From = baseName(name)
+		}
+		out = append(out, prm)
+	}
+	return out
+}
+
+// baseName maps a DC parameter to the DiT tensor it is copied from, or ""
+// for a new one.
+func baseName(name string) string {
+	switch {
+	case strings.HasPrefix(name, "t_embedder."), strings.HasPrefix(name, "y_embedder."):
+		return name
+	case strings.HasPrefix(name, hnet.Prefix+"layers."):
+		return "blocks." + strings.TrimPrefix(name, hnet.Prefix+"layers.")
+	}
+	return ""
+}
+
+// groupOrder is the order of finest groups in reports.
+var groupOrder = []string{
+	GroupTimestepEmbedder, GroupClassEmbedder, GroupLatentEmbedder, GroupEncoder, GroupRouter, GroupResidual,
+	GroupBackbone, GroupBackboneNorm, GroupDecoder, GroupFinalLayer, "other",
+}
+
+func finestGroup(name string, isDC bool) string {
+	for _, g := range groupOrder[:len(groupOrder)-1] {
+		if InGroup(g, name, isDC) {
+			return g
+		}
+	}
+	return "other"
+}
+
+func ints(s []int64) []int {
+	out := make([]int, len(s))
+	for i, d := range s {
+		out[i] = int(d)
+	}
+	return out
+}
+
+func countParams(pl *Plan, b *arch.DiTConfig, baseShapes map[string][]int64) {
+	s := &pl.Parameters
+	s.DroppedNames = []string{}
+	by := map[string]*GroupCount{}
+	for _, prm := range pl.Params {
+		n := prm.Numel()
+		s.Total += n
+		src := "new"
+		if prm.From != "" {
+			src = "base"
+			s.Copied += n
+		} else {
+			s.New += n
+		}
+		g := by[prm.Group]
+		if g == nil {
+			g = &GroupCount{Group: prm.Group, Source: src}
+			by[prm.Group] = g
+		}
+		g.Params += n
+	}
+	for _, g := range groupOrder {
+		if c, ok := by[g]; ok {
+			s.ByGroup = append(s.ByGroup, *c)
+		}
+	}
+	if baseShapes == nil {
+		return
+	}
+	used := map[string]bool{}
+	for _, prm := range pl.Params {
+		if prm.From != "" {
+			used[prm.From] = true
+		}
+	}
+	// Account in the original naming, whatever the base's layout.
+	dropped := map[string]bool{}
+	exp := arch.ExpectedDiT(b, arch.Original)
+	for i, name := range exp.Names() {
+		n := int64(1)
+		for _, d := range exp.Shape(i) {
+			n *= d
+		}
+		s.Base += n
+		if !used[name] {
+			s.Dropped += n
+			dropped[strings.SplitN(name, ".", 2)[0]] = true
+		}
+	}
+	for k := range dropped {
+		s.DroppedNames = append(s.DroppedNames, k)
+	}
+	sort.Strings(s.DroppedNames)
+}
+
+// keptTokens is the tokens a DC model keeps per image at ρ under the
+// planning assumption shared with `dcdit inspect` (dc.AssumedKept): the
+// router marks ⌊L/N⌋ boundaries, the ratio loss's target, and tail
+// dropping removes ⌊n·ρ⌋ of them.
+func keptTokens(c *dc.Config, rho float64) int { return dc.AssumedKept(c.Tokens(), c.TargetN, rho) }
+
+// dcForward is the forward cost of a DC model on a batch with these kept
+// counts.
+func dcForward(c *dc.Config, h *hnet.Config, kept ...int) dc.FLOPs {
+	return dc.ConfigFLOPs(c, &hnet.Network{Config: h}, kept)
+}
+
+func planFLOPs(pl *Plan, r *Recipe, b *arch.DiTConfig) {
+	steps, cfg := r.Eval.SamplingSteps, r.Eval.CFG
+	guided := cfg > 1
+	f := &pl.FLOPs
+	f.Convention, f.SamplingSteps, f.CFG = FLOPsConvention, steps, cfg
+	ditRow := func(model string) FLOPsRow {
+		fwd := dit.ForwardFLOPs(b, b.NumTokens()).Total()
+		return FLOPsRow{Model: model, Tokens: b.NumTokens(), Kept: b.NumTokens(), GFLOPsPerForward: fwd / 1e9,
+			TFLOPsPerImage: dit.SamplingFLOPs(fwd, steps, guided) / 1e12}
+	}
+	if pl.DC == nil {
+		f.Rows = append(f.Rows, ditRow("dit"))
+		return
+	}
+	if r.Base != nil {
+		f.Rows = append(f.Rows, ditRow("base"))
+	}
+	c, h := pl.DC, pl.MainNetwork
+	f.KeptTokens = fmt.Sprintf("assumed: the router marks ⌊L/N⌋ = ⌊%d/%g⌋ = %d boundaries (the ratio loss's target), tail dropping removes ⌊n·ρ⌋", c.Tokens(), c.TargetN, keptTokens(c, 0))
+	for _, rho := range r.Eval.Rho {
+		k := keptTokens(c, rho)
+		parts := dcForward(c, h, k)
+		fwd := parts.Total()
+		f.Rows = append(f.Rows, FLOPsRow{Model: "dc", Rho: rho, Tokens: c.Tokens(), Kept: k, GFLOPsPerForward: fwd / 1e9,
+			TFLOPsPerImage: dit.SamplingFLOPs(fwd, steps, guided) / 1e12, Parts: &parts})
+	}
+	if len(r.Eval.LiteCFG) == 2 {
+		rc, ru := r.Eval.LiteCFG[0], r.Eval.LiteCFG[1]
+		parts := dcForward(c, h, keptTokens(c, rc), keptTokens(c, ru))
+		fwd := parts.Total()
+		f.Rows = append(f.Rows, FLOPsRow{Model: "dc-lite-cfg", Rho: rc, RhoUncond: &ru, Tokens: c.Tokens(), Kept: keptTokens(c, rc),
+			GFLOPsPerForward: fwd / 1e9, TFLOPsPerImage: fwd * float64(steps) / 1e12, Parts: &parts})
+	}
+	if r.Base != nil {
+		for i := range f.Rows {
+			f.Rows[i].RelativeToBase = f.Rows[i].TFLOPsPerImage / f.Rows[0].TFLOPsPerImage
+		}
+	}
+}
+
+// planData checks a data file's header and sizes the data.
+func planData(p *problems, r *Recipe, pl *Plan, b *arch.DiTConfig) {
+	d := &pl.Data
+	d.Source, d.Path, d.Samples = r.Data.Source, r.DataPath(), r.Data.Samples
+	for i, c := range r.Data.Classes {
+		if c >= b.NumClasses {
+			p.bad(indexKey("data.classes", i), c, "a class label below the model's %d classes", b.NumClasses)
+		}
+	}
+	switch r.Data.Source {
+	case SourceTeacher:
+		fwd := dit.ForwardFLOPs(b, b.NumTokens()).Total()
+		d.GenerationTFLOPs = dit.SamplingFLOPs(fwd, r.Data.SamplingSteps, r.Data.CFG > 1) * float64(r.Data.Samples) / 1e12
+	case SourceFile:
+		f, err := safetensors.Open(d.Path)
+		if err != nil {
+			p.add("data.path", "cannot read the data file: %v", err)
+			return
+		}
+		defer f.Close()
+		var lat *safetensors.TensorInfo
+		var labels *safetensors.TensorInfo
+		for i, t := range f.Tensors() {
+			switch t.Name {
+			case r.Data.LatentsKey:
+				lat = &f.Tensors()[i]
+			case r.Data.LabelsKey:
+				labels = &f.Tensors()[i]
+			}
+		}
+		if lat == nil {
+			p.add("data.latents_key", "the data file %s has no tensor %q", d.Path, r.Data.LatentsKey)
+			return
+		}
+		want := []int64{-1, int64(b.InChannels), int64(b.InputSize), int64(b.InputSize)}
+		if len(lat.Shape) != 4 || lat.Shape[1] != want[1] || lat.Shape[2] != want[2] || lat.Shape[3] != want[3] {
+			p.add("data.latents_key", "tensor %q of %s has shape %v, expected [N, %d, %d, %d] for the model", lat.Name, d.Path, lat.Shape, want[1], want[2], want[3])
+			return
+		}
+		d.Shape, d.Samples = lat.Shape, int(lat.Shape[0])
+		switch {
+		case labels != nil:
+			isInt := slices.Contains([]dtype.DType{dtype.I64, dtype.I32, dtype.I16, dtype.I8, dtype.U8, dtype.U16, dtype.U32, dtype.U64}, labels.DType)
+			if len(labels.Shape) != 1 || labels.Shape[0] != lat.Shape[0] || !isInt {
+				p.add("data.labels_key", "tensor %q of %s is %s %v, expected integer labels [%d]", labels.Name, d.Path, labels.DType, labels.Shape, lat.Shape[0])
+				return
+			}
+			d.Labels = fmt.Sprintf("tensor %q", labels.Name)
+		case f.Metadata()["dcdit.labels"] != "":
+			d.Labels = "metadata dcdit.labels"
+		default:
+			p.add("data.labels_key", "the data file %s has neither a tensor %q nor metadata dcdit.labels", d.Path, r.Data.LabelsKey)
+		}
+	}
+}
+
+func planStages(p *problems, r *Recipe, pl *Plan, b *arch.DiTConfig) {
+	isDC := pl.DC != nil
+	var teacherFwd float64
+	if r.Base != nil {
+		teacherFwd = dit.ForwardFLOPs(b, b.NumTokens()).Total()
+	}
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		key := indexKey("stage", i)
+		sp := StagePlan{Name: st.Name, Kind: st.Kind, Steps: st.Steps, BatchSize: st.BatchSize,
+			SamplesSeen: int64(st.Steps) * int64(st.BatchSize), Loss: st.Loss, Target: st.Target,
+			Rho: st.Rho, MultiBudgetStart: st.MultiBudgetStart, RatioLossWeight: st.RatioLossWeight,
+			TrainableGroups: []string{}, FrozenGroups: []string{}}
+		if pl.Data.Samples > 0 {
+			sp.Epochs = float64(sp.SamplesSeen) / float64(pl.Data.Samples)
+		}
+		sp.LR = lrPlan(st)
+		sp.Budgets = budgets(st, isDC)
+		sp.Optimizer = fmt.Sprintf("AdamW β=(%g, %g) ε=%g, weight decay %g, grad clip %s, EMA %s",
+			st.Betas[0], st.Betas[1], st.Eps, st.WeightDecay, offOr(st.GradClip), offOr(st.EMADecay))
+
+		// Which parameters train; every entry must select something.
+		for j, sel := range st.Trainable {
+			if !selectsAny(sel, pl.Params, isDC) {
+				p.add(indexKey(key+".trainable", j), "%q selects no parameter of this model", sel)
+			}
+		}
+		for j, sel := range st.Frozen {
+			if !selectsAny(sel, pl.Params, isDC) {
+				p.add(indexKey(key+".frozen", j), "%q selects no parameter of this model", sel)
+			}
+		}
+		trainG, frozenG := map[string]bool{}, map[string]bool{}
+		for _, prm := range pl.Params {
+			if st.Trains(prm.Name, isDC) {
+				sp.Trainable += prm.Numel()
+				trainG[prm.Group] = true
+			} else {
+				sp.Frozen += prm.Numel()
+				frozenG[prm.Group] = true
+			}
+		}
+		for _, g := range groupOrder {
+			switch {
+			case trainG[g] && frozenG[g]:
+				sp.TrainableGroups = append(sp.TrainableGroups, g+" (partly)")
+				sp.FrozenGroups = append(sp.FrozenGroups, g+" (partly)")
+			case trainG[g]:
+				sp.TrainableGroups = append(sp.TrainableGroups, g)
+			case frozenG[g]:
+				sp.FrozenGroups = append(sp.FrozenGroups, g)
+			}
+		}
+		if sp.Trainable == 0 {
+			p.add(key+".trainable", "selects no trainable parameter once frozen is applied (trainable %v, frozen %v)", st.Trainable, st.Frozen)
+		}
+
+		// Compute: the mean forward over the ρ schedule.
+		fwd := meanForward(pl, b, st)
+		sp.GFLOPsPerSample = fwd / 1e9
+		step := 3 * fwd * float64(st.BatchSize)
+		if st.Kind == KindDistill {
+			step += teacherFwd * float64(st.BatchSize)
+		}
+		sp.TFLOPsPerStep = step / 1e12
+		sp.PFLOPsTotal = step * float64(st.Steps) / 1e15
+
+		sp.Memory = memory(pl, b, st, sp.Trainable)
+		pl.Stages = append(pl.Stages, sp)
+	}
+}
+
+func selectsAny(sel string, ps []Param, isDC bool) bool {
+	for _, prm := range ps {
+		if matches(sel, prm.Name, isDC) {
+			return true
+		}
+	}
+	return false
+}
+
+func offOr(v float64) string {
+	if v == 0 {
+		return "off"
+	}
+	return fmt.Sprintf("%g", v)
+}
+
+func lrPlan(st *Stage) LRPlan {
+	l := LRPlan{Peak: st.LR, Min: st.MinLR, Warmup: st.WarmupSteps, Schedule: st.LRSchedule}
+	var parts []string
+	if st.WarmupSteps > 0 {
+		parts = append(parts, fmt.Sprintf("linear warm-up 0→%g over %d steps", st.LR, st.WarmupSteps))
+	}
+	switch st.LRSchedule {
+	case ScheduleConstant:
+		parts = append(parts, fmt.Sprintf("constant %g", st.LR))
+	default:
+		parts = append(parts, fmt.Sprintf("%s decay %g→%g by step %d", st.LRSchedule, st.LR, st.MinLR, st.Steps))
+	}
+	l.Text = strings.Join(parts, ", then ")
+	return l
+}
+
+func budgets(st *Stage, isDC bool) string {
+	if !isDC {
+		return "fixed patches"
+	}
+	if len(st.Rho) == 1 {
+		return fmt.Sprintf("ρ = %g throughout", st.Rho[0])
+	}
+	set := make([]string, len(st.Rho))
+	for i, x := range st.Rho {
+		set[i] = fmt.Sprintf("%g", x)
+	}
+	s := fmt.Sprintf("ρ drawn uniformly from {%s} per step", strings.Join(set, ", "))
+	if st.MultiBudgetStart > 0 {
+		s = fmt.Sprintf("ρ = 0 for steps 1–%d, then %s", st.MultiBudgetStart, s)
+	}
+	return s
+}
+
+// meanForward is a stage's mean forward cost per sample over its ρ
+// schedule.
+func meanForward(pl *Plan, b *arch.DiTConfig, st *Stage) float64 {
+	if pl.DC == nil {
+		return dit.ForwardFLOPs(b, b.NumTokens()).Total()
+	}
+	at := func(rho float64) float64 { return dcForward(pl.DC, pl.MainNetwork, keptTokens(pl.DC, rho)).Total() }
+	var mean float64
+	for _, rho := range st.Rho {
+		mean += at(rho)
+	}
+	mean /= float64(len(st.Rho))
+	warm := float64(min(st.MultiBudgetStart, st.Steps))
+	if len(st.Rho) == 1 {
+		warm = 0
+	}
+	return (warm*at(0) + (float64(st.Steps)-warm)*mean) / float64(st.Steps)
+}
+
+// memory estimates a stage's training memory (see MemoryFormula).
+func memory(pl *Plan, b *arch.DiTConfig, st *Stage, trainable int64) Memory {
+	const f32 = 4
+	m := Memory{Formula: MemoryFormula}
+	m.Weights = f32 * pl.Parameters.Total
+	m.Grads = f32 * trainable
+	m.Optimizer = 2 * f32 * trainable
+	if st.EMADecay > 0 {
+		m.EMA = f32 * trainable
+	}
+	if st.Kind == KindDistill {
+		m.Teacher = f32 * pl.Parameters.Base
+	}
+	m.ActivationsPerSample = f32 * activationFloats(pl, b, st)
+	m.Activations = int64(st.BatchSize) * m.ActivationsPerSample
+	m.Total = m.Weights + m.Grads + m.Optimizer + m.EMA + m.Teacher + m.Activations
+	return m
+}
+
+// activationFloats estimates the float32 values one sample keeps for the
+// backward pass (see MemoryFormula).
+func activationFloats(pl *Plan, b *arch.DiTConfig, st *Stage) int64 {
+	D, H, mlp := int64(b.HiddenSize), int64(b.NumHeads), int64(b.MLPHidden())
+	blocks := func(tokens int64) int64 {
+		return int64(b.Depth) * (tokens*(12*D+2*mlp) + H*tokens*tokens)
+	}
+	if pl.DC == nil {
+		T := int64(b.NumTokens())
+		return blocks(T) + T*(2*D+int64(b.PatchSize*b.PatchSize*b.OutChannels()))
+	}
+	c := pl.DC
+	L := int64(c.Tokens())
+	E, R := int64(c.EncDecDim), int64(c.RouterDim)
+	var perPos int64 = E // latent embedder
+	for _, w := range convWidths(c) {
+		in, out := int64(w[0]), int64(w[1])
+		inner := min(in, out)
+		perPos += 2*in + 4*inner + 2*out
+	}
+	perPos += 6*R + 1 // router
+	perPos += 5 * D   // encoder norm, residual, plug-back, STE product, sum
+	perPos += 3*E + int64(c.OutChannels)
+	M := int64(keptTokens(c, st.Rho[0]))
+	return L*perPos + blocks(M)
+}
+
+// convWidths lists the (in, out) widths of the encoder's then the
+// decoder's conv blocks (dc's layout: the encoder's last block widens E to
+// D, the decoder's first narrows D to E).
+func convWidths(c *dc.Config) [][2]int {
+	var w [][2]int
+	for i := range c.EncoderBlocks {
+		out := c.EncDecDim
+		if i == c.EncoderBlocks-1 {
+			out = c.ModelDim
+		}
+		w = append(w, [2]int{c.EncDecDim, out})
+	}
+	for i := range c.DecoderBlocks {
+		in := c.EncDecDim
+		if i == 0 {
+			in = c.ModelDim
+		}
+		w = append(w, [2]int{in, c.EncDecDim})
+	}
+	return w
+}

@@ -1,0 +1,422 @@
+// Package recipes decodes, checks and plans dcdit's TOML recipes: one file
+// that drives a whole run — upcycling a pretrained DiT into a DC-DiT
+// (grafting-style distillation, then finetuning with multi-budget
+// training), or training a DiT or DC-DiT from scratch — and its
+// evaluation.
+//
+// Decoding is strict: an unknown key, a value of the wrong type or a value
+// out of range is a [Problem] naming the file, the key, its line, what was
+// expected and what was found, and every problem of a file is reported at
+// once. Keys left out take the defaults documented on each field (several
+// depend on the stage's kind, see [Stage]); [Recipe.Settings] lists every
+// value with a mark on the defaulted ones, so `dcdit recipe plan` shows
+// exactly what a run will use.
+//
+// Relative paths in a recipe are resolved against the recipe's folder.
+//
+// A recipe in brief (every key, with its default, is documented on the
+// types below):
+//
+//	name = "toy-dit"
+//	seed = 0
+//	[base]                 # the pretrained teacher; layout auto-detected
+//	path = "../testdata/teacher/model.safetensors"
+//	[scaffold]             # the DC scaffold grafted around the backbone
+//	target_n = 4.0
+//	[scaffold.router]
+//	ratio_loss_weight = 0.03
+//	[data]                 # what the stages train on
+//	source = "teacher"
+//	samples = 256
+//	[[stage]]              # run in order
+//	kind = "distill"
+//	steps = 200
+//	[[stage]]
+//	kind = "finetune"
+//	steps = 400
+//	rho = [0.0, 0.2, 0.4, 0.6]
+//	[save]
+//	every = 100
+//	[eval]
+//	rho = [0.0, 0.3, 0.6]
+package recipes
+
+// Stage kinds.
+const (
+	// KindDistill is grafting-style distillation: the DC model learns to
+	// reproduce the frozen teacher's prediction on the same noisy input,
+	// timestep and class (L1 or L2), plus the ratio loss.
+	KindDistill = "distill"
+	// KindFinetune trains with the DiT hybrid loss (and multi-budget
+	// training when the model has a scaffold), starting from the previous
+	// stage or the upcycled base.
+	KindFinetune = "finetune"
+	// KindTrain trains with the DiT hybrid loss from the weights at hand:
+	// a fresh initialisation when the recipe has [model] instead of [base].
+	KindTrain = "train"
+)
+
+// Loss names.
+const (
+	LossL1     = "l1"     // distill: mean |student − teacher|
+	LossL2     = "l2"     // distill: mean (student − teacher)²
+	LossHybrid = "hybrid" // finetune/train: DiT's ε MSE + variational bound on learned σ
+)
+
+// Data sources.
+const (
+	// SourceTeacher generates the training latents with the base model
+	// (DDPM ancestral sampling, as `dcdit sample` does).
+	SourceTeacher = "teacher"
+	// SourceFile reads latents and labels from a safetensors file.
+	SourceFile = "file"
+	// SourceShapes generates dcdit's procedural data set of flat coloured
+	// shapes with sharp edges directly as latents, deterministically from
+	// the seed (used to train the bundled toy teacher).
+	SourceShapes = "shapes"
+)
+
+// Learning-rate schedules (after the linear warm-up).
+const (
+	ScheduleConstant = "constant" // stay at lr
+	ScheduleCosine   = "cosine"   // cosine decay from lr to min_lr at the last step
+	ScheduleLinear   = "linear"   // linear decay from lr to min_lr at the last step
+)
+
+// Recipe is a decoded, defaulted recipe. Exactly one of Base and Model is
+// set; Scaffold is nil for a fixed-patch DiT.
+type Recipe struct {
+	// Name names the run (its default output folder is runs/<name>).
+	// Default: the file's base name without extension.
+	Name string `toml:"name"`
+	// Description is free text for the run's model card. Default: empty.
+	Description string `toml:"description"`
+	// Seed seeds every random draw of the run (initialisation, data
+	// order, noise, timesteps, ρ draws). Default: 0.
+	Seed int64 `toml:"seed"`
+	// LogEvery is the number of steps between lines of the metrics log.
+	// Default: 10.
+	LogEvery int `toml:"log_every"`
+
+	// Base is the pretrained checkpoint to upcycle; nil when training
+	// from scratch.
+	Base *Base `toml:"base"`
+	// Model sizes a backbone trained from scratch; nil when Base is set.
+	Model *Model `toml:"model"`
+	// Scaffold is the DC scaffold; nil trains or finetunes a fixed-patch
+	// DiT.
+	Scaffold *Scaffold `toml:"scaffold"`
+
+	// Diffusion is the training noise process.
+	Diffusion Diffusion `toml:"diffusion"`
+	// Data is what the stages train on.
+	Data Data `toml:"data"`
+	// Stages run in order, each starting from the previous one's weights
+	// (the first from the upcycled base or a fresh initialisation). At
+	// least one.
+	Stages []Stage `toml:"stage"`
+	// Save sets checkpointing.
+	Save Save `toml:"save"`
+	// Eval sets the evaluation run after the last stage.
+	Eval Eval `toml:"eval"`
+
+	// File is the recipe's path as given; Dir is the folder relative
+	// paths are resolved against.
+	File string `toml:"-"`
+	Dir  string `toml:"-"`
+
+	defaults  map[string]bool   // display keys filled in by defaults
+	overrides map[string]string // display key → the flag that set it
+	lines     *keyLines
+}
+
+// Base is the pretrained checkpoint: a .safetensors file, a sharded folder
+// or its index, a PyTorch .pt/.pth/.bin (a bare state dict or DiT's
+// training checkpoint, whose "ema" is used), or a diffusers model folder.
+// Its naming (DiT original or diffusers) is detected from its keys.
+type Base struct {
+	// Path to the checkpoint, relative to the recipe's folder. Required.
+	Path string `toml:"path"`
+	// NumHeads overrides the attention head count, which DiT checkpoints
+	// do not store (presets and config.json are used otherwise). Default:
+	// 0, infer.
+	NumHeads int `toml:"num_heads"`
+}
+
+// Model sizes a DiT backbone built from scratch (recipes without [base]).
+type Model struct {
+	// Preset is a DiT size ("DiT-S/2", "DiT-B/2", "DiT-L/2", "DiT-XL/2",
+	// also /4 and /8) giving depth, hidden_size, num_heads and patch_size;
+	// keys written next to it override it. Default: none.
+	Preset string `toml:"preset"`
+	// Depth is the number of transformer blocks. Required without preset.
+	Depth int `toml:"depth"`
+	// HiddenSize is the token width D. Required without preset.
+	HiddenSize int `toml:"hidden_size"`
+	// NumHeads is the attention head count. Required without preset.
+	NumHeads int `toml:"num_heads"`
+	// PatchSize is the patch side of a fixed-patch DiT. With a scaffold
+	// it is the grid unit of the position embedding relative to the
+	// latent grid (1: positions on the latent grid, as the reference
+	// DC-DiT). Default: the preset's, else 2 without a scaffold and 1
+	// with one.
+	PatchSize int `toml:"patch_size"`
+	// InChannels is the latent channel count C. Default: 4.
+	InChannels int `toml:"in_channels"`
+	// InputSize is the latent side length (image side / 8). Default: 32.
+	InputSize int `toml:"input_size"`
+	// NumClasses is the number of class labels (the null class for
+	// guidance comes on top). Default: 1000.
+	NumClasses int `toml:"num_classes"`
+	// LearnSigma makes the model predict the variance too (2C outputs).
+	// Default: true.
+	LearnSigma bool `toml:"learn_sigma"`
+	// MLPRatio is the MLP hidden width over D. Default: 4.
+	MLPRatio float64 `toml:"mlp_ratio"`
+}
+
+// Scaffold is the DC scaffold: latent embedder, conv encoder, router,
+// elastic chunking, de-chunking, conv decoder and final layer around the
+// backbone. Defaults follow the paper's DC-DiT (Table "Main hyperparameters"
+// and "Architecture details by scale").
+type Scaffold struct {
+	// TargetN is the ratio loss's target downsampling factor N > 1
+	// (N = 4 matches DiT's patch 2). Default: 4.
+	TargetN float64 `toml:"target_n"`
+	// EncoderBlocks is the number of conv blocks before routing.
+	// Default: 2.
+	EncoderBlocks int `toml:"encoder_blocks"`
+	// DecoderBlocks is the number of conv blocks after de-chunking.
+	// Default: 2.
+	DecoderBlocks int `toml:"decoder_blocks"`
+	// WidthFactor sets the encoder/decoder width E = D / width_factor
+	// (must divide D). Default: 4.
+	WidthFactor int `toml:"width_factor"`
+	// NormGroups is the GroupNorm group count of the conv blocks (must
+	// divide E). Default: 32.
+	NormGroups int `toml:"norm_groups"`
+	// Sigma is the de-chunk Gaussian's standard deviation in latent grid
+	// units (the reference uses 2.0 at 512 px). Default: 1.0.
+	Sigma float64 `toml:"sigma"`
+	// PlugBack is how each grid position takes a kept token's features:
+	// "nearest_2d" (nearest kept token by 2-D distance, ties to the first
+	// in raster order). Default: "nearest_2d".
+	PlugBack string `toml:"plug_back"`
+	// BackboneNorm is what follows the transformer blocks: "rmsnorm" (as
+	// DC-DiT's main network; new, initialised to ones when upcycling) or
+	// "none". Default: "rmsnorm".
+	BackboneNorm string `toml:"backbone_norm"`
+	// Router sets the router and the ratio loss.
+	Router Router `toml:"router"`
+}
+
+// Router sets the spatial-predictability router and its ratio loss.
+type Router struct {
+	// Kind is the router: "spatial_predictability" (DC-DiT's conv
+	// scorer on the local prediction residual). Default:
+	// "spatial_predictability".
+	Kind string `toml:"kind"`
+	// DimFactor sets the router's bottleneck width D / dim_factor.
+	// Default: 4.
+	DimFactor int `toml:"dim_factor"`
+	// Groups is the GroupNorm group count of the router's scorer (must
+	// divide the bottleneck). Default: 8.
+	Groups int `toml:"groups"`
+	// RatioLossWeight is λ, the ratio loss's weight; stages may override
+	// it. Default: 0.03.
+	RatioLossWeight float64 `toml:"ratio_loss_weight"`
+	// RatioBatchSize groups the batch for the ratio loss (its statistics
+	// per group of this many samples, averaged); it must divide every
+	// stage's batch size; 0 takes the whole batch. Default: 16.
+	RatioBatchSize int `toml:"ratio_batch_size"`
+}
+
+// Diffusion is the training noise process (DiT's DDPM).
+type Diffusion struct {
+	// Schedule is the β schedule: "linear". Default: "linear".
+	Schedule string `toml:"schedule"`
+	// Steps is the number of training timesteps T (t ~ U{0..T−1}).
+	// Default: 1000.
+	Steps int `toml:"steps"`
+}
+
+// Data is what the stages train on: clean latents x₀ with class labels,
+// noised at random timesteps during training.
+type Data struct {
+	// Source is "teacher" (generated by the base model), "file" (a
+	// safetensors file) or "shapes" (dcdit's procedural data set).
+	// Default: "teacher" with a base, "shapes" without.
+	Source string `toml:"source"`
+	// Path is the safetensors file of source "file", relative to the
+	// recipe's folder. With "teacher", where generated samples are cached
+	// (reused when present and generated with the same settings).
+	// Default: "" (file: required; teacher: <run folder>/data.safetensors).
+	Path string `toml:"path"`
+	// LatentsKey names the latents tensor [N, C, H, W] in the file.
+	// Default: "latents".
+	LatentsKey string `toml:"latents_key"`
+	// LabelsKey names the integer labels tensor [N]; when the file has no
+	// such tensor, the metadata "dcdit.labels" (as `dcdit sample` writes)
+	// is used. Default: "labels".
+	LabelsKey string `toml:"labels_key"`
+	// Samples is how many latents to generate (teacher, shapes).
+	// Default: 1024.
+	Samples int `toml:"samples"`
+	// SamplingSteps is the teacher's DDPM steps per sample (respaced from
+	// the training steps). Default: 250.
+	SamplingSteps int `toml:"sampling_steps"`
+	// CFG is the teacher's guidance scale when generating (1: none, the
+	// teacher's own conditional distribution, which the hybrid loss
+	// targets). Default: 1.0.
+	CFG float64 `toml:"cfg"`
+	// Classes restricts generated labels to these classes (cycled
+	// evenly). Default: empty, all classes.
+	Classes []int `toml:"classes"`
+}
+
+// Stage is one training stage. Defaults that depend on the kind:
+//
+//	key                 distill      finetune          train
+//	loss                "l1"         "hybrid"          "hybrid"
+//	trainable           ["scaffold"] ["all"]           ["all"]
+//	frozen              []           ["embedders"]     []
+//	ema_decay           0 (off)      0.9999            0.9999
+//	rho                 [0.0]        [0.0, 0.1 … 0.6]  [0.0, 0.1 … 0.6]
+//	multi_budget_start  0            5000              5000
+//
+// Without a scaffold rho is [0.0] and multi_budget_start 0 for every kind.
+type Stage struct {
+	// Name identifies the stage in logs, checkpoints and resume (unique).
+	// Default: the kind, numbered when repeated ("finetune-2").
+	Name string `toml:"name"`
+	// Kind is "distill", "finetune" or "train". Required.
+	Kind string `toml:"kind"`
+	// Steps is the number of optimiser steps. Required, ≥ 1.
+	Steps int `toml:"steps"`
+	// BatchSize is the number of samples per step. Default: 256.
+	BatchSize int `toml:"batch_size"`
+	// LR is the peak learning rate (AdamW). Default: 1e-4.
+	LR float64 `toml:"lr"`
+	// LRSchedule is what follows the warm-up: "constant", "cosine" or
+	// "linear" (both decay to min_lr at the last step). Default:
+	// "constant".
+	LRSchedule string `toml:"lr_schedule"`
+	// MinLR is where "cosine" and "linear" end. Default: 0.
+	MinLR float64 `toml:"min_lr"`
+	// WarmupSteps ramps the learning rate linearly from 0 to lr over
+	// this many steps. Default: 0.
+	WarmupSteps int `toml:"warmup_steps"`
+	// Loss is "l1" or "l2" for distill, "hybrid" for finetune and train.
+	Loss string `toml:"loss"`
+	// Target is what distillation matches: "output" (every output
+	// channel, including learned-σ ones) or "eps" (the first C
+	// channels). Distill only. Default: "output".
+	Target string `toml:"target"`
+	// Trainable lists the parameters to train: group names (see
+	// GroupNames) or glob patterns over the model's parameter names
+	// ("hnet.encoder.*"). Default: by kind.
+	Trainable []string `toml:"trainable"`
+	// Frozen lists parameters to keep fixed even if Trainable selects
+	// them (same syntax). Default: by kind.
+	Frozen []string `toml:"frozen"`
+	// Rho is the set of tail-drop fractions ρ (sorted, unique, 0 ≤ ρ < 1,
+	// including 0) drawn uniformly, one per step, after the multi-budget
+	// warm-up. Default: by kind.
+	Rho []float64 `toml:"rho"`
+	// MultiBudgetStart is the number of steps trained at ρ = 0 before ρ
+	// is drawn from Rho (the multi-budget warm-up). Default: by kind.
+	MultiBudgetStart int `toml:"multi_budget_start"`
+	// RatioLossWeight is λ for this stage. Default: the scaffold's
+	// router.ratio_loss_weight.
+	RatioLossWeight float64 `toml:"ratio_loss_weight"`
+	// ClassDropout is the probability of replacing a label by the null
+	// class (for classifier-free guidance). Default: 0.1.
+	ClassDropout float64 `toml:"class_dropout"`
+	// GradClip is the global gradient-norm clip (0: off). Default: 1.0.
+	GradClip float64 `toml:"grad_clip"`
+	// EMADecay is the decay of the exponential moving average of the
+	// weights (0: off). Default: by kind.
+	EMADecay float64 `toml:"ema_decay"`
+	// WeightDecay is AdamW's decoupled weight decay. Default: 0.
+	WeightDecay float64 `toml:"weight_decay"`
+	// Betas are AdamW's (β₁, β₂). Default: [0.9, 0.999].
+	Betas []float64 `toml:"betas"`
+	// Eps is AdamW's ε. Default: 1e-8.
+	Eps float64 `toml:"eps"`
+}
+
+// Save sets checkpointing.
+type Save struct {
+	// Dir is the run folder (checkpoints, metrics log, manifest, final
+	// model), relative to the recipe's folder; `--out` overrides it.
+	// Default: runs/<name> in the current folder.
+	Dir string `toml:"dir"`
+	// Every is the number of steps between checkpoints (0: only at the
+	// end of each stage). Default: 1000.
+	Every int `toml:"every"`
+	// Keep is how many step checkpoints to keep (the oldest are removed;
+	// each stage's final checkpoint is always kept). Default: 3.
+	Keep int `toml:"keep"`
+	// DType is the storage type of the final model: "f32", "bf16" or
+	// "f16". Default: "f32".
+	DType string `toml:"dtype"`
+}
+
+// Eval sets the evaluation after the last stage: per ρ, kept tokens,
+// FLOPs, wall time, ε relative MSE against the teacher on held-out noisy
+// inputs and latent PSNR of samples against the teacher's from the same
+// noise; plus boundary maps and an elastic grid of samples.
+type Eval struct {
+	// Rho lists the tail-drop fractions to evaluate (sorted, unique,
+	// 0 ≤ ρ < 1). Default: [0.0, 0.1 … 0.6] with a scaffold, [0.0]
+	// without.
+	Rho []float64 `toml:"rho"`
+	// LiteCFG is a (conditional ρ, unconditional ρ) pair evaluated with
+	// guidance lite_cfg_scale; empty: none. Default: [0.0, 0.9] with a
+	// scaffold (the paper's Lite-CFG setting), empty without.
+	LiteCFG []float64 `toml:"lite_cfg"`
+	// LiteCFGScale is the guidance scale of the Lite-CFG row (> 1).
+	// Default: 1.25.
+	LiteCFGScale float64 `toml:"lite_cfg_scale"`
+	// CFG is the guidance scale of the per-ρ sample rows (1: none).
+	// Default: 1.0.
+	CFG float64 `toml:"cfg"`
+	// HeldOut is the number of held-out noisy inputs (not trained on)
+	// for the ε relative MSE. Default: 64.
+	HeldOut int `toml:"held_out"`
+	// Samples is the number of samples drawn per ρ for the latent PSNR
+	// and the sample grid. Default: 16.
+	Samples int `toml:"samples"`
+	// SamplingSteps is the DDPM steps per sample. Default: 250.
+	SamplingSteps int `toml:"sampling_steps"`
+	// BoundaryMapTimesteps are the diffusion timesteps at which boundary
+	// maps are drawn. Default: [999, 500, 100].
+	BoundaryMapTimesteps []int `toml:"boundary_map_timesteps"`
+	// Every also evaluates every this many steps during training (0:
+	// only at the end). Default: 0.
+	Every int `toml:"every"`
+	// Seed seeds the held-out inputs and sampling noise. Default: the
+	// recipe's seed.
+	Seed int64 `toml:"seed"`
+}
+
+// PaperRho is the paper's set of tail-drop fractions for multi-budget
+// training (§4.1 and Appendix "Multi-budget training").
+var PaperRho = []float64{0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6}
+
+// HasScaffold reports whether the recipe builds a DC model.
+func (r *Recipe) HasScaffold() bool { return r.Scaffold != nil }
+
+// IsDefault reports whether the value at a display key ("stage[1].lr",
+// "scaffold.router.groups") was filled in by a default rather than
+// written in the file.
+func (r *Recipe) IsDefault(key string) bool { return r.defaults[key] }
+
+// Line returns the line of a display key in the recipe file, or of the
+// nearest enclosing table written there; 0 when unknown.
+func (r *Recipe) Line(key string) int {
+	if r.lines == nil {
+		return 0
+	}
+	return r.lines.lineOf(key)
+}
