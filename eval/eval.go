@@ -1,0 +1,758 @@
+// Package eval measures a DC model against the fixed-patch DiT it was
+// upcycled from (its teacher) across tail-drop fractions ρ, as the paper's
+// elastic-inference results do, on a latent data set:
+//
+//   - kept tokens, forward FLOPs and wall time per image, over held-out
+//     noisy inputs x_t = q_sample(x0, t, ε) of the data set's first
+//     NumInputs samples at timesteps t_i = ⌊(i + ½)·1000/NumInputs⌋ spread
+//     over [0, 1000) (so the means are those of a sampler that visits every
+//     timestep equally);
+//   - ε relative MSE against the teacher on those inputs, the same
+//     (x_t, t, y) going to both: Σ‖ε_dc − ε_teacher‖² / Σ‖ε_teacher‖² over
+//     the ε channels (the first C of the 2C outputs), pooled over inputs;
+//   - latent PSNR of DC samples against teacher samples drawn from the same
+//     noise (DDPM ancestral sampling over Steps respaced steps, the same
+//     seed for the initial and every step's noise, labels 0, 1, 2, … in
+//     turn): 10·log10(R² / MSE) with R the data set's value range
+//     (max − min), capped at MaxPSNR;
+//   - Lite-CFG: the conditional branch at one ρ and the unconditional at
+//     another, against the teacher with the same guidance scale (DiT's
+//     forward_with_cfg, first 3 channels);
+//   - the edge density ratio: with the data set's edge masks, at ρ = 0 on
+//     noisy inputs at EdgeTimesteps (moderate noise: 100, 200, 300 by
+//     default, where ᾱ_t ≈ 0.90, 0.66, 0.40 on DiT's linear schedule), the
+//     fraction of edge cells the router kept over the fraction of flat
+//     cells kept, pooled over samples and timesteps. The first and last
+//     cell of every grid are left out: the router always keeps them.
+//
+// Run returns a Report (JSON via encoding/json, a text table via
+// WriteTable) that also holds what the pictures need: WriteBoundaryPNG
+// draws where the router kept tokens, WriteTrajectoryPNG the same along
+// the ρ = 0 sampling run, WriteElasticGridPNG the samples across ρ.
+package eval
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/dcdit/dcdit/datasets"
+	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/dc/hnet"
+	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/dit/ddpm"
+	"github.com/dcdit/dcdit/params"
+)
+
+// TrainSteps is the length of the training diffusion (DiT's 1000 steps).
+const TrainSteps = 1000
+
+// MaxPSNR caps the PSNR of identical samples (zero error), in dB.
+const MaxPSNR = 100.0
+
+// Defaults of Options.
+var (
+	DefaultRhos              = []float64{0, 0.3, 0.6}
+	DefaultEdgeTimesteps     = []int{100, 200, 300}
+	DefaultBoundaryTimesteps = []int{50, 250, 500, 750, 950}
+)
+
+const (
+	defaultNumInputs   = 64
+	defaultNumSamples  = 8
+	defaultSteps       = 10
+	defaultBatchSize   = 16
+	defaultNumBoundary = 4
+)
+
+// Lite configures the Lite-CFG row: the conditional branch at tail-drop
+// fraction Cond, the unconditional one at Uncond, guidance scale Scale.
+type Lite struct {
+	Cond, Uncond float64
+	Scale        float64
+}
+
+// Options configure an evaluation; zero fields take the defaults.
+type Options struct {
+	// Rhos are the tail-drop fractions, one row each (default 0, 0.3,
+	// 0.6), each in [0, 1).
+	Rhos []float64
+	// Lite, when set, adds the Lite-CFG row.
+	Lite *Lite
+	// NumInputs is the number of held-out noisy inputs (data samples
+	// 0..NumInputs−1, fewer if the data set is smaller); default 64.
+	NumInputs int
+	// NumSamples is the number of samples drawn per row for the PSNR and
+	// the elastic grid, in one batch; default 8.
+	NumSamples int
+	// Steps is the number of sampling steps (1000 respaced); default 10.
+	Steps int
+	// BatchSize bounds the images per forward pass; default 16.
+	BatchSize int
+	// Seed draws the noise of the inputs and of the samplers.
+	Seed uint64
+	// EdgeTimesteps are the timesteps of the edge density measure
+	// (default 100, 200, 300).
+	EdgeTimesteps []int
+	// BoundaryTimesteps are the columns of the boundary map (default 50,
+	// 250, 500, 750, 950); NumBoundary its rows (data samples, default 4).
+	BoundaryTimesteps []int
+	NumBoundary       int
+	// Progress, if set, is called after each forward batch with the work
+	// done and the total (in forward batches).
+	Progress func(done, total int)
+}
+
+// Row is one tail-drop fraction's results (the JSON row schema).
+type Row struct {
+	Rho            float64 `json:"rho"`
+	KeptTokens     float64 `json:"kept_tokens"`
+	GFLOPsPerImage float64 `json:"gflops_per_image"`
+	MsPerImage     float64 `json:"ms_per_image"`
+	EpsRelMSE      float64 `json:"eps_rel_mse"`
+	SamplePSNR     float64 `json:"sample_psnr_db"`
+}
+
+// LiteRow is the Lite-CFG pair's results. Kept tokens are per branch;
+// FLOPs and time count both branches of one guided image; the ε error
+// and PSNR compare the guided output with the teacher's at the same scale.
+type LiteRow struct {
+	RhoCond          float64 `json:"rho_cond"`
+	RhoUncond        float64 `json:"rho_uncond"`
+	Scale            float64 `json:"cfg_scale"`
+	KeptTokens       float64 `json:"kept_tokens"` // mean of the two branches
+	KeptTokensCond   float64 `json:"kept_tokens_cond"`
+	KeptTokensUncond float64 `json:"kept_tokens_uncond"`
+	GFLOPsPerImage   float64 `json:"gflops_per_image"`
+	MsPerImage       float64 `json:"ms_per_image"`
+	EpsRelMSE        float64 `json:"eps_rel_mse"`
+	SamplePSNR       float64 `json:"sample_psnr_db"`
+	// TeacherGFLOPsPerImage is the guided teacher's cost (two forwards).
+	TeacherGFLOPsPerImage float64 `json:"teacher_gflops_per_image"`
+}
+
+// TeacherRow is the fixed-patch teacher's cost on the same inputs.
+type TeacherRow struct {
+	Tokens         int     `json:"tokens"`
+	GFLOPsPerImage float64 `json:"gflops_per_image"`
+	MsPerImage     float64 `json:"ms_per_image"`
+}
+
+// EdgeStats are the counts behind the edge density ratio.
+type EdgeStats struct {
+	Timesteps        []int   `json:"timesteps"`
+	EdgeCells        int     `json:"edge_cells"`
+	FlatCells        int     `json:"flat_cells"`
+	EdgeKeptFraction float64 `json:"edge_kept_fraction"`
+	FlatKeptFraction float64 `json:"flat_kept_fraction"`
+}
+
+// Report is an evaluation's result; its JSON form is
+// {"rows": [...], "lite_cfg": {...}, "edge_density_ratio": r, ...}.
+type Report struct {
+	Rows    []Row      `json:"rows"`
+	LiteCFG *LiteRow   `json:"lite_cfg,omitempty"`
+	Teacher TeacherRow `json:"teacher"`
+	// EdgeDensityRatio is null when the data set has no edge masks or the
+	// router kept no flat cell.
+	EdgeDensityRatio *float64   `json:"edge_density_ratio"`
+	Edges            *EdgeStats `json:"edges,omitempty"`
+
+	Tokens     int        `json:"tokens"` // grid positions L
+	NumInputs  int        `json:"num_inputs"`
+	NumSamples int        `json:"num_samples"`
+	Steps      int        `json:"steps"`
+	Seed       uint64     `json:"seed"`
+	DataRange  [2]float64 `json:"data_range"`
+	// GridRows names the elastic grid's rows, top to bottom.
+	GridRows []string `json:"grid_rows"`
+
+	pics pictures
+}
+
+// pictures holds what the PNG writers draw.
+type pictures struct {
+	c, h, w int
+	// grid holds each grid row's samples [NumSamples, C, H, W].
+	grid [][]float32
+	// boundary: NumBoundary data samples × len(boundaryT) timesteps.
+	boundaryX0   []float32 // [NumBoundary, C, H, W]
+	boundaryT    []int
+	boundaryKept [][]bool // [timestep][NumBoundary·H·W]
+	// trajectory: the ρ = 0 sampling run's kept masks per step (first to
+	// last) and its final samples.
+	trajKept  [][]bool // [step][NumSamples·H·W]
+	trajT     []int
+	trajFinal []float32
+}
+
+// withDefaults fills zero options and validates them.
+func (o Options) withDefaults() (Options, error) {
+	if o.Rhos == nil {
+		o.Rhos = DefaultRhos
+	}
+	if o.EdgeTimesteps == nil {
+		o.EdgeTimesteps = DefaultEdgeTimesteps
+	}
+	if o.BoundaryTimesteps == nil {
+		o.BoundaryTimesteps = DefaultBoundaryTimesteps
+	}
+	for p, def := range map[*int]int{&o.NumInputs: defaultNumInputs, &o.NumSamples: defaultNumSamples, &o.Steps: defaultSteps,
+		&o.BatchSize: defaultBatchSize, &o.NumBoundary: defaultNumBoundary} {
+		if *p == 0 {
+			*p = def
+		}
+	}
+	switch {
+	case len(o.Rhos) == 0:
+		return o, errors.New("eval: no tail-drop fraction to evaluate")
+	case o.NumInputs < 1 || o.NumSamples < 1 || o.BatchSize < 1 || o.NumBoundary < 1:
+		return o, fmt.Errorf("eval: inputs %d, samples %d, batch %d, boundary rows %d: want each ≥ 1", o.NumInputs, o.NumSamples, o.BatchSize, o.NumBoundary)
+	case o.Steps < 1 || o.Steps > TrainSteps:
+		return o, fmt.Errorf("eval: %d sampling steps, want 1..%d", o.Steps, TrainSteps)
+	}
+	for _, r := range o.Rhos {
+		if !(r >= 0 && r < 1) {
+			return o, fmt.Errorf("eval: ρ = %v, want 0 ≤ ρ < 1", r)
+		}
+	}
+	if l := o.Lite; l != nil {
+		if !(l.Cond >= 0 && l.Cond < 1 && l.Uncond >= 0 && l.Uncond < 1) {
+			return o, fmt.Errorf("eval: Lite-CFG fractions %v, %v: want each in [0, 1)", l.Cond, l.Uncond)
+		}
+		if !(l.Scale > 1) || math.IsInf(l.Scale, 0) {
+			return o, fmt.Errorf("eval: Lite-CFG guidance scale %v: want a finite scale > 1", l.Scale)
+		}
+	}
+	for _, ts := range [][]int{o.EdgeTimesteps, o.BoundaryTimesteps} {
+		for _, t := range ts {
+			if t < 0 || t >= TrainSteps {
+				return o, fmt.Errorf("eval: timestep %d outside [0, %d)", t, TrainSteps)
+			}
+		}
+	}
+	return o, nil
+}
+
+// check makes sure model, teacher and data describe the same latents.
+func check(m *dc.Model, teacher *dit.Model, data *datasets.Set) error {
+	cfg, tc := m.Config, teacher.Config
+	switch {
+	case tc.InputSize != cfg.GridRows || tc.InputSize != cfg.GridCols || tc.InChannels != cfg.InChannels:
+		return fmt.Errorf("eval: the teacher takes [%d %d %d] latents, the DC model [%d %d %d]",
+			tc.InChannels, tc.InputSize, tc.InputSize, cfg.InChannels, cfg.GridRows, cfg.GridCols)
+	case !tc.LearnSigma || cfg.OutChannels != 2*cfg.InChannels:
+		return fmt.Errorf("eval: the DDPM sampler needs learned-sigma outputs (2C = %d channels); the teacher has %d, the DC model %d",
+			2*cfg.InChannels, tc.OutChannels(), cfg.OutChannels)
+	case data.C != cfg.InChannels || data.H != cfg.GridRows || data.W != cfg.GridCols:
+		return fmt.Errorf("eval: the data set holds [%d %d %d] latents, the models take [%d %d %d]",
+			data.C, data.H, data.W, cfg.InChannels, cfg.GridRows, cfg.GridCols)
+	case data.NumClasses > tc.NumClasses:
+		return fmt.Errorf("eval: the data set has %d classes, the teacher %d", data.NumClasses, tc.NumClasses)
+	}
+	return data.Validate()
+}
+
+// Run evaluates m against teacher on data.
+func Run(m *dc.Model, teacher *dit.Model, data *datasets.Set, opts Options) (*Report, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := check(m, teacher, data); err != nil {
+		return nil, err
+	}
+	restore := noGrad(m)
+	defer restore()
+
+	e := &evaluator{m: m, teacher: teacher.Denoiser(), tc: teacher, o: o, data: data}
+	e.cfg = m.Config
+	e.L = e.cfg.Tokens()
+	e.n = e.cfg.InChannels * e.L
+	e.nIn = min(o.NumInputs, data.N)
+	e.total = e.work()
+	lo, hi := data.Range()
+	r := &Report{
+		Tokens: e.L, NumInputs: e.nIn, NumSamples: o.NumSamples, Steps: o.Steps, Seed: o.Seed,
+		DataRange: [2]float64{float64(lo), float64(hi)},
+	}
+	r.pics.c, r.pics.h, r.pics.w = e.cfg.InChannels, e.cfg.GridRows, e.cfg.GridCols
+	e.r = r
+	if err := e.inputs(); err != nil {
+		return nil, err
+	}
+	if err := e.rows(); err != nil {
+		return nil, err
+	}
+	if o.Lite != nil {
+		if err := e.lite(); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.edges(); err != nil {
+		return nil, err
+	}
+	if err := e.boundaries(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// evaluator carries one run's state.
+type evaluator struct {
+	m       *dc.Model
+	teacher ddpm.Denoiser
+	tc      *dit.Model
+	cfg     *dc.Config
+	o       Options
+	data    *datasets.Set
+	r       *Report
+
+	L, n, nIn   int
+	done, total int
+
+	// The held-out inputs and the teacher's outputs on them.
+	xt      []float32 // [nIn, C, H, W]
+	t       []int
+	y       []int
+	teachEp []float32 // teacher ε [nIn, C, H, W]
+}
+
+func (e *evaluator) batches(n int) int { return (n + e.o.BatchSize - 1) / e.o.BatchSize }
+
+// work counts the forward batches Run performs, for progress.
+func (e *evaluator) work() int {
+	in, smp := e.batches(e.nIn), e.o.Steps
+	rows := len(e.o.Rhos) + 1 // + the teacher
+	w := rows*in + rows*smp
+	if e.o.Lite != nil {
+		w += 2*in + 2*smp
+	}
+	if e.data.Edges != nil {
+		w += len(e.o.EdgeTimesteps) * in
+	}
+	return w + len(e.o.BoundaryTimesteps)*e.batches(min(e.o.NumBoundary, e.data.N))
+}
+
+func (e *evaluator) step() {
+	e.done++
+	if e.o.Progress != nil {
+		e.o.Progress(e.done, e.total)
+	}
+}
+
+// noise draws standard normal values from a stream of the run's seed.
+func (e *evaluator) noise(stream uint64, n int) []float32 {
+	rng := rand.New(rand.NewPCG(e.o.Seed, stream))
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	return v
+}
+
+// noised returns q_sample of data samples 0..k−1 at timestep t (one per
+// sample), with noise from stream.
+func (e *evaluator) noised(k int, t []int, stream uint64) ([]float32, []int, error) {
+	idx := make([]int, k)
+	for i := range idx {
+		idx[i] = i
+	}
+	x0, y, err := e.data.Batch(nil, nil, idx)
+	if err != nil {
+		return nil, nil, err
+	}
+	xt := make([]float32, len(x0))
+	sched := ddpm.Linear(TrainSteps)
+	if err := sched.QSample(xt, x0, e.noise(stream, len(x0)), t, ddpm.Shape{B: k, C: e.cfg.InChannels, HW: e.L}); err != nil {
+		return nil, nil, fmt.Errorf("eval: %w", err)
+	}
+	return xt, y, nil
+}
+
+// inputs builds the held-out noisy inputs and runs the teacher on them.
+func (e *evaluator) inputs() error {
+	e.t = make([]int, e.nIn)
+	for i := range e.t {
+		e.t[i] = int((float64(i) + 0.5) * TrainSteps / float64(e.nIn))
+	}
+	var err error
+	if e.xt, e.y, err = e.noised(e.nIn, e.t, 1); err != nil {
+		return err
+	}
+	e.teachEp = make([]float32, 0, len(e.xt))
+	var elapsed time.Duration
+	for lo := 0; lo < e.nIn; lo += e.o.BatchSize {
+		hi := min(lo+e.o.BatchSize, e.nIn)
+		start := time.Now()
+		out, err := e.teacher(e.xt[lo*e.n:hi*e.n], e.t[lo:hi], e.y[lo:hi])
+		elapsed += time.Since(start)
+		if err != nil {
+			return fmt.Errorf("eval: teacher: %w", err)
+		}
+		e.teachEp = append(e.teachEp, epsOf(out, hi-lo, e.n)...)
+		e.step()
+	}
+	tc := e.tc.Config
+	e.r.Teacher = TeacherRow{
+		Tokens:         tc.NumTokens(),
+		GFLOPsPerImage: dit.ForwardFLOPs(tc, tc.NumTokens()).Total() / 1e9,
+		MsPerImage:     ms(elapsed) / float64(e.nIn),
+	}
+	return nil
+}
+
+// epsOf keeps the ε channels (the first n = C·HW values of each 2C·HW
+// output).
+func epsOf(out []float32, b, n int) []float32 {
+	eps := make([]float32, 0, b*n)
+	for i := range b {
+		eps = append(eps, out[2*i*n:(2*i+1)*n]...)
+	}
+	return eps
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// relMSE is Σ(a − b)² / Σb².
+func relMSE(a, b []float32) float64 {
+	var num, den float64
+	for i := range a {
+		d := float64(a[i]) - float64(b[i])
+		num += d * d
+		den += float64(b[i]) * float64(b[i])
+	}
+	if den == 0 {
+		return math.Inf(1)
+	}
+	return num / den
+}
+
+// psnr is 10·log10(R² / MSE) over all values, capped at MaxPSNR.
+func psnr(a, b []float32, rangeR float64) float64 {
+	var s float64
+	for i := range a {
+		d := float64(a[i]) - float64(b[i])
+		s += d * d
+	}
+	mse := s / float64(len(a))
+	if mse == 0 || rangeR <= 0 {
+		return MaxPSNR
+	}
+	return min(10*math.Log10(rangeR*rangeR/mse), MaxPSNR)
+}
+
+func floatT(t []int) []float32 {
+	ts := make([]float32, len(t))
+	for i, v := range t {
+		ts[i] = float32(v)
+	}
+	return ts
+}
+
+// dcDenoiser runs m at tail-drop fraction rho for the sampler; kept, if
+// set, receives each call's kept mask.
+func (e *evaluator) dcDenoiser(rho float64, kept func([]bool)) ddpm.Denoiser {
+	return func(x []float32, t []int, y []int) ([]float32, error) {
+		out, res, err := e.m.Predict(x, floatT(t), y, []float32{float32(rho)})
+		if err != nil {
+			return nil, err
+		}
+		if kept != nil {
+			kept(res.Chunks.Kept)
+		}
+		return out, nil
+	}
+}
+
+// liteDenoiser is Lite-CFG for the sampler: for x [B] it evaluates
+// [x; x] with labels [y; null] at the pair's fractions and returns the
+// guided conditional half [B, 2C, HW].
+func (e *evaluator) liteDenoiser() ddpm.Denoiser {
+	l := e.o.Lite
+	null := e.tc.Config.NumClasses
+	return func(x []float32, t []int, y []int) ([]float32, error) {
+		out, _, err := e.liteForward(x, t, y, null, l)
+		if err != nil {
+			return nil, err
+		}
+		return out[:len(y)*2*e.n], nil
+	}
+}
+
+func (e *evaluator) liteForward(x []float32, t []int, y []int, null int, l *Lite) ([]float32, *dc.Result, error) {
+	B := len(y)
+	x2 := append(append(make([]float32, 0, 2*len(x)), x...), x...)
+	t2 := append(append(make([]int, 0, 2*B), t...), t...)
+	y2 := append(make([]int, 0, 2*B), y...)
+	for range B {
+		y2 = append(y2, null)
+	}
+	return e.m.LiteCFG(x2, floatT(t2), y2, float32(l.Scale), float32(l.Cond), float32(l.Uncond))
+}
+
+// sample draws NumSamples samples with labels 0, 1, 2, … (mod the data
+// set's classes) from the run's seed, in one batch (so that the samples do
+// not depend on BatchSize).
+func (e *evaluator) sample(model ddpm.Denoiser, guide ddpm.Guidance) ([]float32, error) {
+	sched, err := ddpm.Respaced(TrainSteps, strconv.Itoa(e.o.Steps))
+	if err != nil {
+		return nil, fmt.Errorf("eval: %w", err)
+	}
+	labels := make([]int, e.o.NumSamples)
+	for i := range labels {
+		labels[i] = i % e.data.NumClasses
+	}
+	x, err := sched.Sample(model, ddpm.Shape{B: len(labels), C: e.cfg.InChannels, HW: e.L}, ddpm.SampleOptions{
+		Classes: labels, Guidance: guide, Seed: e.o.Seed,
+		Progress: func(done, total int) { e.step() },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("eval: sampling: %w", err)
+	}
+	return x, nil
+}
+
+// rows evaluates every ρ.
+func (e *evaluator) rows() error {
+	rangeR := e.r.DataRange[1] - e.r.DataRange[0]
+	teach, err := e.sample(e.teacher, ddpm.Guidance{})
+	if err != nil {
+		return err
+	}
+	e.r.GridRows = append(e.r.GridRows, "teacher")
+	e.r.pics.grid = append(e.r.pics.grid, teach)
+	for _, rho := range e.o.Rhos {
+		row := Row{Rho: rho}
+		eps := make([]float32, 0, len(e.teachEp))
+		var elapsed time.Duration
+		var flops float64
+		kept := 0
+		for lo := 0; lo < e.nIn; lo += e.o.BatchSize {
+			hi := min(lo+e.o.BatchSize, e.nIn)
+			start := time.Now()
+			out, res, err := e.m.Predict(e.xt[lo*e.n:hi*e.n], floatT(e.t[lo:hi]), e.y[lo:hi], []float32{float32(rho)})
+			elapsed += time.Since(start)
+			if err != nil {
+				return fmt.Errorf("eval: ρ = %v: %w", rho, err)
+			}
+			eps = append(eps, epsOf(out, hi-lo, e.n)...)
+			for _, k := range res.Chunks.NumKept {
+				kept += k
+			}
+			flops += e.m.ForwardFLOPs(res.Chunks.NumKept).Total()
+			e.step()
+		}
+		row.KeptTokens = float64(kept) / float64(e.nIn)
+		row.GFLOPsPerImage = flops / float64(e.nIn) / 1e9
+		row.MsPerImage = ms(elapsed) / float64(e.nIn)
+		row.EpsRelMSE = relMSE(eps, e.teachEp)
+
+		// The first row's sampling run is the trajectory picture's.
+		var record func([]bool)
+		if len(e.r.Rows) == 0 {
+			record = func(k []bool) { e.r.pics.trajKept = append(e.r.pics.trajKept, append([]bool(nil), k...)) }
+		}
+		smp, err := e.sample(e.dcDenoiser(rho, record), ddpm.Guidance{})
+		if err != nil {
+			return fmt.Errorf("eval: ρ = %v: %w", rho, err)
+		}
+		if record != nil {
+			e.r.pics.trajFinal = smp
+		}
+		row.SamplePSNR = psnr(smp, teach, rangeR)
+		e.r.Rows = append(e.r.Rows, row)
+		e.r.GridRows = append(e.r.GridRows, "rho="+strconv.FormatFloat(rho, 'g', -1, 64))
+		e.r.pics.grid = append(e.r.pics.grid, smp)
+	}
+	if sched, err := ddpm.Respaced(TrainSteps, strconv.Itoa(e.o.Steps)); err == nil {
+		for s := sched.Steps() - 1; s >= 0; s-- {
+			e.r.pics.trajT = append(e.r.pics.trajT, sched.TimestepMap[s])
+		}
+	}
+	return nil
+}
+
+// lite evaluates the Lite-CFG pair against the guided teacher.
+func (e *evaluator) lite() error {
+	l := e.o.Lite
+	null := e.tc.Config.NumClasses
+	guide := ddpm.Guidance{Scale: float32(l.Scale), NullClass: null, Channels: 3}
+	sh := func(b int) ddpm.Shape { return ddpm.Shape{B: b, C: e.cfg.InChannels, HW: e.L} }
+	row := &LiteRow{RhoCond: l.Cond, RhoUncond: l.Uncond, Scale: l.Scale}
+	var teachEps, eps []float32
+	var elapsed time.Duration
+	var flops float64
+	var keptC, keptU int
+	for lo := 0; lo < e.nIn; lo += e.o.BatchSize {
+		hi := min(lo+e.o.BatchSize, e.nIn)
+		x, t, y := e.xt[lo*e.n:hi*e.n], e.t[lo:hi], e.y[lo:hi]
+		tout, err := guide.Guided(e.teacher, sh(hi-lo))(x, t, y)
+		if err != nil {
+			return fmt.Errorf("eval: guided teacher: %w", err)
+		}
+		teachEps = append(teachEps, epsOf(tout, hi-lo, e.n)...)
+		e.step()
+		start := time.Now()
+		out, res, err := e.liteForward(x, t, y, null, l)
+		elapsed += time.Since(start)
+		if err != nil {
+			return fmt.Errorf("eval: Lite-CFG: %w", err)
+		}
+		eps = append(eps, epsOf(out, hi-lo, e.n)...)
+		b := hi - lo
+		for i, k := range res.Chunks.NumKept {
+			if i < b {
+				keptC += k
+			} else {
+				keptU += k
+			}
+		}
+		flops += e.m.ForwardFLOPs(res.Chunks.NumKept).Total()
+		e.step()
+	}
+	n := float64(e.nIn)
+	row.KeptTokensCond, row.KeptTokensUncond = float64(keptC)/n, float64(keptU)/n
+	row.KeptTokens = (row.KeptTokensCond + row.KeptTokensUncond) / 2
+	row.GFLOPsPerImage = flops / n / 1e9
+	row.MsPerImage = ms(elapsed) / n
+	row.EpsRelMSE = relMSE(eps, teachEps)
+	row.TeacherGFLOPsPerImage = 2 * e.r.Teacher.GFLOPsPerImage
+
+	teach, err := e.sample(e.teacher, guide)
+	if err != nil {
+		return err
+	}
+	smp, err := e.sample(e.liteDenoiser(), ddpm.Guidance{})
+	if err != nil {
+		return fmt.Errorf("eval: Lite-CFG: %w", err)
+	}
+	row.SamplePSNR = psnr(smp, teach, e.r.DataRange[1]-e.r.DataRange[0])
+	e.r.LiteCFG = row
+	scale := strconv.FormatFloat(l.Scale, 'g', -1, 64)
+	e.r.GridRows = append(e.r.GridRows, "teacher cfg="+scale,
+		fmt.Sprintf("lite cfg=%s rho=%g/%g", scale, l.Cond, l.Uncond))
+	e.r.pics.grid = append(e.r.pics.grid, teach, smp)
+	return nil
+}
+
+// edges measures where the router keeps tokens at ρ = 0.
+func (e *evaluator) edges() error {
+	if e.data.Edges == nil {
+		return nil
+	}
+	st := &EdgeStats{Timesteps: e.o.EdgeTimesteps}
+	var keptEdge, keptFlat int
+	for k, tv := range e.o.EdgeTimesteps {
+		t := make([]int, e.nIn)
+		for i := range t {
+			t[i] = tv
+		}
+		xt, y, err := e.noised(e.nIn, t, 100+uint64(k))
+		if err != nil {
+			return err
+		}
+		for lo := 0; lo < e.nIn; lo += e.o.BatchSize {
+			hi := min(lo+e.o.BatchSize, e.nIn)
+			_, res, err := e.m.Predict(xt[lo*e.n:hi*e.n], floatT(t[lo:hi]), y[lo:hi], nil)
+			if err != nil {
+				return fmt.Errorf("eval: edge density: %w", err)
+			}
+			for b := range hi - lo {
+				edge := e.data.Edge(lo + b)
+				kept := res.Chunks.Kept[b*e.L : (b+1)*e.L]
+				// The first and last cell are always kept (forced
+				// boundaries): they say nothing about the router.
+				for l := 1; l < e.L-1; l++ {
+					switch {
+					case edge[l]:
+						st.EdgeCells++
+						if kept[l] {
+							keptEdge++
+						}
+					default:
+						st.FlatCells++
+						if kept[l] {
+							keptFlat++
+						}
+					}
+				}
+			}
+			e.step()
+		}
+	}
+	if st.EdgeCells > 0 {
+		st.EdgeKeptFraction = float64(keptEdge) / float64(st.EdgeCells)
+	}
+	if st.FlatCells > 0 {
+		st.FlatKeptFraction = float64(keptFlat) / float64(st.FlatCells)
+	}
+	e.r.Edges = st
+	if st.FlatKeptFraction > 0 && st.EdgeCells > 0 {
+		ratio := st.EdgeKeptFraction / st.FlatKeptFraction
+		e.r.EdgeDensityRatio = &ratio
+	}
+	return nil
+}
+
+// boundaries records the kept masks of the first data samples at the
+// boundary-map timesteps (ρ = 0).
+func (e *evaluator) boundaries() error {
+	k := min(e.o.NumBoundary, e.data.N)
+	p := &e.r.pics
+	p.boundaryT = e.o.BoundaryTimesteps
+	idx := make([]int, k)
+	for i := range idx {
+		idx[i] = i
+	}
+	x0, _, err := e.data.Batch(nil, nil, idx)
+	if err != nil {
+		return err
+	}
+	p.boundaryX0 = x0
+	for j, tv := range e.o.BoundaryTimesteps {
+		t := make([]int, k)
+		for i := range t {
+			t[i] = tv
+		}
+		xt, y, err := e.noised(k, t, 200+uint64(j))
+		if err != nil {
+			return err
+		}
+		var kept []bool
+		for lo := 0; lo < k; lo += e.o.BatchSize {
+			hi := min(lo+e.o.BatchSize, k)
+			_, res, err := e.m.Predict(xt[lo*e.n:hi*e.n], floatT(t[lo:hi]), y[lo:hi], nil)
+			if err != nil {
+				return fmt.Errorf("eval: boundary map: %w", err)
+			}
+			kept = append(kept, res.Chunks.Kept...)
+			e.step()
+		}
+		p.boundaryKept = append(p.boundaryKept, kept)
+	}
+	return nil
+}
+
+// noGrad turns gradient tracking off for the DC model's parameters (the
+// scaffold's and, for DC-DiT's own backbone, the main network's), so that
+// inference keeps no graph, and returns a function restoring it.
+func noGrad(m *dc.Model) func() {
+	sets := []*params.Set{m.Params}
+	if net, ok := m.Backbone.(*hnet.Network); ok {
+		sets = append(sets, net.Params)
+	}
+	var was []bool
+	for _, s := range sets {
+		was = append(was, s.RequiresGrad())
+		s.SetRequiresGrad(false)
+	}
+	return func() {
+		for i, s := range sets {
+			s.SetRequiresGrad(was[i])
+		}
+	}
+}

@@ -1,0 +1,42 @@
+package eval
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTable prints the report as a text table: one line per ρ, then the
+// teacher, the Lite-CFG pair and the edge density ratio.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "ρ\tkept tokens\tGFLOPs/img\tms/img\tε rel MSE\tsample PSNR dB\t\n")
+	for _, row := range r.Rows {
+		fmt.Fprintf(tw, "%g\t%.1f / %d\t%.4g\t%.3g\t%.4g\t%.2f\t\n", row.Rho, row.KeptTokens, r.Tokens, row.GFLOPsPerImage, row.MsPerImage, row.EpsRelMSE, row.SamplePSNR)
+	}
+	fmt.Fprintf(tw, "teacher\t%d / %d\t%.4g\t%.3g\t\t\t\n", r.Teacher.Tokens, r.Tokens, r.Teacher.GFLOPsPerImage, r.Teacher.MsPerImage)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if l := r.LiteCFG; l != nil {
+		fmt.Fprintf(w, "Lite-CFG (scale %g, ρ cond %g / uncond %g): kept %.1f / %.1f tokens, %.4g GFLOPs/img (teacher with CFG %.4g), %.3g ms/img, ε rel MSE %.4g, sample PSNR %.2f dB\n",
+			l.Scale, l.RhoCond, l.RhoUncond, l.KeptTokensCond, l.KeptTokensUncond, l.GFLOPsPerImage, l.TeacherGFLOPsPerImage, l.MsPerImage, l.EpsRelMSE, l.SamplePSNR)
+	}
+	switch e := r.Edges; {
+	case e == nil:
+		fmt.Fprintln(w, "edge density ratio: n/a (the data set has no edge masks)")
+	case r.EdgeDensityRatio == nil:
+		fmt.Fprintf(w, "edge density ratio: n/a (edge cells kept %.1f%%, flat cells kept %.1f%%)\n", 100*e.EdgeKeptFraction, 100*e.FlatKeptFraction)
+	default:
+		ts := make([]string, len(e.Timesteps))
+		for i, t := range e.Timesteps {
+			ts[i] = strconv.Itoa(t)
+		}
+		fmt.Fprintf(w, "edge density ratio: %.2f (ρ = 0; edge cells kept %.1f%%, flat cells kept %.1f%%; t = %s)\n",
+			*r.EdgeDensityRatio, 100*e.EdgeKeptFraction, 100*e.FlatKeptFraction, strings.Join(ts, ", "))
+	}
+	_, err := fmt.Fprintf(w, "%d held-out inputs over t ∈ [0, 1000); %d samples per row, %d DDPM steps, seed %d\n", r.NumInputs, r.NumSamples, r.Steps, r.Seed)
+	return err
+}

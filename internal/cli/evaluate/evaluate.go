@@ -1,0 +1,323 @@
+// Package evaluate implements `dcdit eval`: a DC model against its
+// teacher DiT across tail-drop fractions ρ and a Lite-CFG pair, on a latent
+// data set (package eval does the work).
+package evaluate
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dcdit/dcdit/datasets"
+	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/dc/checkpoint"
+	"github.com/dcdit/dcdit/dc/hnet"
+	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/eval"
+	"github.com/dcdit/dcdit/internal/atomicfile"
+	"github.com/dcdit/dcdit/internal/cli/cmdutil"
+	"github.com/dcdit/dcdit/internal/cli/iostreams"
+	"github.com/dcdit/dcdit/internal/cli/progress"
+	"github.com/dcdit/dcdit/loaders"
+	"github.com/dcdit/dcdit/loaders/arch"
+)
+
+// Options are the flags and arguments of `dcdit eval`.
+type Options struct {
+	IO           *iostreams.IO
+	Checkpoint   string
+	Teacher      string
+	Data         string
+	Rhos         []float64
+	Lite         []float64 // [cond, uncond]
+	NoLite       bool
+	CFG          float64
+	Num          int
+	Samples      int
+	Steps        int
+	Batch        int
+	Seed         uint64
+	JSON         bool
+	Out          string
+	NumHeads     int
+	TeacherHeads int
+	Sigma        float64
+	Quiet        bool
+}
+
+// Files written into --out.
+const (
+	JSONFile       = "eval.json"
+	BoundaryFile   = "boundaries.png"
+	TrajectoryFile = "trajectory.png"
+	GridFile       = "elastic_grid.png"
+)
+
+// NewCmd returns the eval command. runF replaces the action in tests that
+// only check flag parsing; nil evaluates.
+func NewCmd(ios *iostreams.IO, runF func(*Options) error) *cobra.Command {
+	opts := &Options{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "eval CHECKPOINT --teacher DIT_CHECKPOINT --data FILE",
+		Short: "Evaluate a DC model against its teacher DiT across ρ (kept tokens, FLOPs, time, ε error, sample PSNR)",
+		Long: `Eval measures a DC model against the fixed-patch DiT it was upcycled from, at
+each tail-drop fraction --rho and for a Lite-CFG pair, on a latent data set
+(the file 'dcdit data shapes' writes, or any with latents and labels; use one
+the model was not trained on, e.g. another seed):
+
+  kept tokens, GFLOPs and ms per image   mean over --num held-out noisy inputs
+                                         x_t = q_sample(x0, t, ε) of the first
+                                         --num data samples, t spread evenly
+                                         over [0, 1000)
+  ε rel MSE      Σ‖ε_dc − ε_teacher‖² / Σ‖ε_teacher‖² on those inputs (the
+                 same x_t, t and label to both)
+  sample PSNR    latent PSNR (over the data's value range) of --samples DC
+                 samples against the teacher's from the same noise (DDPM,
+                 --steps respaced steps, labels 0, 1, 2, …)
+
+Lite-CFG runs the conditional branch at the first --lite fraction and the
+unconditional at the second, guidance --cfg, against the teacher with the
+same guidance. With edge masks in the data set (shapes has them), the edge
+density ratio is the fraction of edge cells the router keeps over the
+fraction of flat cells, at ρ = 0 on inputs noised to t = 100, 200, 300.
+
+The table goes to stdout, or one JSON object with --json:
+{"rows": [{"rho", "kept_tokens", "gflops_per_image", "ms_per_image",
+"eps_rel_mse", "sample_psnr_db"}, ...], "lite_cfg": {...}, "teacher": {...},
+"edge_density_ratio": r, "edges": {...}, ...}.
+
+--out DIR (created if needed) receives eval.json (that object) and three
+pictures through the linear latent-to-RGB preview: boundaries.png (data
+samples, clean, then noised to t = 50, 250, 500, 750, 950 with the cells the
+router dropped at ρ = 0 dimmed), trajectory.png (the first ρ's samples with
+the cells dropped at each sampling step dimmed, noisiest first) and
+elastic_grid.png (rows: teacher, each ρ, then the guided teacher and
+Lite-CFG; columns: samples from the same noise).
+
+CHECKPOINT is a DC checkpoint (dcdit's format, config in its metadata), or a
+reference DC-DiT state_dict (AMD-AGI/DynamicChunkingDiT), which stores
+neither its head count (--num-heads) nor its de-chunk σ (--dechunk-sigma).
+The teacher is any DiT checkpoint 'dcdit sample' reads.`,
+		Example: `  dcdit data shapes --num 256 --seed 1 --out shapes-eval.safetensors
+  dcdit eval run/model.safetensors --teacher testdata/toy-dit/model.safetensors --data shapes-eval.safetensors --out run/eval
+  dcdit eval model.safetensors --teacher dit.safetensors --data d.safetensors --rho 0,0.2,0.4,0.6 --no-lite --json`,
+		Args: cmdutil.ExactArgs(1, "the DC CHECKPOINT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Checkpoint = args[0]
+			if err := validate(cmd, opts); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return Run(opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Teacher, "teacher", "", "the teacher DiT checkpoint (required)")
+	f.StringVar(&opts.Data, "data", "", "data set file of latents and labels, e.g. from 'dcdit data shapes' (required)")
+	f.Float64SliceVar(&opts.Rhos, "rho", eval.DefaultRhos, "tail-drop fractions ρ, one table row each")
+	f.Float64SliceVar(&opts.Lite, "lite", []float64{0, 0.9}, "Lite-CFG pair: ρ of the conditional, then of the unconditional branch")
+	f.BoolVar(&opts.NoLite, "no-lite", false, "skip the Lite-CFG row")
+	f.Float64Var(&opts.CFG, "cfg", 4, "guidance scale of the Lite-CFG row (> 1)")
+	f.IntVar(&opts.Num, "num", 64, "held-out noisy inputs (the data set's first samples)")
+	f.IntVar(&opts.Samples, "samples", 8, "samples per row for the PSNR and the elastic grid")
+	f.IntVar(&opts.Steps, "steps", 10, "DDPM sampling steps (the 1000 training steps respaced)")
+	f.IntVar(&opts.Batch, "batch", 16, "images per forward pass for the held-out inputs")
+	f.Uint64Var(&opts.Seed, "seed", 0, "seed of the input and sampling noise")
+	f.BoolVar(&opts.JSON, "json", false, "print one JSON object instead of the table")
+	f.StringVar(&opts.Out, "out", "", "folder for eval.json and the PNGs (created if missing)")
+	f.IntVar(&opts.NumHeads, "num-heads", 0, "attention heads of a reference DC-DiT state_dict (DC checkpoints store them)")
+	f.IntVar(&opts.TeacherHeads, "teacher-heads", 0, "attention heads of a teacher that matches no DiT preset")
+	f.Float64Var(&opts.Sigma, "dechunk-sigma", 1, "de-chunk σ of a reference DC-DiT state_dict (DC checkpoints store it)")
+	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress or file list (the table or JSON is still printed)")
+	return cmd
+}
+
+// validate rejects flag values that are wrong whatever the files: usage
+// errors (exit 2).
+func validate(cmd *cobra.Command, o *Options) error {
+	switch {
+	case o.Teacher == "":
+		return cmdutil.Usagef(cmd, "--teacher: want the teacher DiT checkpoint")
+	case o.Data == "":
+		return cmdutil.Usagef(cmd, "--data: want a data set file (e.g. from 'dcdit data shapes')")
+	case len(o.Rhos) == 0:
+		return cmdutil.Usagef(cmd, "--rho: want at least one fraction")
+	case !o.NoLite && len(o.Lite) != 2:
+		return cmdutil.Usagef(cmd, "--lite %v: want two fractions, the conditional's then the unconditional's (or --no-lite)", o.Lite)
+	case !o.NoLite && !(o.CFG > 1 && !math.IsInf(o.CFG, 0)):
+		return cmdutil.Usagef(cmd, "--cfg %v: Lite-CFG needs a finite guidance scale > 1", o.CFG)
+	case o.Num < 1 || o.Samples < 1 || o.Batch < 1:
+		return cmdutil.Usagef(cmd, "--num %d, --samples %d, --batch %d: want each ≥ 1", o.Num, o.Samples, o.Batch)
+	case o.Steps < 1 || o.Steps > eval.TrainSteps:
+		return cmdutil.Usagef(cmd, "--steps %d: want 1..%d", o.Steps, eval.TrainSteps)
+	case o.NumHeads < 0 || o.TeacherHeads < 0:
+		return cmdutil.Usagef(cmd, "--num-heads %d, --teacher-heads %d: want positive head counts", o.NumHeads, o.TeacherHeads)
+	case !(o.Sigma > 0):
+		return cmdutil.Usagef(cmd, "--dechunk-sigma %v: want > 0", o.Sigma)
+	}
+	fracs := o.Rhos
+	if !o.NoLite {
+		fracs = append(append([]float64(nil), fracs...), o.Lite...)
+	}
+	for _, r := range fracs {
+		if !(r >= 0 && r < 1) {
+			return cmdutil.Usagef(cmd, "ρ = %v: want 0 ≤ ρ < 1", r)
+		}
+	}
+	return nil
+}
+
+// LoadModel loads the DC model to evaluate: a DC checkpoint through
+// dc/checkpoint (everything in its metadata), or a reference DC-DiT
+// state_dict through dc/hnet with the head count and de-chunk σ it does not
+// store. Any other checkpoint is an error naming what it holds.
+func LoadModel(path string, numHeads int, sigma float64) (*dc.Model, error) {
+	ck, err := loaders.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	in := arch.Input{Metadata: ck.Metadata, Config: ck.Config}
+	for _, t := range ck.Tensors {
+		in.Tensors = append(in.Tensors, arch.TensorMeta{Name: t.Name, DType: t.DType, Shape: t.Shape})
+	}
+	ck.Close()
+	rep := arch.Detect(in)
+	switch {
+	case rep.Layout == arch.DCLayout:
+		m, _, err := checkpoint.Load(path)
+		return m, err
+	case rep.Architecture == arch.DCDiT:
+		if numHeads == 0 {
+			return nil, fmt.Errorf("%s is a reference DC-DiT state_dict: it does not store its head count, pass --num-heads", path)
+		}
+		// TargetN only matters for training; 4 passes validation.
+		return hnet.Load(path, hnet.LoadOptions{Heads: numHeads, Settings: dc.Settings{Sigma: sigma, TargetN: 4}})
+	default:
+		return nil, fmt.Errorf("%s holds a %s checkpoint (%s naming), not a DC model", path, rep.Architecture, rep.Layout)
+	}
+}
+
+// LoadTeacher loads the teacher DiT.
+func LoadTeacher(path string, numHeads int, warn func(string)) (*dit.Model, error) {
+	w, err := dit.Load(path, dit.LoadOptions{NumHeads: numHeads})
+	if err != nil {
+		return nil, fmt.Errorf("--teacher: %w", err)
+	}
+	for _, msg := range w.Warnings {
+		// The learned-sigma note describes the layout the sampler expects.
+		if warn != nil && !strings.HasPrefix(msg, "learned sigma:") {
+			warn(msg)
+		}
+	}
+	return dit.New(w)
+}
+
+// Run evaluates and prints.
+func Run(opts *Options) error {
+	if opts.Out != "" {
+		if err := prepareOut(opts.Out); err != nil {
+			return err
+		}
+	}
+	m, err := LoadModel(opts.Checkpoint, opts.NumHeads, opts.Sigma)
+	if err != nil {
+		return err
+	}
+	warn := func(msg string) {
+		if !opts.Quiet {
+			fmt.Fprintf(opts.IO.Err, "warning: %s\n", msg)
+		}
+	}
+	teacher, err := LoadTeacher(opts.Teacher, opts.TeacherHeads, warn)
+	if err != nil {
+		return err
+	}
+	data, err := datasets.Read(opts.Data)
+	if err != nil {
+		return fmt.Errorf("--data: %w", err)
+	}
+	eo := eval.Options{
+		Rhos: opts.Rhos, NumInputs: opts.Num, NumSamples: opts.Samples, Steps: opts.Steps,
+		BatchSize: opts.Batch, Seed: opts.Seed,
+	}
+	if !opts.NoLite {
+		eo.Lite = &eval.Lite{Cond: opts.Lite[0], Uncond: opts.Lite[1], Scale: opts.CFG}
+	}
+	var bar *progress.Bar
+	if !opts.Quiet {
+		eo.Progress = func(done, total int) {
+			if bar == nil {
+				bar = progress.New(opts.IO.Err, "evaluating", total)
+			}
+			bar.Set(done)
+		}
+	}
+	r, err := eval.Run(m, teacher, data, eo)
+	bar.Finish()
+	if err != nil {
+		return fmt.Errorf("eval %s: %w", opts.Checkpoint, err)
+	}
+	var js bytes.Buffer
+	enc := json.NewEncoder(&js)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	var written []string
+	if opts.Out != "" {
+		path := filepath.Join(opts.Out, JSONFile)
+		if err := atomicfile.Write(path, func(w io.Writer) error { _, err := w.Write(js.Bytes()); return err }); err != nil {
+			return err
+		}
+		written = append(written, path)
+		for _, p := range []struct {
+			name  string
+			write func(string) error
+		}{{BoundaryFile, r.WriteBoundaryPNG}, {TrajectoryFile, r.WriteTrajectoryPNG}, {GridFile, r.WriteElasticGridPNG}} {
+			path := filepath.Join(opts.Out, p.name)
+			if err := p.write(path); err != nil {
+				return err
+			}
+			written = append(written, path)
+		}
+	}
+	if opts.JSON {
+		_, err := opts.IO.Out.Write(js.Bytes())
+		return err
+	}
+	if err := r.WriteTable(opts.IO.Out); err != nil {
+		return err
+	}
+	if !opts.Quiet && len(written) > 0 {
+		fmt.Fprintf(opts.IO.Out, "wrote %s\n", strings.Join(written, ", "))
+	}
+	return nil
+}
+
+// prepareOut creates the output folder (and its parents) or checks that an
+// existing path is a folder.
+func prepareOut(dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case err == nil && !st.IsDir():
+		return fmt.Errorf("--out %s: is a file, want a folder", dir)
+	case err == nil:
+		return nil
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("--out %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--out %s: %w", dir, err)
+	}
+	return nil
+}
