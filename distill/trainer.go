@@ -113,11 +113,12 @@ type Trainer struct {
 
 // Result summarises a finished stage.
 type Result struct {
-	Resumed  int     // the step the run resumed from (0: fresh)
-	Steps    int     // steps of the stage
-	Last     Metrics // the last step's metrics (zero if nothing ran)
-	Seconds  float64 // wall time of the steps run now
-	Complete bool    // the stage had already finished: nothing ran
+	Stage    string  `json:"stage"`
+	Resumed  int     `json:"resumed"`  // the step the run resumed from (0: fresh)
+	Steps    int     `json:"steps"`    // steps of the stage
+	Last     Metrics `json:"last"`     // the last step's metrics (zero if nothing ran)
+	Seconds  float64 `json:"seconds"`  // wall time of the steps run now
+	Complete bool    `json:"complete"` // the stage had already finished: nothing ran
 }
 
 // EMAWeights returns the averaged weights after Run (nil without an EMA).
@@ -160,7 +161,7 @@ func (t *Trainer) Run() (*Result, error) {
 		}
 	}
 	run := &runFolder{dir: t.Dir, stage: cfg.Stage, fingerprint: t.fingerprint()}
-	res := &Result{Steps: cfg.Steps}
+	res := &Result{Stage: cfg.Stage, Steps: cfg.Steps}
 	start, err := run.resume(t.Params.Data, t.EMAWeights(), opt)
 	if err != nil {
 		return nil, err
