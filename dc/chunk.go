@@ -30,7 +30,7 @@ func TailDrop(prob []float32, natural []bool, batch int, frac []float32) ([]bool
 				idx = append(idx, b*L+l)
 			}
 		}
-		nDrop := int(float32(len(idx)) * fr[b])
+		nDrop := dropCount(len(idx), fr[b])
 		if nDrop == 0 {
 			continue
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/dcdit/dcdit/internal/cli/bench"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/data"
+	"github.com/dcdit/dcdit/internal/cli/flops"
 	"github.com/dcdit/dcdit/internal/cli/evaluate"
 	"github.com/dcdit/dcdit/internal/cli/inspect"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
@@ -84,6 +85,7 @@ compute budget chosen at inference time.`,
 	root.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
 	root.AddCommand(inspect.NewCmd(io, nil), sample.NewCmd(io, nil), bench.NewCmd(io, nil), newVersionCmd(io))
 	root.AddCommand(data.NewCmd(io, nil))
+	root.AddCommand(flops.NewCmd(io, nil))
 	root.AddCommand(evaluate.NewCmd(io, nil))
 	root.AddCommand(recipe.NewCmd(io, nil))
 	return root
