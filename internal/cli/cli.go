@@ -16,12 +16,13 @@ import (
 	"github.com/dcdit/dcdit/internal/cli/bench"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/data"
-	"github.com/dcdit/dcdit/internal/cli/flops"
 	"github.com/dcdit/dcdit/internal/cli/evaluate"
+	"github.com/dcdit/dcdit/internal/cli/flops"
 	"github.com/dcdit/dcdit/internal/cli/inspect"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 	"github.com/dcdit/dcdit/internal/cli/recipe"
 	"github.com/dcdit/dcdit/internal/cli/sample"
+	"github.com/dcdit/dcdit/internal/cli/train"
 )
 
 // Std returns the process's standard streams.
@@ -85,9 +86,10 @@ compute budget chosen at inference time.`,
 	root.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
 	root.AddCommand(inspect.NewCmd(io, nil), sample.NewCmd(io, nil), bench.NewCmd(io, nil), newVersionCmd(io))
 	root.AddCommand(data.NewCmd(io, nil))
-	root.AddCommand(flops.NewCmd(io, nil))
 	root.AddCommand(evaluate.NewCmd(io, nil))
+	root.AddCommand(flops.NewCmd(io, nil))
 	root.AddCommand(recipe.NewCmd(io, nil))
+	root.AddCommand(train.NewUpcycleCmd(io, nil), train.NewTrainCmd(io, nil))
 	return root
 }
 

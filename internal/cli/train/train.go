@@ -1,0 +1,147 @@
+// Package train implements `dcdit upcycle` and `dcdit train`: both run a
+// TOML recipe end to end through package pipeline.
+package train
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dcdit/dcdit/distill"
+	"github.com/dcdit/dcdit/internal/cli/cmdutil"
+	"github.com/dcdit/dcdit/internal/cli/iostreams"
+	"github.com/dcdit/dcdit/internal/cli/progress"
+	"github.com/dcdit/dcdit/pipeline"
+	"github.com/dcdit/dcdit/recipes"
+)
+
+// Options are the flags and arguments of both commands.
+type Options struct {
+	IO     *iostreams.IO
+	Recipe string
+	Out    string
+	JSON   bool
+	Quiet  bool
+	// upcycle says which command runs: it requires a [base] and a
+	// [scaffold]; train requires [model].
+	upcycle bool
+}
+
+// NewUpcycleCmd returns `dcdit upcycle`; runF replaces the action in tests.
+func NewUpcycleCmd(ios *iostreams.IO, runF func(*Options) error) *cobra.Command {
+	return newCmd(ios, runF, true)
+}
+
+// NewTrainCmd returns `dcdit train`; runF replaces the action in tests.
+func NewTrainCmd(ios *iostreams.IO, runF func(*Options) error) *cobra.Command {
+	return newCmd(ios, runF, false)
+}
+
+func newCmd(ios *iostreams.IO, runF func(*Options) error, upcycle bool) *cobra.Command {
+	opts := &Options{IO: ios, upcycle: upcycle}
+	cmd := &cobra.Command{
+		Use:   "upcycle RECIPE",
+		Short: "Graft the DC scaffold onto a pretrained DiT and train it as a recipe says",
+		Long: `Upcycle runs a recipe that has a [base] checkpoint and a [scaffold]: it
+grafts the encoder, router and decoder around the pretrained DiT's blocks,
+runs the recipe's stages (grafting distillation against the frozen teacher,
+then finetuning with multi-budget training), writes the DC checkpoint to
+OUT/model.safetensors and evaluates it.
+
+Each stage keeps its checkpoints, metrics log (metrics.jsonl) and manifest in
+OUT/stages/NAME. Running the same command again resumes where it stopped: the
+same step, optimiser state, EMA, random streams and data position. A NaN or
+infinite loss stops the run and leaves the last good checkpoint in place.`,
+		Example: `  dcdit upcycle recipes/toy-dit.toml --out runs/toy
+  dcdit recipe plan recipes/dit-xl-2-256.toml   # check a recipe first`,
+		Args: cmdutil.ExactArgs(1, "the RECIPE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Recipe = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return Run(opts)
+		},
+	}
+	if !upcycle {
+		cmd.Use = "train RECIPE"
+		cmd.Short = "Train a DiT or a DC-DiT from scratch as a recipe says"
+		cmd.Long = `Train runs a recipe that has a [model] section instead of a [base]: a
+fixed-patch DiT (no [scaffold]) or a DC-DiT (with one) initialised as the
+original code does and trained with DiT's hybrid loss on the recipe's data.
+The model goes to OUT/model.safetensors: a DiT in the original naming (with
+its config in the metadata), or a DC checkpoint.
+
+Checkpoints, metrics and resume work as for 'dcdit upcycle'.`
+		cmd.Example = `  dcdit train recipes/toy-teacher.toml --out runs/teacher`
+	}
+	cmd.Flags().StringVarP(&opts.Out, "out", "o", "", "output folder (default: the recipe's save.dir)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the summary as JSON")
+	cmd.Flags().BoolVarP(&opts.Quiet, "quiet", "q", false, "print nothing but errors and the result")
+	return cmd
+}
+
+// Run loads the recipe and runs it.
+func Run(opts *Options) error {
+	r, err := recipes.Load(opts.Recipe, recipes.LoadOptions{})
+	if err != nil {
+		return err
+	}
+	switch {
+	case opts.upcycle && (r.Base == nil || !r.HasScaffold()):
+		return fmt.Errorf("%s: upcycle needs [base] and [scaffold]; for training from scratch use 'dcdit train'", opts.Recipe)
+	case !opts.upcycle && r.Base != nil:
+		return fmt.Errorf("%s: the recipe has a [base]: use 'dcdit upcycle' (train starts from [model])", opts.Recipe)
+	}
+	po := pipeline.Options{Out: opts.Out}
+	if !opts.Quiet {
+		po.Log = opts.IO.Err
+		po.OnStep = stepReporter(opts.IO)
+	}
+	began := time.Now()
+	sum, err := pipeline.Run(r, po)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(sum)
+	}
+	if sum.Eval != nil {
+		if err := sum.Eval.WriteTable(opts.IO.Out); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(opts.IO.Out, "%s in %s\n", sum.Model, progress.Duration(time.Since(began)))
+	if len(sum.Files) > 0 {
+		fmt.Fprintf(opts.IO.Out, "evaluation: %s\n", strings.Join(sum.Files, ", "))
+	}
+	return nil
+}
+
+// stepReporter draws one progress bar per stage with the loss, ρ, kept
+// ratio and speed.
+func stepReporter(ios *iostreams.IO) func(distill.Progress) {
+	var bar *progress.Bar
+	stage := ""
+	return func(p distill.Progress) {
+		if p.Stage != stage {
+			bar.Finish()
+			bar, stage = progress.New(ios.Err, p.Stage, p.Steps), p.Stage
+		}
+		note := fmt.Sprintf("loss %.4f", p.Metrics.Loss)
+		if p.Metrics.Kept > 0 {
+			note += fmt.Sprintf(" ρ %.2f kept %.2f", p.Metrics.Rho, p.Metrics.Kept)
+		}
+		bar.Note(note + fmt.Sprintf(" %.2f steps/s", p.StepsPerSec))
+		bar.Set(p.Step)
+		if p.Step == p.Steps {
+			bar.Finish()
+			bar, stage = nil, ""
+		}
+	}
+}

@@ -1,0 +1,101 @@
+package pipeline
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/dcdit/dcdit/datasets"
+	"github.com/dcdit/dcdit/datasets/shapes"
+	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/dit/ddpm"
+	"github.com/dcdit/dcdit/recipes"
+)
+
+// trainingData returns the recipe's training set: read from a file,
+// generated procedurally, or sampled from the teacher (cached in the
+// output folder, or at data.path, and reused when it was generated with
+// the same settings).
+func trainingData(r *recipes.Recipe, teacher *dit.Model, out string, seed uint64, logf func(string, ...any)) (*datasets.Set, error) {
+	d := r.Data
+	switch d.Source {
+	case recipes.SourceFile:
+		return datasets.Read(r.DataPath())
+	case recipes.SourceShapes:
+		size := 0
+		switch {
+		case teacher != nil:
+			size = teacher.Config.InputSize
+		case r.Model != nil:
+			size = r.Model.InputSize
+		}
+		g, err := shapes.New(size, seed)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: data: %w", err)
+		}
+		logf("data: %d procedural shapes samples of %d×%d", d.Samples, size, size)
+		return g.Set(d.Samples)
+	case recipes.SourceTeacher:
+		if teacher == nil {
+			return nil, fmt.Errorf("pipeline: data source %q needs a [base] teacher", d.Source)
+		}
+		path := r.DataPath()
+		if path == "" {
+			path = filepath.Join(out, "data.safetensors")
+		}
+		return teacherData(path, teacher, d, seed, logf)
+	}
+	return nil, fmt.Errorf("pipeline: unknown data source %q", d.Source)
+}
+
+// teacherData samples d.Samples latents from the teacher with DDPM
+// (labels cycling over d.Classes, or all classes), unless path already
+// holds samples drawn with the same settings.
+func teacherData(path string, teacher *dit.Model, d recipes.Data, seed uint64, logf func(string, ...any)) (*datasets.Set, error) {
+	key := fmt.Sprintf("teacher samples=%d steps=%d cfg=%g classes=%v seed=%d", d.Samples, d.SamplingSteps, d.CFG, d.Classes, seed)
+	if _, err := os.Stat(path); err == nil {
+		s, err := datasets.Read(path)
+		if err == nil && s.Metadata["dcdit.generated_by"] == key {
+			logf("data: reusing %d teacher samples from %s", s.N, path)
+			return s, nil
+		}
+	}
+	c := teacher.Config
+	classes := d.Classes
+	if len(classes) == 0 {
+		for k := range c.NumClasses {
+			classes = append(classes, k)
+		}
+	}
+	sched, err := ddpm.Respaced(1000, strconv.Itoa(d.SamplingSteps))
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: data: %w", err)
+	}
+	hw := c.InputSize * c.InputSize
+	set := &datasets.Set{N: d.Samples, C: c.InChannels, H: c.InputSize, W: c.InputSize, NumClasses: c.NumClasses,
+		Metadata: map[string]string{"dcdit.generated_by": key}}
+	const batch = 32
+	logf("data: sampling %d latents from the teacher (%d DDPM steps, cfg %g)", d.Samples, d.SamplingSteps, d.CFG)
+	for lo := 0; lo < d.Samples; lo += batch {
+		n := min(batch, d.Samples-lo)
+		ys := make([]int, n)
+		for i := range ys {
+			ys[i] = classes[(lo+i)%len(classes)]
+		}
+		x, err := sched.Sample(teacher.Denoiser(), ddpm.Shape{B: n, C: c.InChannels, HW: hw}, ddpm.SampleOptions{
+			Classes:  ys,
+			Guidance: ddpm.Guidance{Scale: float32(d.CFG), NullClass: c.NumClasses},
+			Seed:     seed ^ uint64(lo)*0x9e3779b97f4a7c15,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: data: %w", err)
+		}
+		set.Latents = append(set.Latents, x...)
+		set.Labels = append(set.Labels, ys...)
+	}
+	if err := datasets.Write(path, set); err != nil {
+		return nil, fmt.Errorf("pipeline: data: %w", err)
+	}
+	return set, nil
+}

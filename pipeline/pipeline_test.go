@@ -1,0 +1,199 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dcdit/dcdit/dc/checkpoint"
+	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/recipes"
+)
+
+// writeTeacher saves a small random DiT/2 on 8×8 latents.
+func writeTeacher(t *testing.T, dir string) string {
+	t.Helper()
+	cfg := &arch.DiTConfig{Depth: 1, HiddenSize: 64, NumHeads: 2, PatchSize: 2, InChannels: 4, InputSize: 8,
+		LearnSigma: true, NumClasses: 10, MLPRatio: 2, FrequencySize: 256}
+	m, err := dit.Init(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(2, 2))
+	for i := range m.Params.Data {
+		m.Params.Data[i] = float32(0.05 * rng.NormFloat64())
+	}
+	path := filepath.Join(dir, "teacher.safetensors")
+	if err := dit.Save(path, m, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const upcycleRecipe = `
+name = "tiny"
+seed = 3
+[base]
+path = "teacher.safetensors"
+[scaffold]
+width_factor = 4
+norm_groups = 8
+encoder_blocks = 1
+decoder_blocks = 1
+[scaffold.router]
+groups = 8
+ratio_batch_size = 0
+[data]
+source = "shapes"
+samples = 12
+[[stage]]
+kind = "distill"
+steps = 3
+batch_size = 4
+lr = 1e-3
+[[stage]]
+kind = "finetune"
+steps = 4
+batch_size = 4
+lr = 1e-3
+rho = [0.0, 0.5]
+multi_budget_start = 1
+ema_decay = 0.5
+[save]
+every = 2
+keep = 1
+[eval]
+rho = [0.0, 0.5]
+lite_cfg = [0.0, 0.9]
+held_out = 4
+samples = 2
+sampling_steps = 2
+boundary_map_timesteps = [500]
+`
+
+func load(t *testing.T, dir, text string) *recipes.Recipe {
+	t.Helper()
+	path := filepath.Join(dir, "recipe.toml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := recipes.Load(path, recipes.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A tiny end-to-end upcycle: graft, distill, finetune with multi-budget ρ,
+// save a DC checkpoint that loads, evaluate; running again resumes every
+// stage as complete and writes the same model.
+func TestUpcycleEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	writeTeacher(t, dir)
+	r := load(t, dir, upcycleRecipe)
+	out := filepath.Join(dir, "out")
+	sum, err := Run(r, Options{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Stages) != 2 || sum.Stages[0].Stage != "distill" || sum.Stages[1].Complete {
+		t.Fatalf("stages %+v", sum.Stages)
+	}
+	m, meta, err := checkpoint.Load(sum.Model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Config.GridRows != 8 || len(meta.TrainedRhos) != 2 || !strings.Contains(meta.Recipe, `name = "tiny"`) {
+		t.Fatalf("checkpoint: grid %d, trained ρ %v", m.Config.GridRows, meta.TrainedRhos)
+	}
+	if sum.Eval == nil || len(sum.Eval.Rows) != 2 || sum.Eval.LiteCFG == nil {
+		t.Fatalf("evaluation %+v", sum.Eval)
+	}
+	if !(sum.Eval.Rows[1].KeptTokens <= sum.Eval.Rows[0].KeptTokens) {
+		t.Errorf("kept tokens grow with ρ: %+v", sum.Eval.Rows)
+	}
+	var js map[string]any
+	text, err := os.ReadFile(filepath.Join(out, "eval.json"))
+	if err != nil || json.Unmarshal(text, &js) != nil || js["rows"] == nil {
+		t.Fatalf("eval.json: %v", err)
+	}
+	first, _ := os.ReadFile(sum.Model)
+
+	again, err := Run(load(t, dir, upcycleRecipe), Options{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range again.Stages {
+		if !s.Complete {
+			t.Fatalf("stage %s ran again", s.Stage)
+		}
+	}
+	second, _ := os.ReadFile(again.Model)
+	if string(first) != string(second) {
+		t.Fatal("a resumed run wrote another model")
+	}
+}
+
+const trainRecipe = `
+name = "scratch"
+[model]
+depth = 1
+hidden_size = 32
+num_heads = 2
+patch_size = 2
+input_size = 8
+num_classes = 10
+[data]
+source = "shapes"
+samples = 8
+[[stage]]
+kind = "train"
+steps = 3
+batch_size = 4
+lr = 1e-3
+[save]
+every = 0
+`
+
+// Training a DiT from scratch writes a DiT that loads with its head count.
+func TestTrainFromScratch(t *testing.T) {
+	dir := t.TempDir()
+	sum, err := Run(load(t, dir, trainRecipe), Options{Out: filepath.Join(dir, "out")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := dit.Load(sum.Model, dit.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Config.NumHeads != 2 || w.Config.HiddenSize != 32 || sum.Eval != nil {
+		t.Fatalf("config %+v, eval %v", w.Config, sum.Eval)
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	dir := t.TempDir()
+	writeTeacher(t, dir)
+	tests := []struct {
+		name, recipe, want string
+	}{
+		{"distill without scaffold", strings.Replace(trainRecipe, `kind = "train"`, `kind = "distill"`, 1), "distill"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(dir, "r.toml")
+			os.WriteFile(path, []byte(tt.recipe), 0o644)
+			r, err := recipes.Load(path, recipes.LoadOptions{})
+			if err == nil {
+				_, err = Run(r, Options{Out: filepath.Join(dir, "out-"+tt.name)})
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}

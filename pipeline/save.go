@@ -1,0 +1,47 @@
+package pipeline
+
+import (
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/dcdit/dcdit/dc/checkpoint"
+	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/recipes"
+)
+
+// save writes the final model with its recipe.
+func (m *model) save(path string, r *recipes.Recipe) error {
+	text, err := os.ReadFile(r.File)
+	if err != nil {
+		return fmt.Errorf("pipeline: %w", err)
+	}
+	if m.dit != nil {
+		return dit.Save(path, m.dit, nil, map[string]string{"dcdit.recipe": string(text)})
+	}
+	info := checkpoint.Info{Recipe: string(text), TrainedRhos: trainedRhos(r)}
+	if r.Base != nil {
+		b, err := checkpoint.DescribeBase(r.BasePath(), false)
+		if err != nil {
+			return err
+		}
+		info.Base = b
+	}
+	return checkpoint.Save(path, m.dc, info)
+}
+
+// trainedRhos gathers the ρ values the stages trained at.
+func trainedRhos(r *recipes.Recipe) []float64 {
+	seen := map[float64]bool{}
+	var out []float64
+	for _, st := range r.Stages {
+		for _, v := range st.Rho {
+			if !seen[v] {
+				seen[v] = true
+				out = append(out, v)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
