@@ -15,9 +15,10 @@
 //     seed for the initial and every step's noise, labels 0, 1, 2, … in
 //     turn): 10·log10(R² / MSE) with R the data set's value range
 //     (max − min), capped at MaxPSNR;
-//   - Lite-CFG: the conditional branch at one ρ and the unconditional at
-//     another, against the teacher with the same guidance scale (DiT's
-//     forward_with_cfg, first 3 channels);
+//   - guidance: the rows are unguided unless Options.CFG > 1; Lite-CFG runs
+//     the conditional branch at one ρ and the unconditional at another;
+//     either is compared with the teacher at the same guidance scale
+//     (DiT's forward_with_cfg, first 3 channels);
 //   - the edge density ratio: with the data set's edge masks, at ρ = 0 on
 //     noisy inputs at EdgeTimesteps (moderate noise: 100, 200, 300 by
 //     default, where ᾱ_t ≈ 0.90, 0.66, 0.40 on DiT's linear schedule), the
@@ -80,6 +81,10 @@ type Options struct {
 	// Rhos are the tail-drop fractions, one row each (default 0, 0.3,
 	// 0.6), each in [0, 1).
 	Rhos []float64
+	// CFG is the guidance scale of the ρ rows (≤ 1: none, the default):
+	// above 1 both branches run at the row's ρ and the teacher is guided
+	// too (DiT's forward_with_cfg, first 3 channels).
+	CFG float64
 	// Lite, when set, adds the Lite-CFG row.
 	Lite *Lite
 	// NumInputs is the number of held-out noisy inputs (data samples
@@ -106,7 +111,9 @@ type Options struct {
 	Progress func(done, total int)
 }
 
-// Row is one tail-drop fraction's results (the JSON row schema).
+// Row is one tail-drop fraction's results (the JSON row schema). With
+// guided rows (Options.CFG > 1) kept tokens are the mean over both
+// branches and FLOPs and time count both.
 type Row struct {
 	Rho            float64 `json:"rho"`
 	KeptTokens     float64 `json:"kept_tokens"`
@@ -134,7 +141,8 @@ type LiteRow struct {
 	TeacherGFLOPsPerImage float64 `json:"teacher_gflops_per_image"`
 }
 
-// TeacherRow is the fixed-patch teacher's cost on the same inputs.
+// TeacherRow is the fixed-patch teacher's cost on the same inputs, in the
+// rows' terms (both forwards with guided rows).
 type TeacherRow struct {
 	Tokens         int     `json:"tokens"`
 	GFLOPsPerImage float64 `json:"gflops_per_image"`
@@ -162,6 +170,7 @@ type Report struct {
 	Edges            *EdgeStats `json:"edges,omitempty"`
 
 	Tokens     int        `json:"tokens"` // grid positions L
+	CFG        float64    `json:"cfg"`    // the rows' guidance scale (≤ 1: none)
 	NumInputs  int        `json:"num_inputs"`
 	NumSamples int        `json:"num_samples"`
 	Steps      int        `json:"steps"`
@@ -211,6 +220,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, errors.New("eval: no tail-drop fraction to evaluate")
 	case o.NumInputs < 1 || o.NumSamples < 1 || o.BatchSize < 1 || o.NumBoundary < 1:
 		return o, fmt.Errorf("eval: inputs %d, samples %d, batch %d, boundary rows %d: want each ≥ 1", o.NumInputs, o.NumSamples, o.BatchSize, o.NumBoundary)
+	case math.IsNaN(o.CFG) || math.IsInf(o.CFG, 0):
+		return o, fmt.Errorf("eval: guidance scale %v: want a finite scale", o.CFG)
 	case o.Steps < 1 || o.Steps > TrainSteps:
 		return o, fmt.Errorf("eval: %d sampling steps, want 1..%d", o.Steps, TrainSteps)
 	}
@@ -268,7 +279,7 @@ func Run(m *dc.Model, teacher *dit.Model, data *datasets.Set, opts Options) (*Re
 	restore := noGrad(m)
 	defer restore()
 
-	e := &evaluator{m: m, teacher: teacher.Denoiser(), tc: teacher, o: o, data: data}
+	e := &evaluator{m: m, teacher: teacher.Denoiser(), tc: teacher, o: o, data: data, refs: map[float64]*reference{}}
 	e.cfg = m.Config
 	e.L = e.cfg.Tokens()
 	e.n = e.cfg.InChannels * e.L
@@ -276,7 +287,7 @@ func Run(m *dc.Model, teacher *dit.Model, data *datasets.Set, opts Options) (*Re
 	e.total = e.work()
 	lo, hi := data.Range()
 	r := &Report{
-		Tokens: e.L, NumInputs: e.nIn, NumSamples: o.NumSamples, Steps: o.Steps, Seed: o.Seed,
+		Tokens: e.L, CFG: o.CFG, NumInputs: e.nIn, NumSamples: o.NumSamples, Steps: o.Steps, Seed: o.Seed,
 		DataRange: [2]float64{float64(lo), float64(hi)},
 	}
 	r.pics.c, r.pics.h, r.pics.w = e.cfg.InChannels, e.cfg.GridRows, e.cfg.GridCols
@@ -314,23 +325,51 @@ type evaluator struct {
 	L, n, nIn   int
 	done, total int
 
-	// The held-out inputs and the teacher's outputs on them.
-	xt      []float32 // [nIn, C, H, W]
-	t       []int
-	y       []int
-	teachEp []float32 // teacher ε [nIn, C, H, W]
+	// The held-out inputs.
+	xt []float32 // [nIn, C, H, W]
+	t  []int
+	y  []int
+	// refs holds the teacher's results per guidance scale.
+	refs map[float64]*reference
+}
+
+// reference is what the teacher gives at one guidance scale.
+type reference struct {
+	eps     []float32 // ε on the held-out inputs [nIn, C, H, W]
+	samples []float32 // [NumSamples, C, H, W]
+	ms      float64   // wall time per (guided) image on the inputs
+}
+
+// setting is one way to run the DC model: the conditional branch at
+// tail-drop fraction cond; with a guidance scale > 1, also the
+// unconditional branch at uncond, batched with it (Lite-CFG when they
+// differ).
+type setting struct{ cond, uncond, scale float64 }
+
+func (s setting) guided() bool { return s.scale > 1 }
+
+// measured is a setting's results.
+type measured struct {
+	keptCond, keptUncond float64 // mean kept tokens per image of each branch
+	gflops, ms           float64 // per (guided) image: both branches
+	epsRelMSE, psnr      float64
+	samples              []float32
 }
 
 func (e *evaluator) batches(n int) int { return (n + e.o.BatchSize - 1) / e.o.BatchSize }
 
-// work counts the forward batches Run performs, for progress.
+// work counts the forward batches (and sampling steps) Run performs, for
+// progress.
 func (e *evaluator) work() int {
 	in, smp := e.batches(e.nIn), e.o.Steps
-	rows := len(e.o.Rhos) + 1 // + the teacher
-	w := rows*in + rows*smp
-	if e.o.Lite != nil {
-		w += 2*in + 2*smp
+	runs := len(e.o.Rhos) + 1 // each ρ and the teacher
+	if l := e.o.Lite; l != nil {
+		runs++
+		if l.Scale != e.o.CFG {
+			runs++ // the teacher at the Lite-CFG scale
+		}
 	}
+	w := runs * (in + smp)
 	if e.data.Edges != nil {
 		w += len(e.o.EdgeTimesteps) * in
 	}
@@ -373,36 +412,53 @@ func (e *evaluator) noised(k int, t []int, stream uint64) ([]float32, []int, err
 	return xt, y, nil
 }
 
-// inputs builds the held-out noisy inputs and runs the teacher on them.
+// inputs builds the held-out noisy inputs: data samples 0..nIn−1 at
+// timesteps spread evenly over [0, 1000).
 func (e *evaluator) inputs() error {
 	e.t = make([]int, e.nIn)
 	for i := range e.t {
 		e.t[i] = int((float64(i) + 0.5) * TrainSteps / float64(e.nIn))
 	}
 	var err error
-	if e.xt, e.y, err = e.noised(e.nIn, e.t, 1); err != nil {
-		return err
+	e.xt, e.y, err = e.noised(e.nIn, e.t, 1)
+	return err
+}
+
+// guidance is DiT's classifier-free guidance at scale (off at ≤ 1).
+func (e *evaluator) guidance(scale float64) ddpm.Guidance {
+	if scale <= 1 {
+		return ddpm.Guidance{}
 	}
-	e.teachEp = make([]float32, 0, len(e.xt))
+	return ddpm.Guidance{Scale: float32(scale), NullClass: e.tc.Config.NumClasses, Channels: 3}
+}
+
+// reference runs the teacher at a guidance scale (once per scale).
+func (e *evaluator) reference(scale float64) (*reference, error) {
+	if ref, ok := e.refs[scale]; ok {
+		return ref, nil
+	}
+	guide := e.guidance(scale)
+	model := guide.Guided(e.teacher, ddpm.Shape{C: e.cfg.InChannels, HW: e.L})
+	ref := &reference{eps: make([]float32, 0, len(e.xt))}
 	var elapsed time.Duration
 	for lo := 0; lo < e.nIn; lo += e.o.BatchSize {
 		hi := min(lo+e.o.BatchSize, e.nIn)
 		start := time.Now()
-		out, err := e.teacher(e.xt[lo*e.n:hi*e.n], e.t[lo:hi], e.y[lo:hi])
+		out, err := model(e.xt[lo*e.n:hi*e.n], e.t[lo:hi], e.y[lo:hi])
 		elapsed += time.Since(start)
 		if err != nil {
-			return fmt.Errorf("eval: teacher: %w", err)
+			return nil, fmt.Errorf("eval: teacher: %w", err)
 		}
-		e.teachEp = append(e.teachEp, epsOf(out, hi-lo, e.n)...)
+		ref.eps = append(ref.eps, epsOf(out, hi-lo, e.n)...)
 		e.step()
 	}
-	tc := e.tc.Config
-	e.r.Teacher = TeacherRow{
-		Tokens:         tc.NumTokens(),
-		GFLOPsPerImage: dit.ForwardFLOPs(tc, tc.NumTokens()).Total() / 1e9,
-		MsPerImage:     ms(elapsed) / float64(e.nIn),
+	ref.ms = ms(elapsed) / float64(e.nIn)
+	var err error
+	if ref.samples, err = e.sample(e.teacher, guide); err != nil {
+		return nil, fmt.Errorf("eval: teacher: %w", err)
 	}
-	return nil
+	e.refs[scale] = ref
+	return ref, nil
 }
 
 // epsOf keeps the ε channels (the first n = C·HW values of each 2C·HW
@@ -453,45 +509,36 @@ func floatT(t []int) []float32 {
 	return ts
 }
 
-// dcDenoiser runs m at tail-drop fraction rho for the sampler; kept, if
-// set, receives each call's kept mask.
-func (e *evaluator) dcDenoiser(rho float64, kept func([]bool)) ddpm.Denoiser {
-	return func(x []float32, t []int, y []int) ([]float32, error) {
-		out, res, err := e.m.Predict(x, floatT(t), y, []float32{float32(rho)})
-		if err != nil {
-			return nil, err
-		}
-		if kept != nil {
-			kept(res.Chunks.Kept)
-		}
-		return out, nil
+// forward runs the DC model on a batch x [B, C, H, W] under setting s:
+// [B, 2C, H, W] unguided, or [2B, 2C, H, W] guided, where the first B are
+// the guided outputs (dc.Model.LiteCFG on [x; x] with labels [y; null]).
+func (e *evaluator) forward(s setting, x []float32, t, y []int) ([]float32, *dc.Result, error) {
+	if !s.guided() {
+		return e.m.Predict(x, floatT(t), y, []float32{float32(s.cond)})
 	}
-}
-
-// liteDenoiser is Lite-CFG for the sampler: for x [B] it evaluates
-// [x; x] with labels [y; null] at the pair's fractions and returns the
-// guided conditional half [B, 2C, HW].
-func (e *evaluator) liteDenoiser() ddpm.Denoiser {
-	l := e.o.Lite
-	null := e.tc.Config.NumClasses
-	return func(x []float32, t []int, y []int) ([]float32, error) {
-		out, _, err := e.liteForward(x, t, y, null, l)
-		if err != nil {
-			return nil, err
-		}
-		return out[:len(y)*2*e.n], nil
-	}
-}
-
-func (e *evaluator) liteForward(x []float32, t []int, y []int, null int, l *Lite) ([]float32, *dc.Result, error) {
 	B := len(y)
 	x2 := append(append(make([]float32, 0, 2*len(x)), x...), x...)
 	t2 := append(append(make([]int, 0, 2*B), t...), t...)
 	y2 := append(make([]int, 0, 2*B), y...)
 	for range B {
-		y2 = append(y2, null)
+		y2 = append(y2, e.tc.Config.NumClasses)
 	}
-	return e.m.LiteCFG(x2, floatT(t2), y2, float32(l.Scale), float32(l.Cond), float32(l.Uncond))
+	return e.m.LiteCFG(x2, floatT(t2), y2, float32(s.scale), float32(s.cond), float32(s.uncond))
+}
+
+// denoiser runs the DC model under s for the sampler; kept, if set,
+// receives each call's kept mask of the (conditional) samples.
+func (e *evaluator) denoiser(s setting, kept func([]bool)) ddpm.Denoiser {
+	return func(x []float32, t []int, y []int) ([]float32, error) {
+		out, res, err := e.forward(s, x, t, y)
+		if err != nil {
+			return nil, err
+		}
+		if kept != nil {
+			kept(res.Chunks.Kept[:len(y)*e.L])
+		}
+		return out[:len(y)*2*e.n], nil
+	}
 }
 
 // sample draws NumSamples samples with labels 0, 1, 2, … (mod the data
@@ -516,94 +563,26 @@ func (e *evaluator) sample(model ddpm.Denoiser, guide ddpm.Guidance) ([]float32,
 	return x, nil
 }
 
-// rows evaluates every ρ.
-func (e *evaluator) rows() error {
-	rangeR := e.r.DataRange[1] - e.r.DataRange[0]
-	teach, err := e.sample(e.teacher, ddpm.Guidance{})
+// measure evaluates one setting against the teacher at its scale.
+func (e *evaluator) measure(s setting, record func([]bool)) (*measured, error) {
+	ref, err := e.reference(s.scale)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	e.r.GridRows = append(e.r.GridRows, "teacher")
-	e.r.pics.grid = append(e.r.pics.grid, teach)
-	for _, rho := range e.o.Rhos {
-		row := Row{Rho: rho}
-		eps := make([]float32, 0, len(e.teachEp))
-		var elapsed time.Duration
-		var flops float64
-		kept := 0
-		for lo := 0; lo < e.nIn; lo += e.o.BatchSize {
-			hi := min(lo+e.o.BatchSize, e.nIn)
-			start := time.Now()
-			out, res, err := e.m.Predict(e.xt[lo*e.n:hi*e.n], floatT(e.t[lo:hi]), e.y[lo:hi], []float32{float32(rho)})
-			elapsed += time.Since(start)
-			if err != nil {
-				return fmt.Errorf("eval: ρ = %v: %w", rho, err)
-			}
-			eps = append(eps, epsOf(out, hi-lo, e.n)...)
-			for _, k := range res.Chunks.NumKept {
-				kept += k
-			}
-			flops += e.m.ForwardFLOPs(res.Chunks.NumKept).Total()
-			e.step()
-		}
-		row.KeptTokens = float64(kept) / float64(e.nIn)
-		row.GFLOPsPerImage = flops / float64(e.nIn) / 1e9
-		row.MsPerImage = ms(elapsed) / float64(e.nIn)
-		row.EpsRelMSE = relMSE(eps, e.teachEp)
-
-		// The first row's sampling run is the trajectory picture's.
-		var record func([]bool)
-		if len(e.r.Rows) == 0 {
-			record = func(k []bool) { e.r.pics.trajKept = append(e.r.pics.trajKept, append([]bool(nil), k...)) }
-		}
-		smp, err := e.sample(e.dcDenoiser(rho, record), ddpm.Guidance{})
-		if err != nil {
-			return fmt.Errorf("eval: ρ = %v: %w", rho, err)
-		}
-		if record != nil {
-			e.r.pics.trajFinal = smp
-		}
-		row.SamplePSNR = psnr(smp, teach, rangeR)
-		e.r.Rows = append(e.r.Rows, row)
-		e.r.GridRows = append(e.r.GridRows, "rho="+strconv.FormatFloat(rho, 'g', -1, 64))
-		e.r.pics.grid = append(e.r.pics.grid, smp)
-	}
-	if sched, err := ddpm.Respaced(TrainSteps, strconv.Itoa(e.o.Steps)); err == nil {
-		for s := sched.Steps() - 1; s >= 0; s-- {
-			e.r.pics.trajT = append(e.r.pics.trajT, sched.TimestepMap[s])
-		}
-	}
-	return nil
-}
-
-// lite evaluates the Lite-CFG pair against the guided teacher.
-func (e *evaluator) lite() error {
-	l := e.o.Lite
-	null := e.tc.Config.NumClasses
-	guide := ddpm.Guidance{Scale: float32(l.Scale), NullClass: null, Channels: 3}
-	sh := func(b int) ddpm.Shape { return ddpm.Shape{B: b, C: e.cfg.InChannels, HW: e.L} }
-	row := &LiteRow{RhoCond: l.Cond, RhoUncond: l.Uncond, Scale: l.Scale}
-	var teachEps, eps []float32
+	eps := make([]float32, 0, len(ref.eps))
 	var elapsed time.Duration
 	var flops float64
 	var keptC, keptU int
 	for lo := 0; lo < e.nIn; lo += e.o.BatchSize {
 		hi := min(lo+e.o.BatchSize, e.nIn)
-		x, t, y := e.xt[lo*e.n:hi*e.n], e.t[lo:hi], e.y[lo:hi]
-		tout, err := guide.Guided(e.teacher, sh(hi-lo))(x, t, y)
-		if err != nil {
-			return fmt.Errorf("eval: guided teacher: %w", err)
-		}
-		teachEps = append(teachEps, epsOf(tout, hi-lo, e.n)...)
-		e.step()
 		start := time.Now()
-		out, res, err := e.liteForward(x, t, y, null, l)
+		out, res, err := e.forward(s, e.xt[lo*e.n:hi*e.n], e.t[lo:hi], e.y[lo:hi])
 		elapsed += time.Since(start)
 		if err != nil {
-			return fmt.Errorf("eval: Lite-CFG: %w", err)
+			return nil, err
 		}
-		eps = append(eps, epsOf(out, hi-lo, e.n)...)
 		b := hi - lo
+		eps = append(eps, epsOf(out, b, e.n)...)
 		for i, k := range res.Chunks.NumKept {
 			if i < b {
 				keptC += k
@@ -615,27 +594,88 @@ func (e *evaluator) lite() error {
 		e.step()
 	}
 	n := float64(e.nIn)
-	row.KeptTokensCond, row.KeptTokensUncond = float64(keptC)/n, float64(keptU)/n
-	row.KeptTokens = (row.KeptTokensCond + row.KeptTokensUncond) / 2
-	row.GFLOPsPerImage = flops / n / 1e9
-	row.MsPerImage = ms(elapsed) / n
-	row.EpsRelMSE = relMSE(eps, teachEps)
-	row.TeacherGFLOPsPerImage = 2 * e.r.Teacher.GFLOPsPerImage
+	m := &measured{
+		keptCond: float64(keptC) / n, keptUncond: float64(keptU) / n,
+		gflops: flops / n / 1e9, ms: ms(elapsed) / n,
+		epsRelMSE: relMSE(eps, ref.eps),
+	}
+	if m.samples, err = e.sample(e.denoiser(s, record), ddpm.Guidance{}); err != nil {
+		return nil, err
+	}
+	m.psnr = psnr(m.samples, ref.samples, e.r.DataRange[1]-e.r.DataRange[0])
+	return m, nil
+}
 
-	teach, err := e.sample(e.teacher, guide)
+// scaleName is a guidance scale in grid row names.
+func scaleName(scale float64) string { return strconv.FormatFloat(scale, 'g', -1, 64) }
+
+// rows evaluates every ρ (both branches at ρ when the rows are guided).
+func (e *evaluator) rows() error {
+	scale := e.o.CFG
+	ref, err := e.reference(scale)
 	if err != nil {
 		return err
 	}
-	smp, err := e.sample(e.liteDenoiser(), ddpm.Guidance{})
+	tc := e.tc.Config
+	e.r.Teacher = TeacherRow{Tokens: tc.NumTokens(), GFLOPsPerImage: dit.ForwardFLOPs(tc, tc.NumTokens()).Total() / 1e9, MsPerImage: ref.ms}
+	name := "teacher"
+	if scale > 1 {
+		e.r.Teacher.GFLOPsPerImage *= 2
+		name += " cfg=" + scaleName(scale)
+	}
+	e.r.GridRows = append(e.r.GridRows, name)
+	e.r.pics.grid = append(e.r.pics.grid, ref.samples)
+	for i, rho := range e.o.Rhos {
+		// The first row's sampling run is the trajectory picture's.
+		var record func([]bool)
+		if i == 0 {
+			record = func(k []bool) { e.r.pics.trajKept = append(e.r.pics.trajKept, append([]bool(nil), k...)) }
+		}
+		m, err := e.measure(setting{cond: rho, uncond: rho, scale: scale}, record)
+		if err != nil {
+			return fmt.Errorf("eval: ρ = %v: %w", rho, err)
+		}
+		if i == 0 {
+			e.r.pics.trajFinal = m.samples
+		}
+		kept := m.keptCond
+		if scale > 1 {
+			kept = (m.keptCond + m.keptUncond) / 2
+		}
+		e.r.Rows = append(e.r.Rows, Row{Rho: rho, KeptTokens: kept, GFLOPsPerImage: m.gflops, MsPerImage: m.ms, EpsRelMSE: m.epsRelMSE, SamplePSNR: m.psnr})
+		e.r.GridRows = append(e.r.GridRows, "rho="+strconv.FormatFloat(rho, 'g', -1, 64))
+		e.r.pics.grid = append(e.r.pics.grid, m.samples)
+	}
+	sched, err := ddpm.Respaced(TrainSteps, strconv.Itoa(e.o.Steps))
+	if err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	for s := sched.Steps() - 1; s >= 0; s-- {
+		e.r.pics.trajT = append(e.r.pics.trajT, sched.TimestepMap[s])
+	}
+	return nil
+}
+
+// lite evaluates the Lite-CFG pair against the teacher at its scale.
+func (e *evaluator) lite() error {
+	l := e.o.Lite
+	m, err := e.measure(setting{cond: l.Cond, uncond: l.Uncond, scale: l.Scale}, nil)
 	if err != nil {
 		return fmt.Errorf("eval: Lite-CFG: %w", err)
 	}
-	row.SamplePSNR = psnr(smp, teach, e.r.DataRange[1]-e.r.DataRange[0])
-	e.r.LiteCFG = row
-	scale := strconv.FormatFloat(l.Scale, 'g', -1, 64)
-	e.r.GridRows = append(e.r.GridRows, "teacher cfg="+scale,
-		fmt.Sprintf("lite cfg=%s rho=%g/%g", scale, l.Cond, l.Uncond))
-	e.r.pics.grid = append(e.r.pics.grid, teach, smp)
+	tc := e.tc.Config
+	e.r.LiteCFG = &LiteRow{
+		RhoCond: l.Cond, RhoUncond: l.Uncond, Scale: l.Scale,
+		KeptTokens: (m.keptCond + m.keptUncond) / 2, KeptTokensCond: m.keptCond, KeptTokensUncond: m.keptUncond,
+		GFLOPsPerImage: m.gflops, MsPerImage: m.ms, EpsRelMSE: m.epsRelMSE, SamplePSNR: m.psnr,
+		TeacherGFLOPsPerImage: 2 * dit.ForwardFLOPs(tc, tc.NumTokens()).Total() / 1e9,
+	}
+	if l.Scale != e.o.CFG {
+		e.r.GridRows = append(e.r.GridRows, "teacher cfg="+scaleName(l.Scale))
+		e.r.pics.grid = append(e.r.pics.grid, e.refs[l.Scale].samples)
+	}
+	e.r.GridRows = append(e.r.GridRows, fmt.Sprintf("lite cfg=%s rho=%g/%g", scaleName(l.Scale), l.Cond, l.Uncond))
+	e.r.pics.grid = append(e.r.pics.grid, m.samples)
 	return nil
 }
 

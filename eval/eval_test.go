@@ -364,3 +364,35 @@ func TestMetrics(t *testing.T) {
 		})
 	}
 }
+
+// TestGuidedRows: with Options.CFG > 1 the rows and the teacher run both
+// branches, and a Lite-CFG pair at the same scale shares the teacher.
+func TestGuidedRows(t *testing.T) {
+	s := newSetup(t)
+	opts := tinyOptions()
+	opts.CFG = 1.5
+	opts.Lite = &Lite{Cond: 0, Uncond: 0.9, Scale: 1.5}
+	r, err := Run(s.m, s.teacher, s.data, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"teacher cfg=1.5", "rho=0", "rho=0.5", "lite cfg=1.5 rho=0/0.9"}; !slices.Equal(r.GridRows, want) {
+		t.Errorf("grid rows %q, want %q", r.GridRows, want)
+	}
+	if r.Teacher.GFLOPsPerImage != r.LiteCFG.TeacherGFLOPsPerImage {
+		t.Errorf("guided teacher row %v GFLOPs, Lite-CFG's teacher %v", r.Teacher.GFLOPsPerImage, r.LiteCFG.TeacherGFLOPsPerImage)
+	}
+	// ρ = 0 on both branches costs more than Lite-CFG's 0/0.9 and keeps
+	// more tokens on average; the conditional branches agree.
+	row, l := r.Rows[0], r.LiteCFG
+	if !(row.GFLOPsPerImage > l.GFLOPsPerImage) || !(row.KeptTokens > l.KeptTokens) {
+		t.Errorf("guided ρ = 0 row %+v vs Lite-CFG %+v", row, *l)
+	}
+	if row.SamplePSNR == l.SamplePSNR {
+		t.Error("Lite-CFG's samples equal the guided ρ = 0 samples")
+	}
+	raw, _ := json.Marshal(r)
+	if !bytes.Contains(raw, []byte(`"cfg":1.5`)) {
+		t.Errorf("JSON lacks the rows' guidance scale: %s", raw)
+	}
+}

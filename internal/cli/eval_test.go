@@ -85,7 +85,7 @@ func TestEval(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "eval", "run")
 	small := []string{"--num", "4", "--samples", "2", "--steps", "2", "--seed", "1"}
 
-	args := append([]string{"eval", model, "--teacher", teacher, "--teacher-heads", "4", "--data", data, "--out", out, "--rho", "0,0.5", "--lite", "0,0.8", "--cfg", "2"}, small...)
+	args := append([]string{"eval", model, "--teacher", teacher, "--teacher-heads", "4", "--data", data, "--out", out, "--rho", "0,0.5", "--lite", "0,0.8", "--lite-cfg", "2"}, small...)
 	code, stdout, stderr := run(t, args...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -133,7 +133,7 @@ func TestEval(t *testing.T) {
 	}
 
 	// --json prints the same object as eval.json, timings aside.
-	args = append([]string{"eval", model, "--teacher", teacher, "--teacher-heads", "4", "--data", data, "--rho", "0,0.5", "--lite", "0,0.8", "--cfg", "2", "--json", "-q"}, small...)
+	args = append([]string{"eval", model, "--teacher", teacher, "--teacher-heads", "4", "--data", data, "--rho", "0,0.5", "--lite", "0,0.8", "--lite-cfg", "2", "--json", "-q"}, small...)
 	code, stdout, stderr = run(t, args...)
 	if code != 0 || stderr != "" {
 		t.Fatalf("--json: exit %d, stderr %q", code, stderr)
@@ -179,7 +179,8 @@ func TestEvalErrors(t *testing.T) {
 		{"no data", []string{"eval", model, "--teacher", teacher}, exitUsage, "--data"},
 		{"rho", base("--rho", "0,1"), exitUsage, "ρ = 1"},
 		{"lite pair", []string{"eval", model, "--teacher", teacher, "--data", data, "--lite", "0.5"}, exitUsage, "--lite [0.5]: want two fractions"},
-		{"cfg", []string{"eval", model, "--teacher", teacher, "--data", data, "--cfg", "1"}, exitUsage, "--cfg 1"},
+		{"lite cfg", []string{"eval", model, "--teacher", teacher, "--data", data, "--lite-cfg", "1"}, exitUsage, "--lite-cfg 1"},
+		{"cfg", []string{"eval", model, "--teacher", teacher, "--data", data, "--cfg", "NaN"}, exitUsage, "--cfg NaN"},
 		{"steps", base("--steps", "0"), exitUsage, "--steps 0"},
 		{"two args", []string{"eval", model, model, "--teacher", teacher, "--data", data}, exitUsage, "takes 1 argument"},
 		{"teacher is DC", []string{"eval", model, "--teacher", model, "--data", data, "--no-lite"}, exitError, "--teacher"},

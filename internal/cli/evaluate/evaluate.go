@@ -39,7 +39,8 @@ type Options struct {
 	Rhos         []float64
 	Lite         []float64 // [cond, uncond]
 	NoLite       bool
-	CFG          float64
+	CFG          float64 // the rows' guidance scale
+	LiteCFG      float64 // the Lite-CFG row's
 	Num          int
 	Samples      int
 	Steps        int
@@ -83,11 +84,14 @@ the model was not trained on, e.g. another seed):
                  samples against the teacher's from the same noise (DDPM,
                  --steps respaced steps, labels 0, 1, 2, …)
 
-Lite-CFG runs the conditional branch at the first --lite fraction and the
-unconditional at the second, guidance --cfg, against the teacher with the
-same guidance. With edge masks in the data set (shapes has them), the edge
-density ratio is the fraction of edge cells the router keeps over the
-fraction of flat cells, at ρ = 0 on inputs noised to t = 100, 200, 300.
+The rows are unguided unless --cfg > 1 (then both branches run at the row's
+ρ and the teacher is guided too). Lite-CFG runs the conditional branch at
+the first --lite fraction and the unconditional at the second, guidance
+--lite-cfg, against the teacher with the same guidance. With edge masks in
+the data set (shapes has them), the edge density ratio is the fraction of
+edge cells the router keeps over the fraction of flat cells, at ρ = 0 on
+inputs noised to t = 100, 200, 300 (the first and last cell, always kept,
+left out).
 
 The table goes to stdout, or one JSON object with --json:
 {"rows": [{"rho", "kept_tokens", "gflops_per_image", "ms_per_image",
@@ -96,11 +100,12 @@ The table goes to stdout, or one JSON object with --json:
 
 --out DIR (created if needed) receives eval.json (that object) and three
 pictures through the linear latent-to-RGB preview: boundaries.png (data
-samples, clean, then noised to t = 50, 250, 500, 750, 950 with the cells the
-router dropped at ρ = 0 dimmed), trajectory.png (the first ρ's samples with
-the cells dropped at each sampling step dimmed, noisiest first) and
-elastic_grid.png (rows: teacher, each ρ, then the guided teacher and
-Lite-CFG; columns: samples from the same noise).
+samples, clean, then noised to t = 50, 250, 500, 750, 950: cells the router
+kept at ρ = 0 dotted, dropped ones dimmed), trajectory.png (the first ρ's
+samples, with the cells kept at each sampling step dotted, noisiest step
+first) and elastic_grid.png (rows: teacher, each ρ, then the teacher at the
+Lite-CFG scale and Lite-CFG; columns: samples from the same noise and
+label).
 
 CHECKPOINT is a DC checkpoint (dcdit's format, config in its metadata), or a
 reference DC-DiT state_dict (AMD-AGI/DynamicChunkingDiT), which stores
@@ -127,7 +132,8 @@ The teacher is any DiT checkpoint 'dcdit sample' reads.`,
 	f.Float64SliceVar(&opts.Rhos, "rho", eval.DefaultRhos, "tail-drop fractions ρ, one table row each")
 	f.Float64SliceVar(&opts.Lite, "lite", []float64{0, 0.9}, "Lite-CFG pair: ρ of the conditional, then of the unconditional branch")
 	f.BoolVar(&opts.NoLite, "no-lite", false, "skip the Lite-CFG row")
-	f.Float64Var(&opts.CFG, "cfg", 4, "guidance scale of the Lite-CFG row (> 1)")
+	f.Float64Var(&opts.CFG, "cfg", 1, "guidance scale of the ρ rows (1 or less: none)")
+	f.Float64Var(&opts.LiteCFG, "lite-cfg", 1.25, "guidance scale of the Lite-CFG row (> 1)")
 	f.IntVar(&opts.Num, "num", 64, "held-out noisy inputs (the data set's first samples)")
 	f.IntVar(&opts.Samples, "samples", 8, "samples per row for the PSNR and the elastic grid")
 	f.IntVar(&opts.Steps, "steps", 10, "DDPM sampling steps (the 1000 training steps respaced)")
@@ -154,8 +160,10 @@ func validate(cmd *cobra.Command, o *Options) error {
 		return cmdutil.Usagef(cmd, "--rho: want at least one fraction")
 	case !o.NoLite && len(o.Lite) != 2:
 		return cmdutil.Usagef(cmd, "--lite %v: want two fractions, the conditional's then the unconditional's (or --no-lite)", o.Lite)
-	case !o.NoLite && !(o.CFG > 1 && !math.IsInf(o.CFG, 0)):
-		return cmdutil.Usagef(cmd, "--cfg %v: Lite-CFG needs a finite guidance scale > 1", o.CFG)
+	case !o.NoLite && !(o.LiteCFG > 1 && !math.IsInf(o.LiteCFG, 0)):
+		return cmdutil.Usagef(cmd, "--lite-cfg %v: Lite-CFG needs a finite guidance scale > 1", o.LiteCFG)
+	case math.IsNaN(o.CFG) || math.IsInf(o.CFG, 0):
+		return cmdutil.Usagef(cmd, "--cfg %v: want a finite guidance scale", o.CFG)
 	case o.Num < 1 || o.Samples < 1 || o.Batch < 1:
 		return cmdutil.Usagef(cmd, "--num %d, --samples %d, --batch %d: want each ≥ 1", o.Num, o.Samples, o.Batch)
 	case o.Steps < 1 || o.Steps > eval.TrainSteps:
@@ -248,10 +256,10 @@ func Run(opts *Options) error {
 	}
 	eo := eval.Options{
 		Rhos: opts.Rhos, NumInputs: opts.Num, NumSamples: opts.Samples, Steps: opts.Steps,
-		BatchSize: opts.Batch, Seed: opts.Seed,
+		BatchSize: opts.Batch, Seed: opts.Seed, CFG: opts.CFG,
 	}
 	if !opts.NoLite {
-		eo.Lite = &eval.Lite{Cond: opts.Lite[0], Uncond: opts.Lite[1], Scale: opts.CFG}
+		eo.Lite = &eval.Lite{Cond: opts.Lite[0], Uncond: opts.Lite[1], Scale: opts.LiteCFG}
 	}
 	var bar *progress.Bar
 	if !opts.Quiet {
