@@ -184,9 +184,9 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 	}
 
 	setDefault(d, "save.dir", &r.Save.Dir, filepath.Join("runs", r.Name))
-	if d.mark["save.dir"] || opts.OutDir != "" {
-		// Not a path written in the recipe: relative to the current folder.
-	} else if !filepath.IsAbs(r.Save.Dir) {
+	if !d.mark["save.dir"] && opts.OutDir == "" && !filepath.IsAbs(r.Save.Dir) {
+		// A path written in the recipe is relative to its folder; the
+		// default and --out are relative to the current folder.
 		r.Save.Dir = filepath.Join(r.Dir, r.Save.Dir)
 	}
 	setDefault(d, "save.every", &r.Save.Every, 1000)

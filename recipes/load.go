@@ -138,7 +138,11 @@ func Parse(file, text, dir string, opts LoadOptions) (*Recipe, error) {
 		r.Save.Dir = abs
 		r.overrides["save.dir"] = "--out"
 	}
-	applyDefaults(r, definedKeys(raw), opts)
+	has := definedKeys(raw)
+	for k := range r.overrides {
+		has[k] = true
+	}
+	applyDefaults(r, has, opts)
 	check(p, r)
 	if len(p.list) > 0 {
 		return r, p.err()
@@ -184,8 +188,24 @@ func show(v any) string {
 		return strconv.FormatBool(x)
 	case int64:
 		return strconv.FormatInt(x, 10)
+	case float64:
+		return formatFloat(x)
+	case []float64:
+		parts := make([]string, len(x))
+		for i, f := range x {
+			parts[i] = formatFloat(f)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
 	}
 	return describe(v)
+}
+
+// formatFloat writes a float as TOML would (1.0, 0.25, 1e-08).
+func formatFloat(x float64) string {
+	if x == float64(int64(x)) && x < 1e15 && x > -1e15 {
+		return strconv.FormatFloat(x, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(x, 'g', -1, 64)
 }
 
 func (p *problems) err() error {
@@ -448,18 +468,13 @@ func describe(v any) string {
 	case int:
 		return strconv.Itoa(x)
 	case float64:
-		if x == float64(int64(x)) && x < 1e15 && x > -1e15 {
-			return strconv.FormatFloat(x, 'f', 1, 64)
-		}
-		return strconv.FormatFloat(x, 'g', -1, 64)
+		return fmt.Sprintf("a float (%s)", formatFloat(x))
 	case map[string]any:
 		return "a table"
 	case []map[string]any:
 		return "an array of tables"
 	case []any:
 		return "an array"
-	case []float64:
-		return formatFloats(x)
 	case []int:
 		return fmt.Sprint(x)
 	case []string:
@@ -468,14 +483,6 @@ func describe(v any) string {
 		return fmt.Sprintf("a date-time (%v)", x)
 	}
 	return fmt.Sprintf("%v", v)
-}
-
-func formatFloats(xs []float64) string {
-	parts := make([]string, len(xs))
-	for i, x := range xs {
-		parts[i] = describe(x)
-	}
-	return "[" + strings.Join(parts, ", ") + "]"
 }
 
 // definedKeys lists the display keys present in a decoded document.

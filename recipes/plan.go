@@ -285,11 +285,16 @@ func planBase(p *problems, r *Recipe, pl *Plan) (*arch.DiTConfig, map[string][]i
 	info.Warnings = append(append([]string{}, ck.Warnings...), rep.Warnings...)
 	pl.Base = info
 	if rep.Architecture != arch.DiT {
-		what := string(rep.Architecture)
-		if rep.Architecture == arch.ZImage {
-			what = "Z-Image (upcycling Z-Image is not supported yet)"
+		what := fmt.Sprintf("a %s checkpoint", rep.Architecture)
+		switch rep.Architecture {
+		case arch.ZImage:
+			what = "a Z-Image checkpoint (upcycling Z-Image is not supported yet)"
+		case arch.DCDiT:
+			what = "a DC checkpoint (already upcycled)"
+		case arch.Unknown:
+			what = "a checkpoint of no known architecture"
 		}
-		p.add("base.path", "found a %s checkpoint, expected a DiT (original or diffusers naming)", what)
+		p.add("base.path", "found %s, expected a DiT (original or diffusers naming)", what)
 		return nil, nil
 	}
 	if len(rep.Missing)+len(rep.Mismatched) > 0 {

@@ -1,0 +1,309 @@
+package recipes
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dcdit/dcdit/internal/testckpt"
+	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/loaders/dtype"
+)
+
+// paperScale holds the paper's figures for one DC-DiT scale: parameters
+// (Table "Main ImageNet results"), bottleneck width (Table "Basic
+// architecture shapes"), the DiT baseline's TFLOPs per image and DC-DiT's
+// at two tail-drop fractions (256×256, no guidance, 250 steps).
+type paperScale struct {
+	recipe, preset string
+	paramsM        float64
+	bottleneck     int
+	ditTFLOPs      float64
+	dcTFLOPs       map[float64]float64
+}
+
+var paperScales = []paperScale{
+	{"dit-s-2-256.toml", "DiT-S/2", 34.7, 96, 3.02, map[float64]float64{0.2: 3.06, 0.5: 2.14}},
+	{"dit-b-2-256.toml", "DiT-B/2", 137, 192, 11.46, map[float64]float64{0.2: 11.94, 0.5: 8.55}},
+	{"dit-l-2-256.toml", "DiT-L/2", 469, 256, 40.21, map[float64]float64{0.1: 39.61, 0.3: 31.86}},
+	{"dit-xl-2-256.toml", "DiT-XL/2", 689, 288, 59.00, map[float64]float64{0.0: 62.99, 0.2: 51.60, 0.4: 40.26}},
+}
+
+// Every real-checkpoint recipe plans against a header-only checkpoint of
+// its DiT's shapes (full size, its data a hole) and gives the paper's
+// DC-DiT: its bottleneck, its parameter count within 1%, the DiT
+// baseline's FLOPs within 1%, and DC-DiT's FLOPs per ρ within 10% (the
+// plan assumes the router keeps exactly L/N tokens; trained routers keep
+// a few less).
+func TestRealRecipesPlan(t *testing.T) {
+	for _, s := range paperScales {
+		t.Run(s.preset, func(t *testing.T) {
+			c, ok := testckpt.DiTPreset(s.preset, 32)
+			if !ok {
+				t.Fatalf("no preset %s", s.preset)
+			}
+			base := filepath.Join(t.TempDir(), "dit.safetensors")
+			writeBase(t, base, c)
+			r, pl, err := Check(s.recipe, LoadOptions{BasePath: base})
+			if err != nil {
+				t.Fatalf("plan: %v", err)
+			}
+			if pl.Backbone.Config.Preset != s.preset || pl.DC.EncDecDim != s.bottleneck || pl.DC.GridRows != 32 || pl.MainNetwork.PatchSize != 2 {
+				t.Errorf("backbone %+v, dc %+v", pl.Backbone.Config, pl.DC)
+			}
+			if got := float64(pl.Parameters.Total) / 1e6; math.Abs(got/s.paramsM-1) > 0.01 {
+				t.Errorf("%.1fM parameters, paper %.1fM", got, s.paramsM)
+			}
+			if pl.Parameters.Copied+pl.Parameters.New != pl.Parameters.Total || pl.Parameters.Copied+pl.Parameters.Dropped != pl.Parameters.Base {
+				t.Errorf("parameter accounting: %+v", pl.Parameters)
+			}
+			rows := map[float64]FLOPsRow{}
+			for _, row := range pl.FLOPs.Rows {
+				switch row.Model {
+				case "base":
+					if math.Abs(row.TFLOPsPerImage/s.ditTFLOPs-1) > 0.01 {
+						t.Errorf("DiT %.2f TFLOPs/img, paper %.2f", row.TFLOPsPerImage, s.ditTFLOPs)
+					}
+				case "dc":
+					rows[row.Rho] = row
+				}
+			}
+			for rho, paper := range s.dcTFLOPs {
+				if row, ok := rows[rho]; ok {
+					if math.Abs(row.TFLOPsPerImage/paper-1) > 0.10 {
+						t.Errorf("ρ %g: %.2f TFLOPs/img, paper %.2f", rho, row.TFLOPsPerImage, paper)
+					}
+					t.Logf("ρ %g: %.2f TFLOPs/img (paper %.2f), %d kept", rho, row.TFLOPsPerImage, paper, row.Kept)
+				}
+			}
+			// The paper's schedule: distill 5K steps training only the
+			// scaffold, finetune 10K with ρ from 5K on, embedders frozen.
+			d, f := pl.Stages[0], pl.Stages[1]
+			if d.Steps != 5000 || f.Steps != 10000 || f.MultiBudgetStart != 5000 || d.BatchSize != 256 || f.LR.Peak != 1e-4 {
+				t.Errorf("stages %+v / %+v", d, f)
+			}
+			if d.Trainable != pl.Parameters.New || f.Frozen != groupParams(pl, GroupTimestepEmbedder)+groupParams(pl, GroupClassEmbedder) {
+				t.Errorf("distill trains %d (new %d); finetune freezes %d", d.Trainable, pl.Parameters.New, f.Frozen)
+			}
+			if !slices.Equal(r.Stages[1].Rho, PaperRho) || r.Stages[1].EMADecay != 0.9999 || r.Stages[1].GradClip != 1 || r.Scaffold.Router.RatioLossWeight != 0.03 {
+				t.Errorf("finetune hyper-parameters differ from the paper's: %+v", r.Stages[1])
+			}
+			if d.Memory.Total <= d.Memory.Activations || d.Memory.Teacher != 4*pl.Parameters.Base || f.Memory.Teacher != 0 || f.Memory.EMA != 4*f.Trainable {
+				t.Errorf("memory %+v / %+v", d.Memory, f.Memory)
+			}
+		})
+	}
+}
+
+func groupParams(pl *Plan, g string) int64 {
+	for _, c := range pl.Parameters.ByGroup {
+		if c.Group == g {
+			return c.Params
+		}
+	}
+	return 0
+}
+
+// The same checkpoint in diffusers naming plans the same model: the layout
+// is detected, not configured.
+func TestPlanDiffusersLayout(t *testing.T) {
+	c, _ := testckpt.DiTPreset("DiT-S/2", 32)
+	dir := t.TempDir()
+	orig, diff := filepath.Join(dir, "o.safetensors"), filepath.Join(dir, "d.safetensors")
+	writeBase(t, orig, c)
+	if err := testckpt.WriteSparseFile(diff, arch.ExpectedDiT(c, arch.Diffusers), dtype.F32); err != nil {
+		t.Fatal(err)
+	}
+	_, a, err := Check("dit-s-2-256.toml", LoadOptions{BasePath: orig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, b, err := Check("dit-s-2-256.toml", LoadOptions{BasePath: diff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Base.Layout != arch.Diffusers || *a.DC != *b.DC || a.Parameters.Total != b.Parameters.Total {
+		t.Errorf("diffusers plan differs: layout %s, %+v vs %+v", b.Base.Layout, b.DC, a.DC)
+	}
+}
+
+// The main job's recipe names the bundled teacher, which validate reports
+// as missing until it exists, clearly and once; against a teacher of the
+// planned size (hidden 128, 4 blocks, patch 2, 16×16 latents) it plans a
+// small run whose FLOPs fall as ρ grows.
+func TestToyRecipe(t *testing.T) {
+	const file = "toy-dit.toml"
+	text, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Load(file, LoadOptions{})
+	if _, statErr := os.Stat(filepath.Join("..", "testdata", "teacher", "model.safetensors")); statErr != nil {
+		ps := Problems(err)
+		if len(ps) != 1 || ps[0].Key != "base.path" || ps[0].Line != lineOf(t, string(text), "path = ", 1) || !strings.Contains(ps[0].Msg, "does not exist") {
+			t.Errorf("missing teacher: got %v", err)
+		}
+	} else if err != nil {
+		t.Errorf("toy recipe with its teacher: %v", err)
+	}
+	_ = r
+
+	teacher := &arch.DiTConfig{Depth: 4, HiddenSize: 128, NumHeads: 4, PatchSize: 2, InChannels: 4, InputSize: 16,
+		LearnSigma: true, NumClasses: 10, MLPRatio: 4, FrequencySize: 256}
+	base := filepath.Join(t.TempDir(), "teacher.safetensors")
+	writeBase(t, base, teacher)
+	_, pl, err := Check(file, LoadOptions{BasePath: base})
+	if err != nil {
+		t.Fatalf("toy plan: %v", err)
+	}
+	if pl.DC.EncDecDim != 32 || pl.DC.Tokens() != 256 || pl.MainNetwork.Depth != 4 {
+		t.Errorf("dc %+v", pl.DC)
+	}
+	prev := math.Inf(1)
+	for _, row := range pl.FLOPs.Rows {
+		if row.Model != "dc" {
+			continue
+		}
+		if row.Rho == 0 && row.Kept != 64 {
+			t.Errorf("ρ 0 keeps %d of 256, want 64", row.Kept)
+		}
+		if !(row.GFLOPsPerForward < prev) {
+			t.Errorf("FLOPs do not fall with ρ: %+v", pl.FLOPs.Rows)
+		}
+		prev = row.GFLOPsPerForward
+	}
+	var total float64
+	for _, s := range pl.Stages {
+		total += s.PFLOPsTotal * 1e15
+	}
+	total += pl.Data.GenerationTFLOPs * 1e12
+	// Ten minutes on 2 cores at a (pessimistic) 10 GFLOP/s is 6 TFLOP.
+	if total > 6e12 {
+		t.Errorf("the toy run costs %.3g FLOP, more than 10 minutes on 2 cores", total)
+	}
+	t.Logf("toy run: %.3g TFLOP in all", total/1e12)
+}
+
+// A recipe with [model] trains from scratch: a fixed-patch DiT without a
+// scaffold, DC-DiT (positions on the latent grid) with one.
+func TestFromScratch(t *testing.T) {
+	dir := t.TempDir()
+	dit := "name = \"s\"\n[model]\npreset = \"DiT-S/2\"\n[[stage]]\nkind = \"train\"\nsteps = 10000\n"
+	p := filepath.Join(dir, "dit.toml")
+	os.WriteFile(p, []byte(dit), 0o644)
+	r, pl, err := Check(p, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.Recipe.Kind != "train-dit" || pl.DC != nil || r.Data.Source != SourceShapes || !slices.Equal(r.Stages[0].Rho, []float64{0}) ||
+		r.Stages[0].RatioLossWeight != 0 || len(pl.FLOPs.Rows) != 1 || pl.FLOPs.Rows[0].Model != "dit" {
+		t.Errorf("DiT from scratch: %+v", pl.Recipe)
+	}
+	if n := pl.Parameters.Total; n < 32e6 || n > 34e6 || pl.Parameters.New != n {
+		t.Errorf("DiT-S/2 has %d parameters, all new", n)
+	}
+	dc := dit + "[scaffold]\n"
+	p2 := filepath.Join(dir, "dc.toml")
+	os.WriteFile(p2, []byte(dc), 0o644)
+	r, pl, err = Check(p2, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.Recipe.Kind != "train-dc" || pl.DC == nil || pl.MainNetwork.PatchSize != 1 || r.Model.PatchSize != 1 || !slices.Equal(r.Stages[0].Rho, PaperRho) {
+		t.Errorf("DC-DiT from scratch: %+v %+v", pl.Recipe, pl.MainNetwork)
+	}
+}
+
+// A data file's header sizes the data; its labels may be a tensor or the
+// metadata `dcdit sample` writes.
+func TestPlanDataFile(t *testing.T) {
+	text := edit(validRecipe, "samples = 64\n", "source = \"file\"\npath = \"latents.safetensors\"\n", 1)
+	path := recipeDir(t, text)
+	writeLatents(t, filepath.Join(filepath.Dir(path), "latents.safetensors"), []int64{48, 4, 8, 8}, false)
+	_, pl, err := Check(path, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.Data.Samples != 48 || pl.Data.Labels != `tensor "labels"` || pl.Stages[0].Epochs != 10*16/48.0 {
+		t.Errorf("data %+v, epochs %g", pl.Data, pl.Stages[0].Epochs)
+	}
+}
+
+// Defaults are filled in per kind and marked; written values are not.
+func TestDefaults(t *testing.T) {
+	r, err := Load(recipeDir(t, validRecipe), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, f := r.Stages[0], r.Stages[1]
+	if d.Loss != LossL1 || !slices.Equal(d.Trainable, []string{GroupScaffold}) || d.EMADecay != 0 || !slices.Equal(d.Rho, []float64{0}) || d.Target != "output" {
+		t.Errorf("distill defaults: %+v", d)
+	}
+	if f.Loss != LossHybrid || !slices.Equal(f.Frozen, []string{GroupEmbedders}) || f.EMADecay != DefaultEMADecay || f.LR != DefaultLR || f.GradClip != 1 {
+		t.Errorf("finetune defaults: %+v", f)
+	}
+	if r.Scaffold.TargetN != 4 || r.Scaffold.NormGroups != 8 || r.Scaffold.Router.RatioBatchSize != 16 || r.Data.Source != SourceTeacher || r.Save.Keep != 3 {
+		t.Errorf("defaults: %+v %+v", r.Scaffold, r.Data)
+	}
+	if !r.IsDefault("stage[0].loss") || r.IsDefault("stage[1].rho") || r.IsDefault("scaffold.norm_groups") || !r.IsDefault("scaffold.target_n") {
+		t.Error("default marks are wrong")
+	}
+	src := map[string]Setting{}
+	for _, s := range r.Settings() {
+		src[s.Key] = s
+	}
+	if s := src["stage[1].rho"]; s.Source != "file" || s.Line != lineOf(t, validRecipe, "rho", 1) || s.Value != "[0.0, 0.3, 0.6]" {
+		t.Errorf("stage[1].rho setting: %+v", s)
+	}
+	if s := src["stage[0].ema_decay"]; s.Source != "default" || !s.Default || s.Value != "0.0" {
+		t.Errorf("stage[0].ema_decay setting: %+v", s)
+	}
+	if _, ok := src["model.preset"]; ok {
+		t.Error("settings list a table the recipe does not have")
+	}
+}
+
+// Group names and patterns select the parameters they say.
+func TestStageTrains(t *testing.T) {
+	cases := []struct {
+		trainable, frozen []string
+		name              string
+		dc, want          bool
+	}{
+		{[]string{"scaffold"}, nil, "hnet.encoder.layers.0.conv1.weight", true, true},
+		{[]string{"scaffold"}, nil, "x_embedder.proj.weight", true, true},
+		{[]string{"scaffold"}, nil, "hnet.main_network.main_network.rmsnorm.weight", true, true},
+		{[]string{"scaffold"}, nil, "hnet.main_network.main_network.layers.3.attn.qkv.weight", true, false},
+		{[]string{"scaffold"}, nil, "t_embedder.mlp.0.weight", true, false},
+		{[]string{"all"}, []string{"embedders"}, "y_embedder.embedding_table.weight", true, false},
+		{[]string{"all"}, []string{"embedders"}, "x_embedder.proj.weight", true, true},
+		{[]string{"all"}, []string{"embedders"}, "x_embedder.proj.weight", false, false},
+		{[]string{"adaln"}, nil, "hnet.main_network.main_network.layers.3.adaLN_modulation.1.bias", true, true},
+		{[]string{"adaln"}, nil, "blocks.3.adaLN_modulation.1.bias", false, true},
+		{[]string{"backbone"}, []string{"attention"}, "blocks.0.attn.proj.weight", false, false},
+		{[]string{"backbone"}, []string{"attention"}, "blocks.0.mlp.fc1.weight", false, true},
+		{[]string{"hnet.routing_module.*"}, nil, "hnet.routing_module.residual_scorer.3.bias", true, true},
+		{[]string{"hnet.*"}, []string{"router"}, "hnet.routing_module.proj.weight", true, false},
+		{[]string{"final_layer"}, nil, "final_layer.linear.weight", false, true},
+		{[]string{"scaffold"}, nil, "final_layer.linear.weight", false, false},
+	}
+	for _, c := range cases {
+		st := Stage{Trainable: c.trainable, Frozen: c.frozen}
+		if got := st.Trains(c.name, c.dc); got != c.want {
+			t.Errorf("trainable %v frozen %v dc %v: Trains(%s) = %v", c.trainable, c.frozen, c.dc, c.name, got)
+		}
+	}
+	// Every parameter of a planned model falls in exactly one finest group.
+	_, pl, err := Check(recipeDir(t, validRecipe), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pl.Params {
+		if p.Group == "other" {
+			t.Errorf("%s belongs to no group", p.Name)
+		}
+	}
+}
