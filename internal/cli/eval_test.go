@@ -15,7 +15,7 @@ import (
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dit"
-	"github.com/dcdit/dcdit/internal/cli/evaluate"
+	"github.com/dcdit/dcdit/eval"
 	"github.com/dcdit/dcdit/internal/dctest"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
@@ -91,12 +91,12 @@ func TestEval(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	t.Log("\n" + stdout)
-	for _, want := range []string{"kept tokens", "teacher", "Lite-CFG (scale 2, ρ cond 0 / uncond 0.8)", "edge density ratio", "wrote " + filepath.Join(out, evaluate.JSONFile)} {
+	for _, want := range []string{"kept tokens", "teacher", "Lite-CFG (scale 2, ρ cond 0 / uncond 0.8)", "edge density ratio", "wrote " + filepath.Join(out, eval.JSONFile)} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
-	raw, err := os.ReadFile(filepath.Join(out, evaluate.JSONFile))
+	raw, err := os.ReadFile(filepath.Join(out, eval.JSONFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestEval(t *testing.T) {
 	if len(rep.Rows) != 2 || rep.Lite == nil || rep.Ratio == nil || !(rep.Rows[1].KeptTokens < rep.Rows[0].KeptTokens) || !(rep.Rows[1].GFLOPs < rep.Rows[0].GFLOPs) {
 		t.Errorf("eval.json: %s", raw)
 	}
-	for _, name := range []string{evaluate.BoundaryFile, evaluate.TrajectoryFile, evaluate.GridFile} {
+	for _, name := range []string{eval.BoundaryFile, eval.TrajectoryFile, eval.GridFile} {
 		f, err := os.Open(filepath.Join(out, name))
 		if err != nil {
 			t.Fatal(err)
@@ -126,7 +126,7 @@ func TestEval(t *testing.T) {
 		f.Close()
 	}
 	if dir := os.Getenv("DCDIT_EVAL_PICTURES"); dir != "" {
-		for _, name := range []string{evaluate.BoundaryFile, evaluate.TrajectoryFile, evaluate.GridFile} {
+		for _, name := range []string{eval.BoundaryFile, eval.TrajectoryFile, eval.GridFile} {
 			b, _ := os.ReadFile(filepath.Join(out, name))
 			os.WriteFile(filepath.Join(dir, name), b, 0o644)
 		}

@@ -4,14 +4,10 @@
 package evaluate
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -22,7 +18,6 @@ import (
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/eval"
-	"github.com/dcdit/dcdit/internal/atomicfile"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 	"github.com/dcdit/dcdit/internal/cli/progress"
@@ -53,14 +48,6 @@ type Options struct {
 	Sigma        float64
 	Quiet        bool
 }
-
-// Files written into --out.
-const (
-	JSONFile       = "eval.json"
-	BoundaryFile   = "boundaries.png"
-	TrajectoryFile = "trajectory.png"
-	GridFile       = "elastic_grid.png"
-)
 
 // NewCmd returns the eval command. runF replaces the action in tests that
 // only check flag parsing; nil evaluates.
@@ -275,32 +262,18 @@ func Run(opts *Options) error {
 	if err != nil {
 		return fmt.Errorf("eval %s: %w", opts.Checkpoint, err)
 	}
-	var js bytes.Buffer
-	enc := json.NewEncoder(&js)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(r); err != nil {
-		return fmt.Errorf("eval: %w", err)
-	}
 	var written []string
 	if opts.Out != "" {
-		path := filepath.Join(opts.Out, JSONFile)
-		if err := atomicfile.Write(path, func(w io.Writer) error { _, err := w.Write(js.Bytes()); return err }); err != nil {
+		if written, err = r.WriteFiles(opts.Out); err != nil {
 			return err
-		}
-		written = append(written, path)
-		for _, p := range []struct {
-			name  string
-			write func(string) error
-		}{{BoundaryFile, r.WriteBoundaryPNG}, {TrajectoryFile, r.WriteTrajectoryPNG}, {GridFile, r.WriteElasticGridPNG}} {
-			path := filepath.Join(opts.Out, p.name)
-			if err := p.write(path); err != nil {
-				return err
-			}
-			written = append(written, path)
 		}
 	}
 	if opts.JSON {
-		_, err := opts.IO.Out.Write(js.Bytes())
+		js, err := r.JSON()
+		if err != nil {
+			return err
+		}
+		_, err = opts.IO.Out.Write(js)
 		return err
 	}
 	if err := r.WriteTable(opts.IO.Out); err != nil {
