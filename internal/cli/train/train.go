@@ -124,21 +124,27 @@ func Run(opts *Options) error {
 }
 
 // stepReporter draws one progress bar per stage with the loss, ρ, kept
-// ratio and speed.
+// ratio and speed. A resumed stage's bar counts the steps still to run, so
+// that its rate and ETA are this run's.
 func stepReporter(ios *iostreams.IO) func(distill.Progress) {
 	var bar *progress.Bar
-	stage := ""
+	stage, base := "", 0
 	return func(p distill.Progress) {
 		if p.Stage != stage {
 			bar.Finish()
-			bar, stage = progress.New(ios.Err, p.Stage, p.Steps), p.Stage
+			base, stage = p.Step-1, p.Stage
+			label := p.Stage
+			if base > 0 {
+				label = fmt.Sprintf("%s (resumed at step %d of %d)", p.Stage, base, p.Steps)
+			}
+			bar = progress.New(ios.Err, label, p.Steps-base)
 		}
 		note := fmt.Sprintf("loss %.4f", p.Metrics.Loss)
 		if p.Metrics.Kept > 0 {
 			note += fmt.Sprintf(" ρ %.2f kept %.2f", p.Metrics.Rho, p.Metrics.Kept)
 		}
 		bar.Note(note + fmt.Sprintf(" %.2f steps/s", p.StepsPerSec))
-		bar.Set(p.Step)
+		bar.Set(p.Step - base)
 		if p.Step == p.Steps {
 			bar.Finish()
 			bar, stage = nil, ""
