@@ -12,6 +12,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -41,9 +42,14 @@ func NewCmd(ios *iostreams.IO, runF func(*Options) error) *cobra.Command {
 		Use:   "bench",
 		Short: "Time dcdit's kernels on the workloads of the PyTorch reference",
 		Long: `Bench times GEMMs of DiT-S shapes, packed attention and 3x3 convolution
-forward and backward, and an AdamW step over 33 M parameters. Each figure is
-the best of several runs after a warm-up, with the case names and timing rules
-of torch_reference.py, so that its JSON and ours compare line by line.
+forward and backward, a DiT-S block, the DiT-S/2 forward and training step,
+the DC-DiT-S forward and training step at tail-drop fractions 0, 0.3 and 0.6
+(router set to keep about a quarter of the 1024 tokens), and an AdamW step
+over 33 M parameters. Each figure is the best of several runs after a
+warm-up, with the case names and timing rules of torch_reference.py, so that
+its JSON and ours compare line by line (the reference has no DC-DiT cases).
+GFLOP is the work one run executes, counted with the tokens it actually kept
+(the DC-DiT cases' kept counts vary with ρ), so times compare against work.
 
 With --compare, the JSON printed by torch_reference.py (its "best" list; a
 file printed by 'dcdit bench --json' also works) adds the reference's figures
@@ -78,11 +84,15 @@ type Result struct {
 	Reference *Reference `json:"reference,omitempty"`
 }
 
-// CaseResult is the timing of one case. GFLOPS is set where the case has a
-// meaningful FLOP count, NsPerParam for the optimiser.
+// CaseResult is the timing of one case. GFLOP and GFLOPS are set where the
+// case has a meaningful FLOP count, NsPerParam for the optimiser.
 type CaseResult struct {
-	Name       string  `json:"name"`
-	MS         float64 `json:"ms"`
+	Name string  `json:"name"`
+	MS   float64 `json:"ms"`
+	// GFLOP is the work one run executes (for model cases, counted with
+	// the tokens the run actually kept), so that time can be read against
+	// work across cases.
+	GFLOP      float64 `json:"gflop,omitempty"`
 	GFLOPS     float64 `json:"gflops,omitempty"`
 	NsPerParam float64 `json:"ns_per_param,omitempty"`
 
@@ -195,6 +205,7 @@ func measure(c benchCase, reps int) CaseResult {
 	sec := best.Seconds()
 	r := CaseResult{Name: c.name, MS: round(sec*1e3, 3)}
 	if w.flops > 0 {
+		r.GFLOP = round(w.flops/1e9, 6)
 		r.GFLOPS = round(w.flops/sec/1e9, 1)
 	}
 	if w.params > 0 {
@@ -305,13 +316,13 @@ func writeTable(w io.Writer, r *Result) {
 	name := func(s string) string { return fmt.Sprintf("%-*s", width, s) }
 	var buf strings.Builder
 	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', tabwriter.AlignRight)
-	head := name("CASE") + "\tMS\tGFLOP/S\tNS/PARAM\t"
+	head := name("CASE") + "\tMS\tGFLOP\tGFLOP/S\tNS/PARAM\t"
 	if r.Reference != nil {
 		head += "REF MS\tREF GFLOP/S\tREF NS/PARAM\tTIME RATIO\tGFLOP/S RATIO\t"
 	}
 	fmt.Fprintln(tw, head)
 	for _, c := range r.Cases {
-		row := fmt.Sprintf("%s\t%s\t%s\t%s\t", name(c.Name), num(c.MS, 3), num(c.GFLOPS, 1), num(c.NsPerParam, 2))
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t", name(c.Name), num(c.MS, 3), sig(c.GFLOP), num(c.GFLOPS, 1), num(c.NsPerParam, 2))
 		if r.Reference != nil {
 			var ref RefCase
 			if c.Ref != nil {
@@ -323,7 +334,7 @@ func writeTable(w io.Writer, r *Result) {
 	}
 	if r.Reference != nil {
 		for _, c := range r.Reference.Missing {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t%s\t%s\t%s\t-\t-\t\n", name(c.Name), num(c.MS, 3), num(c.GFLOPS, 1), num(c.NsPerParam, 2))
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t%s\t%s\t%s\t-\t-\t\n", name(c.Name), num(c.MS, 3), num(c.GFLOPS, 1), num(c.NsPerParam, 2))
 		}
 	}
 	tw.Flush()
@@ -337,6 +348,16 @@ func writeTable(w io.Writer, r *Result) {
 			fmt.Fprintln(w, "rows with '-' for dcdit are reference cases dcdit does not run yet")
 		}
 	}
+}
+
+// sig formats a work figure: 3 decimals, or all its (rounded) digits
+// below 1 (a small GEMM does 0.000066 GFLOP), or "-" where it does not
+// apply.
+func sig(x float64) string {
+	if x == 0 || x >= 1 {
+		return num(x, 3)
+	}
+	return strconv.FormatFloat(x, 'f', -1, 64)
 }
 
 // num formats a figure, or "-" for one that does not apply.

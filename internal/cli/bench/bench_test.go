@@ -15,11 +15,16 @@ import (
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 )
 
-// referenceNames are torch_reference.py's case names, in its order.
+// referenceNames are torch_reference.py's case names, in its order, and
+// the DC-DiT-S cases the issue names.
 var referenceNames = []string{
 	"gemm_2048x384x1152", "gemm_2048x384x1536", "gemm_2048x1536x384", "gemm_256x1152x1152", "gemm_1024x1024x1024",
 	"attention_fwd_bwd", "conv3x3_fwd_bwd", "dit_s_block_fwd", "dit_s_block_fwd_bwd",
-	"dit_s2_train_step", "dit_s2_forward", "adamw",
+	"dit_s2_train_step", "dit_s2_forward",
+	// The issue's DC-DiT-S cases; torch_reference.py has no DC-DiT.
+	"dcdit_s_forward_rho0", "dcdit_s_forward_rho0.3", "dcdit_s_forward_rho0.6",
+	"dcdit_s_train_step_rho0", "dcdit_s_train_step_rho0.3", "dcdit_s_train_step_rho0.6",
+	"adamw",
 }
 
 // Every case must carry a reference name, in the reference's order, so the
@@ -109,6 +114,10 @@ func TestJSONShape(t *testing.T) {
 		if c["name"] == "adamw" && (!np || gf) || c["name"] != "adamw" && (np || !gf) {
 			t.Errorf("case %v: gflops %v, ns_per_param %v", c["name"], c["gflops"], c["ns_per_param"])
 		}
+		// gflop is the work of one run: 2·64·32·16 FLOPs for the first GEMM.
+		if g, ok := c["gflop"].(float64); c["name"] == "gemm_64x32x16" && (!ok || g != 0.000066) || c["name"] == "adamw" && ok {
+			t.Errorf("case %v: gflop %v", c["name"], c["gflop"])
+		}
 	}
 	if want := []string{"gemm_64x32x16", "gemm_8x8x8", "adamw"}; !slices.Equal(names, want) {
 		t.Errorf("cases %v, want %v", names, want)
@@ -181,7 +190,7 @@ func TestTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"cpu ", "threads ", "kernels  optim ", "CASE", "GFLOP/S", "NS/PARAM", "gemm_64x32x16", "adamw"} {
+	for _, want := range []string{"cpu ", "threads ", "kernels  optim ", "CASE", "GFLOP ", "GFLOP/S", "NS/PARAM", "gemm_64x32x16", "0.000066", "adamw"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

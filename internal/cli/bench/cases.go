@@ -37,10 +37,11 @@ const (
 	adamwParams                               = 33_000_000
 )
 
-// allCases is the suite in the reference's order; the whole-model cases
-// run max(2, base/2) times, as in the reference.
+// allCases is the suite in the reference's order, with the DC-DiT-S cases
+// (named by the issue; the reference has none) after the DiT-S/2 ones; the
+// whole-model cases run max(2, base/2) times, as in the reference.
 func allCases() []benchCase {
-	return []benchCase{
+	return append([]benchCase{
 		gemmCase(2048, 384, 1152),
 		gemmCase(2048, 384, 1536),
 		gemmCase(2048, 1536, 384),
@@ -52,8 +53,9 @@ func allCases() []benchCase {
 		{name: "dit_s_block_fwd_bwd", setup: blockCase(true)},
 		{name: "dit_s2_train_step", setup: trainStepCase, reps: halfReps},
 		{name: "dit_s2_forward", setup: forwardCase, reps: halfReps},
-		{name: "adamw", setup: adamwCase, reps: func(int) int { return 3 }},
-	}
+	}, append(dcCases(),
+		benchCase{name: "adamw", setup: adamwCase, reps: func(int) int { return 3 }},
+	)...)
 }
 
 func halfReps(base int) int { return max(2, base/2) }

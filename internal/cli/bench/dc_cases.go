@@ -1,0 +1,175 @@
+package bench
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/nlpodyssey/spago/ag"
+	"github.com/nlpodyssey/spago/mat"
+
+	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/ops"
+	"github.com/dcdit/dcdit/optim"
+	"github.com/dcdit/dcdit/params"
+	"github.com/dcdit/dcdit/upcycle"
+)
+
+// dcSpec sizes a DC-DiT bench model: the preset's main network and
+// scaffold on a side×side latent grid, batch samples.
+type dcSpec struct {
+	preset      dc.Preset
+	side, batch int
+}
+
+// dcDiTS is DC-DiT-S as the issue and shared/bench/README.md measure it:
+// D 384, 6 heads, 12 blocks, encoder/decoder width 96, batch 8 of
+// 32×32×4 latents.
+func dcDiTS() dcSpec {
+	p, _ := dc.LookupPreset("DC-DiT-S")
+	return dcSpec{preset: p, side: 32, batch: modelBatch}
+}
+
+// dcKeep is the fraction of tokens the router is set to keep (about a
+// quarter of the 1024, as in the reference's measurement).
+const dcKeep = 0.25
+
+var dcRhos = []struct {
+	name string
+	rho  float32
+}{{"0", 0}, {"0.3", 0.3}, {"0.6", 0.6}}
+
+// dcCases are the DC-DiT-S forward and training-step cases, forward first.
+func dcCases() []benchCase {
+	var cs []benchCase
+	for _, train := range []bool{false, true} {
+		for _, r := range dcRhos {
+			name := "dcdit_s_forward_rho" + r.name
+			if train {
+				name = "dcdit_s_train_step_rho" + r.name
+			}
+			cs = append(cs, benchCase{name: name, setup: dcCase(dcDiTS(), r.rho, train), reps: halfReps})
+		}
+	}
+	return cs
+}
+
+// dcModel is a DC-DiT with random weights: the main network initialised
+// as DiT initialises its blocks, the scaffold as the official DC-DiT
+// initialises it, in one parameter arena, with the router's last bias
+// shifted so that dcKeep of the benchmark batch's tokens are boundaries
+// (random weights give an arbitrary logit scale).
+type dcModel struct {
+	m      *dc.Model
+	params *params.Set
+	x      mat.Tensor // token-major latents [B·L, C]
+	t      []float32
+	y      []int
+}
+
+func newDCModel(s dcSpec) *dcModel {
+	p := s.preset
+	// A DiT with the preset's main network at patch 1 supplies the blocks
+	// and embedders.
+	teacher, err := dit.Init(&arch.DiTConfig{Depth: p.Depth, HiddenSize: p.Width, NumHeads: p.Heads, PatchSize: 1, InChannels: 4,
+		InputSize: s.side, LearnSigma: true, NumClasses: 1000, MLPRatio: 4, FrequencySize: 256}, 1)
+	if err != nil {
+		panic(err) // a fixed, valid configuration
+	}
+	sc := upcycle.DefaultScaffold()
+	sc.RatioBatchSize = 0 // a batch of 8 is less than the reference's groups of 16
+	g, err := upcycle.NewGrafted(teacher, sc, 2)
+	if err != nil {
+		panic(err)
+	}
+	cfg := g.Model.Config
+	d := &dcModel{m: g.Model, params: g.Params, t: make([]float32, s.batch), y: make([]int, s.batch)}
+	x := randn(11, s.batch*cfg.InChannels*cfg.Tokens())
+	u := randn(12, 2*s.batch)
+	for i := range s.batch {
+		d.t[i] = float32(int(1000*abs(u[i])) % 1000)
+		d.y[i] = int(1000*abs(u[s.batch+i])) % 1000
+	}
+	d.x = mat.NewDense[float32](mat.WithShape(s.batch*cfg.Tokens(), cfg.InChannels),
+		mat.WithBacking(dc.ToTokens(x, s.batch, cfg.InChannels, cfg.GridRows, cfg.GridCols)))
+
+	// Calibrate: the dcKeep quantile of the logits becomes the threshold.
+	g.Params.SetRequiresGrad(false)
+	res := d.forward(nil)
+	logits := slices.Clone(mat.Data[float32](res.Routing.Logit.Value()))
+	slices.Sort(logits)
+	q := logits[int(float64(len(logits))*(1-dcKeep))]
+	g.Params.Get("hnet.routing_module.residual_scorer.3.bias").Values()[0] -= q
+	return d
+}
+
+// forward runs the whole model (conditioning included) at ρ.
+func (d *dcModel) forward(frac []float32) *dc.Result {
+	c, err := d.m.Backbone.Condition(d.t, d.y)
+	if err != nil {
+		panic(fmt.Sprintf("bench: %v", err))
+	}
+	res, err := d.m.Forward(d.x, c, frac)
+	if err != nil {
+		panic(fmt.Sprintf("bench: %v", err))
+	}
+	return res
+}
+
+// dcCase times DC-DiT-S at tail-drop fraction rho: the inference forward
+// (no gradients kept), or one training step as dit_s2_train_step does it
+// (MSE of the output against a fixed target plus 0.03 × the ratio loss,
+// backward, global-norm clipping at 1, AdamW with lr 1e-4 and no weight
+// decay over all parameters). The FLOPs are those of the forward the case
+// runs, with its actual kept counts (the same every run: the inputs are
+// fixed), three times that for a training step.
+func dcCase(s dcSpec, rho float32, train bool) func() workload {
+	return func() workload {
+		w, _ := dcWorkload(s, rho, train)
+		return w
+	}
+}
+
+// dcWorkload builds a dcCase workload and returns its model.
+func dcWorkload(s dcSpec, rho float32, train bool) (workload, *dcModel) {
+	d := newDCModel(s)
+	frac := []float32{rho}
+	d.params.SetRequiresGrad(false)
+	kept := d.forward(frac).Chunks.NumKept
+	fwd := d.m.ForwardFLOPs(kept).Total()
+	if !train {
+		return workload{run: func() { d.forward(frac) }, flops: fwd}, d
+	}
+	d.params.SetRequiresGrad(true)
+	cfg := d.m.Config
+	rows := s.batch * cfg.Tokens()
+	target := mat.NewDense[float32](mat.WithShape(rows, cfg.OutChannels), mat.WithBacking(randn(14, rows*cfg.OutChannels)))
+	h := optim.DefaultHyper()
+	h.LR, h.WeightDecay = 1e-4, 0
+	mask := optim.AllTrainable(d.params.Len())
+	opt, err := optim.NewAdamW(mask, h)
+	if err != nil {
+		panic(err) // fixed, valid hyperparameters
+	}
+	clip := optim.NewGradClipper(mask, 1)
+	return workload{
+		run: func() {
+			d.params.ZeroGrad()
+			res := d.forward(frac)
+			ratio, err := res.RatioLoss(cfg.TargetN, cfg.RatioBatchSize)
+			if err != nil {
+				panic(fmt.Sprintf("bench: %v", err))
+			}
+			loss := ops.Add(ops.MSE(res.Out, target), ops.Scale(ratio, cfg.RatioLossWeight))
+			if err := ag.Backward(loss); err != nil {
+				panic(err)
+			}
+			if _, err := clip.Clip(d.params.Grad); err != nil {
+				panic(fmt.Sprintf("bench: %v", err))
+			}
+			opt.Step(d.params.Data, d.params.Grad)
+		},
+		flops: 3 * fwd,
+	}, d
+}
