@@ -192,3 +192,38 @@ func TestReadInfersClasses(t *testing.T) {
 		t.Errorf("Range = %v, %v, want 0, 3", lo, hi)
 	}
 }
+
+func TestDeriveEdges(t *testing.T) {
+	// One sample, 1 channel, 3×4: a step between columns 1 and 2 of 1.0,
+	// noise of 0.1 elsewhere.
+	s := &Set{N: 1, C: 1, H: 3, W: 4, NumClasses: 1, Labels: []int{0}, Latents: []float32{
+		0, 0.1, 1, 1,
+		0, 0, 1.1, 1,
+		0.1, 0, 1, 1,
+	}}
+	cases := []struct {
+		threshold float64
+		want      string
+	}{
+		{0.5, ".##. .##. .##."},
+		{0.05, "###. #### ###."},
+		{2, ".... .... ...."},
+	}
+	for _, c := range cases {
+		got := s.DeriveEdges(c.threshold)
+		var b strings.Builder
+		for i, e := range got {
+			if i > 0 && i%4 == 0 {
+				b.WriteByte(' ')
+			}
+			if e {
+				b.WriteByte('#')
+			} else {
+				b.WriteByte('.')
+			}
+		}
+		if b.String() != c.want {
+			t.Errorf("threshold %v: %s, want %s", c.threshold, b.String(), c.want)
+		}
+	}
+}

@@ -19,7 +19,9 @@
 //     the conditional branch at one ρ and the unconditional at another;
 //     either is compared with the teacher at the same guidance scale
 //     (DiT's forward_with_cfg, first 3 channels);
-//   - the edge density ratio: with the data set's edge masks, at ρ = 0 on
+//   - the edge density ratio: with the data set's edge masks (or, without
+//     them, masks derived from the latents: cells whose 4-neighbour differs
+//     by more than DeriveEdgesFraction of the value range), at ρ = 0 on
 //     noisy inputs at EdgeTimesteps (moderate noise: 100, 200, 300 by
 //     default, where ᾱ_t ≈ 0.90, 0.66, 0.40 on DiT's linear schedule), the
 //     fraction of edge cells the router kept over the fraction of flat
@@ -151,6 +153,10 @@ type TeacherRow struct {
 
 // EdgeStats are the counts behind the edge density ratio.
 type EdgeStats struct {
+	// Derived is set when the data set had no edge masks and they were
+	// derived from the latents (datasets.Set.DeriveEdges at Threshold).
+	Derived          bool    `json:"derived"`
+	Threshold        float64 `json:"threshold,omitempty"`
 	Timesteps        []int   `json:"timesteps"`
 	EdgeCells        int     `json:"edge_cells"`
 	FlatCells        int     `json:"flat_cells"`
@@ -164,8 +170,8 @@ type Report struct {
 	Rows    []Row      `json:"rows"`
 	LiteCFG *LiteRow   `json:"lite_cfg,omitempty"`
 	Teacher TeacherRow `json:"teacher"`
-	// EdgeDensityRatio is null when the data set has no edge masks or the
-	// router kept no flat cell.
+	// EdgeDensityRatio is null when the router kept no flat cell or there
+	// is no edge cell.
 	EdgeDensityRatio *float64   `json:"edge_density_ratio"`
 	Edges            *EdgeStats `json:"edges,omitempty"`
 
@@ -370,9 +376,7 @@ func (e *evaluator) work() int {
 		}
 	}
 	w := runs * (in + smp)
-	if e.data.Edges != nil {
-		w += len(e.o.EdgeTimesteps) * in
-	}
+	w += len(e.o.EdgeTimesteps) * in
 	return w + len(e.o.BoundaryTimesteps)*e.batches(min(e.o.NumBoundary, e.data.N))
 }
 
@@ -681,10 +685,14 @@ func (e *evaluator) lite() error {
 
 // edges measures where the router keeps tokens at ρ = 0.
 func (e *evaluator) edges() error {
-	if e.data.Edges == nil {
-		return nil
-	}
 	st := &EdgeStats{Timesteps: e.o.EdgeTimesteps}
+	masks := e.data.Edges
+	if masks == nil {
+		st.Derived = true
+		st.Threshold = datasets.DeriveEdgesFraction * (e.r.DataRange[1] - e.r.DataRange[0])
+		masks = e.data.DeriveEdges(st.Threshold)
+	}
+	hw := e.data.H * e.data.W
 	var keptEdge, keptFlat int
 	for k, tv := range e.o.EdgeTimesteps {
 		t := make([]int, e.nIn)
@@ -702,7 +710,7 @@ func (e *evaluator) edges() error {
 				return fmt.Errorf("eval: edge density: %w", err)
 			}
 			for b := range hi - lo {
-				edge := e.data.Edge(lo + b)
+				edge := masks[(lo+b)*hw : (lo+b+1)*hw]
 				kept := res.Chunks.Kept[b*e.L : (b+1)*e.L]
 				// The first and last cell are always kept (forced
 				// boundaries): they say nothing about the router.

@@ -26,7 +26,6 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	switch e := r.Edges; {
 	case e == nil:
-		fmt.Fprintln(w, "edge density ratio: n/a (the data set has no edge masks)")
 	case r.EdgeDensityRatio == nil:
 		fmt.Fprintf(w, "edge density ratio: n/a (edge cells kept %.1f%%, flat cells kept %.1f%%)\n", 100*e.EdgeKeptFraction, 100*e.FlatKeptFraction)
 	default:
@@ -34,8 +33,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		for i, t := range e.Timesteps {
 			ts[i] = strconv.Itoa(t)
 		}
-		fmt.Fprintf(w, "edge density ratio: %.2f (ρ = 0; edge cells kept %.1f%%, flat cells kept %.1f%%; t = %s)\n",
-			*r.EdgeDensityRatio, 100*e.EdgeKeptFraction, 100*e.FlatKeptFraction, strings.Join(ts, ", "))
+		src := ""
+		if e.Derived {
+			src = fmt.Sprintf("; edges derived from the latents, threshold %.3g", e.Threshold)
+		}
+		fmt.Fprintf(w, "edge density ratio: %.2f (ρ = 0; edge cells kept %.1f%%, flat cells kept %.1f%%; t = %s%s)\n",
+			*r.EdgeDensityRatio, 100*e.EdgeKeptFraction, 100*e.FlatKeptFraction, strings.Join(ts, ", "), src)
 	}
 	_, err := fmt.Fprintf(w, "%d held-out inputs over t ∈ [0, 1000); %d samples per row, %d DDPM steps, seed %d\n", r.NumInputs, r.NumSamples, r.Steps, r.Seed)
 	return err

@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/internal/preview"
 )
 
@@ -294,5 +295,22 @@ func TestNewRejectsSizes(t *testing.T) {
 	g, _ := New(16, 0)
 	if _, err := g.Set(0); err == nil {
 		t.Error("Set(0) accepted")
+	}
+}
+
+// TestDerivedEdgesMatch: edges derived from the latents at the evaluation's
+// threshold equal the generator's masks (regions differ by more than it).
+func TestDerivedEdgesMatch(t *testing.T) {
+	g, _ := New(16, 2)
+	s, err := g.Set(300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := s.Range()
+	got := s.DeriveEdges(datasets.DeriveEdgesFraction * float64(hi-lo))
+	for i := range got {
+		if got[i] != s.Edges[i] {
+			t.Fatalf("sample %d cell %d: derived %v, generated %v", i/256, i%256, got[i], s.Edges[i])
+		}
 	}
 }

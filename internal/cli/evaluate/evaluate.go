@@ -74,11 +74,12 @@ the model was not trained on, e.g. another seed):
 The rows are unguided unless --cfg > 1 (then both branches run at the row's
 ρ and the teacher is guided too). Lite-CFG runs the conditional branch at
 the first --lite fraction and the unconditional at the second, guidance
---lite-cfg, against the teacher with the same guidance. With edge masks in
-the data set (shapes has them), the edge density ratio is the fraction of
-edge cells the router keeps over the fraction of flat cells, at ρ = 0 on
-inputs noised to t = 100, 200, 300 (the first and last cell, always kept,
-left out).
+--lite-cfg, against the teacher with the same guidance. The edge density
+ratio is the fraction of edge cells the router keeps over the fraction of
+flat cells, at ρ = 0 on inputs noised to t = 100, 200, 300 (the first and
+last cell, always kept, left out); edge cells come from the data set's edge
+masks (shapes has them), else from the latents (a 4-neighbour farther than a
+quarter of the value range).
 
 The table goes to stdout, or one JSON object with --json:
 {"rows": [{"rho", "kept_tokens", "gflops_per_image", "ms_per_image",
