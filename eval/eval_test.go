@@ -200,8 +200,7 @@ func TestRun(t *testing.T) {
 // TestJSONShape: the schema, key for key.
 func TestJSONShape(t *testing.T) {
 	s := newSetup(t)
-	opts := smallOptions()
-	opts.Rhos, opts.Lite = []float64{0, 0.5}, nil
+	opts := tinyOptions()
 	r, err := Run(s.m, s.teacher, s.data, opts)
 	if err != nil {
 		t.Fatal(err)
