@@ -174,7 +174,7 @@ func evalData(r *recipes.Recipe, train *datasets.Set, size int, seed uint64) (*d
 func evalOptions(r *recipes.Recipe) eval.Options {
 	e := r.Eval
 	o := eval.Options{Rhos: e.Rho, NumInputs: e.HeldOut, NumSamples: e.Samples, Steps: e.SamplingSteps,
-		Seed: uint64(e.Seed), BoundaryTimesteps: e.BoundaryMapTimesteps}
+		CFG: e.CFG, Seed: uint64(e.Seed), BoundaryTimesteps: e.BoundaryMapTimesteps}
 	if len(e.LiteCFG) == 2 {
 		o.Lite = &eval.Lite{Cond: e.LiteCFG[0], Uncond: e.LiteCFG[1], Scale: e.LiteCFGScale}
 	}
