@@ -341,3 +341,19 @@ func TestRelativePathsAndOverrides(t *testing.T) {
 		}
 	}
 }
+
+// Parse never panics, whatever the text: it returns a recipe or problems.
+func FuzzParse(f *testing.F) {
+	f.Add(validRecipe)
+	f.Add("[[stage]]\nkind = \"train\"\nsteps = 1\nrho = [0.0, \"x\"]\n[model]\npreset = \"DiT-S/2\"\n")
+	f.Add("stage = [{kind = 1}, 2]\nscaffold = {router = 3}\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		r, err := Parse("f.toml", text, "testdata", LoadOptions{})
+		if err == nil && r == nil {
+			t.Error("no recipe and no error")
+		}
+		if err != nil && len(Problems(err)) == 0 {
+			t.Error("an error without problems")
+		}
+	})
+}

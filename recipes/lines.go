@@ -180,6 +180,7 @@ func (s *scanner) document() {
 			s.skipTo('\n')
 			continue
 		}
+		start := s.pos
 		segs := s.key('=')
 		key := table
 		for _, seg := range segs {
@@ -187,6 +188,9 @@ func (s *scanner) document() {
 			s.record(key, line)
 		}
 		s.value(key)
+		if s.pos == start {
+			s.pos++
+		}
 	}
 }
 
@@ -244,8 +248,8 @@ func (s *scanner) quoted() string {
 		}
 		s.pos++
 	}
-	s.pos++
-	raw := s.src[start:min(s.pos, len(s.src))]
+	s.pos = min(s.pos+1, len(s.src))
+	raw := s.src[start:s.pos]
 	if q == '\'' {
 		return strings.Trim(raw, "'")
 	}
@@ -259,6 +263,9 @@ func (s *scanner) quoted() string {
 // elements of arrays under key.
 func (s *scanner) value(key string) {
 	s.skipSpace(false)
+	if s.eof() {
+		return
+	}
 	switch c := s.peek(); {
 	case strings.HasPrefix(s.src[s.pos:], `"""`), strings.HasPrefix(s.src[s.pos:], `'''`):
 		delim := s.src[s.pos : s.pos+3]
@@ -273,9 +280,9 @@ func (s *scanner) value(key string) {
 					s.line++
 				}
 			}
-			s.pos++
+			s.pos = min(s.pos+1, len(s.src))
 		}
-		s.pos += 3
+		s.pos = min(s.pos+3, len(s.src))
 		// A closing delimiter may be followed by up to two more quotes.
 		for !s.eof() && s.src[s.pos] == delim[0] {
 			s.pos++
@@ -295,10 +302,11 @@ func (s *scanner) value(key string) {
 			}
 			el := indexKey(key, i)
 			s.record(el, s.line)
+			start := s.pos
 			s.value(el)
 			s.skipSpace(true)
-			if s.peek() == ',' {
-				s.pos++
+			if s.peek() == ',' || s.pos == start {
+				s.pos++ // a comma, or (in text the parser rejects) no progress
 			}
 		}
 	case c == '{':
@@ -316,13 +324,16 @@ func (s *scanner) value(key string) {
 				s.pos++
 				continue
 			}
-			line := s.line
+			line, start := s.line, s.pos
 			sub := key
 			for _, seg := range s.key('=') {
 				sub = childKey(sub, seg)
 				s.record(sub, line)
 			}
 			s.value(sub)
+			if s.pos == start {
+				s.pos++
+			}
 		}
 	default:
 		for !s.eof() {

@@ -1,6 +1,9 @@
 package recipes
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // The scanner finds the line of every key however it is written: tables,
 // arrays of tables and sub-tables of their entries, dotted and quoted
@@ -53,4 +56,21 @@ func TestLineOfFallsBack(t *testing.T) {
 			t.Errorf("parentKey(%q) = %q, want %q", key, got, parent)
 		}
 	}
+}
+
+// The scanner ends on any input, even text the TOML parser would reject
+// (it only ever sees accepted text), and gives lines within the text.
+func FuzzScanLines(f *testing.F) {
+	f.Add(validRecipe)
+	f.Add("a = [1, {b = 2}, \"\"\"x\n\"\"\"]\n[[s]]\n[s.t]\n'q'.r = '''\n'''\n")
+	f.Add("a = ]\n[[\n{ = }\nb = \"unterminated")
+	f.Fuzz(func(t *testing.T, doc string) {
+		k := scanLines(doc)
+		lines := strings.Count(doc, "\n") + 1
+		for key, l := range k.line {
+			if l < 1 || l > lines {
+				t.Errorf("%s at line %d of a %d-line text", key, l, lines)
+			}
+		}
+	})
 }

@@ -88,8 +88,14 @@ func Load(path string, opts LoadOptions) (*Recipe, error) {
 
 // Parse decodes a recipe from text. file names it in problems; dir is the
 // folder relative paths are resolved against.
-func Parse(file, text, dir string, opts LoadOptions) (*Recipe, error) {
+func Parse(file, text, dir string, opts LoadOptions) (_ *Recipe, err error) {
 	p := &problems{file: file}
+	defer func() {
+		if v := recover(); v != nil { // a bug here must not take the caller down
+			p.addLine(0, "", "internal error while reading the recipe: %v (please report it with the recipe)", v)
+			err = p.err()
+		}
+	}()
 	var raw map[string]any
 	if _, err := toml.Decode(text, &raw); err != nil {
 		var pe toml.ParseError

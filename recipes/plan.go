@@ -228,9 +228,15 @@ func Check(path string, opts LoadOptions) (*Recipe, *Plan, error) {
 // list, and counts parameters, FLOPs, steps and memory. Problems (a base
 // that is not a DiT, sizes the scaffold cannot divide, patterns that
 // select nothing, a data file of the wrong shape) come back as an *Error.
-func NewPlan(r *Recipe) (*Plan, error) {
+func NewPlan(r *Recipe) (pl *Plan, err error) {
 	p := &problems{file: r.File, lines: r.lines}
-	pl := &Plan{Recipe: RecipeInfo{File: r.File, Name: r.Name, RunDir: r.Save.Dir}, Settings: r.Settings(), Warnings: []string{}}
+	defer func() {
+		if v := recover(); v != nil { // a bug here must not take the caller down
+			p.add("", "internal error while planning: %v (please report it with the recipe)", v)
+			pl, err = nil, p.err()
+		}
+	}()
+	pl = &Plan{Recipe: RecipeInfo{File: r.File, Name: r.Name, RunDir: r.Save.Dir}, Settings: r.Settings(), Warnings: []string{}}
 	var cfg *arch.DiTConfig
 	var baseShapes map[string][]int64
 	switch {
@@ -312,7 +318,11 @@ func planBase(p *problems, r *Recipe, pl *Plan) (*arch.DiTConfig, map[string][]i
 		p.add("base.path", "the base checkpoint is not a complete DiT: %s", strings.Join(parts, "; "))
 		return nil, nil
 	}
-	cfg := rep.Config.(*arch.DiTConfig)
+	cfg, ok := rep.Config.(*arch.DiTConfig)
+	if !ok || cfg.Depth < 1 || cfg.HiddenSize < 1 || cfg.PatchSize < 1 || cfg.InputSize < cfg.PatchSize || cfg.InChannels < 1 || cfg.NumClasses < 1 {
+		p.add("base.path", "cannot infer a DiT configuration from the base checkpoint (%+v)", rep.Config)
+		return nil, nil
+	}
 	pl.Backbone = BackboneInfo{Architecture: arch.DiT, Source: "base", Config: cfg}
 	if cfg.NumHeads < 1 || cfg.HiddenSize%cfg.NumHeads != 0 {
 		p.add("base.num_heads", "found %d heads for hidden size %d, expected a divisor of it (set base.num_heads)", cfg.NumHeads, cfg.HiddenSize)
