@@ -183,12 +183,11 @@ func checkStages(p *problems, r *Recipe) {
 		if !nameRE.MatchString(st.Name) {
 			p.bad(k("name"), st.Name, "a name of letters, digits, '.', '_' and '-'")
 		}
+		knownKind := false
 		if st.Kind == "" {
 			p.add(k("kind"), "missing, expected \"distill\", \"finetune\" or \"train\"")
-			continue
-		}
-		if !oneOf(p, k("kind"), st.Kind, KindDistill, KindFinetune, KindTrain) {
-			continue
+		} else {
+			knownKind = oneOf(p, k("kind"), st.Kind, KindDistill, KindFinetune, KindTrain)
 		}
 		if st.Kind == KindDistill {
 			if r.Base == nil {
@@ -214,10 +213,12 @@ func checkStages(p *problems, r *Recipe) {
 		if st.WarmupSteps < 0 || (st.Steps > 0 && st.WarmupSteps > st.Steps) {
 			p.bad(k("warmup_steps"), st.WarmupSteps, "an integer in 0..steps = %d", st.Steps)
 		}
-		if st.Kind == KindDistill {
+		switch {
+		case !knownKind: // the loss depends on the kind
+		case st.Kind == KindDistill:
 			oneOf(p, k("loss"), st.Loss, LossL1, LossL2)
 			oneOf(p, k("target"), st.Target, "output", "eps")
-		} else {
+		default:
 			oneOf(p, k("loss"), st.Loss, LossHybrid)
 			if st.Target != "" {
 				p.add(k("target"), "found %q in a %s stage, expected target only in distill stages", st.Target, st.Kind)

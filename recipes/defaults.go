@@ -48,6 +48,11 @@ func defaultsFor(kind string, scaffold bool) kindDefaults {
 		// Upcycling Z-Image (§4.4): timestep and conditioning embedders
 		// stay frozen.
 		d.frozen = []string{GroupEmbedders}
+	case KindTrain:
+	default:
+		// An unknown kind is reported as such; neutral defaults keep it
+		// from causing other problems.
+		d.rho, d.multiBudgetStart = []float64{0}, 0
 	}
 	if !scaffold {
 		d.rho, d.multiBudgetStart = []float64{0}, 0
