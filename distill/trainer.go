@@ -34,6 +34,17 @@ type Config struct {
 	LogEvery     int     // metrics-log cadence in steps (0: every step)
 	// Frozen says which parameters do not train (nil: all train).
 	Frozen func(name string) bool
+	// Groups give some parameters a multiple of the learning rate (the
+	// first group that matches a parameter wins).
+	Groups []LRGroup
+}
+
+// LRGroup scales the learning rate of the parameters Match selects, as a
+// PyTorch param group with its own lr would.
+type LRGroup struct {
+	Name  string
+	Match func(name string) bool
+	Scale float64
 }
 
 func (c *Config) validate() error {
@@ -147,7 +158,8 @@ func (t *Trainer) Run() (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	opt, err := optim.NewAdamW(mask, optim.Hyper{LR: cfg.LR, Beta1: cfg.Beta1, Beta2: cfg.Beta2, Eps: cfg.Eps, WeightDecay: cfg.WeightDecay})
+	base := optim.Hyper{LR: cfg.LR, Beta1: cfg.Beta1, Beta2: cfg.Beta2, Eps: cfg.Eps, WeightDecay: cfg.WeightDecay}
+	opt, err := optim.NewAdamW(mask, base, t.groups(base, mask)...)
 	if err != nil {
 		return nil, fmt.Errorf("distill: stage %s: %w", cfg.Stage, err)
 	}
@@ -207,6 +219,11 @@ func (t *Trainer) Run() (*Result, error) {
 		if err := opt.SetLR(0, lr); err != nil {
 			return nil, err
 		}
+		for i, g := range cfg.Groups {
+			if err := opt.SetLR(i+1, lr*g.Scale); err != nil {
+				return nil, err
+			}
+		}
 		opt.Step(t.Params.Data, t.Params.Grad)
 		if t.ema != nil {
 			t.ema.Update(t.Params.Data)
@@ -261,6 +278,31 @@ func (t *Trainer) mask() (*optim.Mask, error) {
 	return m, nil
 }
 
+// groups turns Config.Groups into optimiser groups over the trainable
+// ranges they select. A group that selects nothing trainable keeps an empty
+// range list, so that group numbers stay those of Config.Groups.
+func (t *Trainer) groups(base optim.Hyper, mask *optim.Mask) []optim.Group {
+	out := make([]optim.Group, len(t.Config.Groups))
+	for i, g := range t.Config.Groups {
+		h := base
+		h.LR *= g.Scale
+		out[i] = optim.Group{Name: g.Name, Hyper: h}
+	}
+	for _, p := range t.Params.List() {
+		lo, hi, _ := t.Params.Range(p.Name)
+		if mask.IsFrozen(lo) {
+			continue
+		}
+		for i, g := range t.Config.Groups {
+			if g.Match(p.Name) {
+				out[i].Ranges = append(out[i].Ranges, optim.Range{Lo: lo, Hi: hi})
+				break
+			}
+		}
+	}
+	return out
+}
+
 // fingerprint identifies the run: a resumed folder must hold the same
 // stage settings over the same parameter layout.
 func (t *Trainer) fingerprint() string {
@@ -271,6 +313,12 @@ func (t *Trainer) fingerprint() string {
 		sh := p.Dense.Shape()
 		frozen := t.Config.Frozen != nil && t.Config.Frozen(p.Name)
 		s += fmt.Sprintf(";%s[%d %d]%v", p.Name, sh[0], sh[1], frozen)
+		for _, g := range t.Config.Groups {
+			if g.Match(p.Name) {
+				s += fmt.Sprintf("×%g", g.Scale)
+				break
+			}
+		}
 	}
 	return s
 }

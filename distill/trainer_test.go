@@ -280,3 +280,34 @@ func TestLRSchedules(t *testing.T) {
 		}
 	}
 }
+
+// A learning-rate group moves its parameters by its own rate: Adam's first
+// step changes every parameter with a gradient by about lr.
+func TestLRGroups(t *testing.T) {
+	tr := ditTrainer(t, t.TempDir(), 1)
+	tr.Config.Warmup, tr.Config.EMADecay = 0, 0
+	tr.Config.Groups = []LRGroup{
+		{Name: "fast", Match: func(n string) bool { return strings.HasPrefix(n, "t_embedder.") }, Scale: 10},
+		{Name: "none", Match: func(n string) bool { return n == "no such parameter" }, Scale: 3},
+	}
+	rng := rand.New(rand.NewPCG(8, 8))
+	for i := range tr.Params.Data {
+		tr.Params.Data[i] = float32(0.1 * rng.NormFloat64()) // no adaLN-Zero: every gradient flows
+	}
+	before := append([]float32(nil), tr.Params.Data...)
+	if _, err := tr.Run(); err != nil {
+		t.Fatal(err)
+	}
+	step := func(name string) float64 {
+		lo, hi, _ := tr.Params.Range(name)
+		m := 0.0
+		for i := lo; i < hi; i++ {
+			m = max(m, math.Abs(float64(tr.Params.Data[i]-before[i])))
+		}
+		return m
+	}
+	fast, slow := step("t_embedder.mlp.0.weight"), step("blocks.0.mlp.fc1.weight")
+	if math.Abs(fast-1e-2) > 1e-4 || math.Abs(slow-1e-3) > 1e-5 {
+		t.Fatalf("largest first-step change: grouped %g (want 1e-2), others %g (want 1e-3)", fast, slow)
+	}
+}

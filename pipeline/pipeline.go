@@ -305,5 +305,9 @@ func stageConfig(r *recipes.Recipe, st *recipes.Stage, m *model, seed uint64) di
 	}
 	isDC := m.dc != nil
 	c.Frozen = func(name string) bool { return !st.Trains(name, isDC) }
+	if st.RouterLRScale != 1 {
+		c.Groups = []distill.LRGroup{{Name: recipes.GroupRouter, Scale: st.RouterLRScale,
+			Match: func(name string) bool { return recipes.InGroup(recipes.GroupRouter, name, isDC) }}}
+	}
 	return c
 }

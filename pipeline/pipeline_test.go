@@ -62,6 +62,7 @@ batch_size = 4
 lr = 1e-3
 rho = [0.0, 0.5]
 multi_budget_start = 1
+router_lr_scale = 5.0
 ema_decay = 0.5
 [save]
 every = 2

@@ -2,6 +2,7 @@ package recipes
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"slices"
@@ -261,6 +262,11 @@ func checkStages(p *problems, r *Recipe) {
 		}
 		if !(st.GradClip >= 0) {
 			p.bad(k("grad_clip"), st.GradClip, "a norm ≥ 0 (0: off)")
+		}
+		if !(st.RouterLRScale > 0) || math.IsInf(st.RouterLRScale, 0) {
+			p.bad(k("router_lr_scale"), st.RouterLRScale, "a finite factor > 0")
+		} else if st.RouterLRScale != 1 && r.Scaffold == nil {
+			p.bad(k("router_lr_scale"), st.RouterLRScale, "1: the model has no router without a [scaffold]")
 		}
 		if !(st.EMADecay >= 0 && st.EMADecay < 1) {
 			p.bad(k("ema_decay"), st.EMADecay, "a decay in [0, 1) (0: off)")

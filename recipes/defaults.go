@@ -182,6 +182,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 		setDefault(d, k("ratio_loss_weight"), &st.RatioLossWeight, ratio)
 		setDefault(d, k("class_dropout"), &st.ClassDropout, DefaultClassDropout)
 		setDefault(d, k("grad_clip"), &st.GradClip, DefaultGradClip)
+		setDefault(d, k("router_lr_scale"), &st.RouterLRScale, 1.0)
 		setDefault(d, k("ema_decay"), &st.EMADecay, kd.ema)
 		setDefault(d, k("weight_decay"), &st.WeightDecay, 0)
 		setDefault(d, k("betas"), &st.Betas, []float64{0.9, 0.999})

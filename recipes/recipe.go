@@ -334,6 +334,10 @@ type Stage struct {
 	ClassDropout float64 `toml:"class_dropout"`
 	// GradClip is the global gradient-norm clip (0: off). Default: 1.0.
 	GradClip float64 `toml:"grad_clip"`
+	// RouterLRScale multiplies the learning rate of the router's
+	// parameters (a param group of its own), so that a short run can
+	// train the new router faster than the rest. Default: 1.
+	RouterLRScale float64 `toml:"router_lr_scale"`
 	// EMADecay is the decay of the exponential moving average of the
 	// weights (0: off). Default: by kind.
 	EMADecay float64 `toml:"ema_decay"`
