@@ -85,7 +85,7 @@ func (p convPlan) perWorker(cin, cout int, backward bool) int {
 
 // workers is how many workers ws can hold after the repacked weights.
 func (p convPlan) workers(cin, cout int, backward bool, wsLen int) int {
-	w := min(parallel.Workers(p.blocks, 1), (wsLen-9*cin*cout)/p.perWorker(cin, cout, backward))
+	w := min(parallel.Workers(p.blocks, 1), (wsLen-9*cin*cout-convPackedLen(cin, cout))/p.perWorker(cin, cout, backward))
 	if w < 1 {
 		panic(errConvScratch)
 	}
@@ -104,7 +104,15 @@ func conv3x3Scratch(batch, height, width, cin, cout int, z convSizing) int {
 	if p.tokens == 0 {
 		return 0
 	}
-	return 9*cin*cout + parallel.Workers(p.blocks, 1)*p.perWorker(cin, cout, true)
+	return 9*cin*cout + convPackedLen(cin, cout) + parallel.Workers(p.blocks, 1)*p.perWorker(cin, cout, true)
+}
+
+// convPackedLen is the scratch for the weights packed once per call for
+// gemm.GemmPackedB (forward: [9·cin, cout]; dx: [9·cout, cin]), at either
+// element width.
+func convPackedLen(cin, cout int) int {
+	return max(gemm.PackedBLen[float32](9*cin, cout), gemm.PackedBLen[float32](9*cout, cin),
+		gemm.PackedBLen[float64](9*cin, cout), gemm.PackedBLen[float64](9*cout, cin))
 }
 
 // Conv3x3Forward computes a 2-D convolution with a 3×3 kernel, stride 1 and
@@ -135,8 +143,11 @@ func conv3x3Forward[T gemm.Float](y, x, w, bias []T, batch, height, width, cin, 
 			}
 		}
 	}
+	// The weights are packed once for all blocks.
+	plen := convPackedLen(cin, cout)
+	pb := gemm.PackB(ws[kin*cout:kin*cout+plen], false, kin, cout, wt, cout)
 	per := p.perWorker(cin, cout, false)
-	free := ws[kin*cout:]
+	free := ws[kin*cout+plen:]
 	forItems(p.blocks, workers, func(wk, b int) {
 		col := free[wk*per : (wk+1)*per]
 		t0 := b * p.rows
@@ -150,7 +161,7 @@ func conv3x3Forward[T gemm.Float](y, x, w, bias []T, batch, height, width, cin, 
 			}
 			beta = 1
 		}
-		gemm.GemmSerial(false, false, t1-t0, cout, kin, 1, col, kin, wt, cout, beta, yb, cout)
+		gemm.GemmPackedB(false, t1-t0, 1, col, kin, pb, beta, yb, cout)
 	})
 }
 
@@ -195,8 +206,13 @@ func conv3x3Backward[T gemm.Float](dx, dw, dbias, dy, x, w []T, batch, height, w
 			}
 		}
 	}
+	plen := convPackedLen(cin, cout)
+	var pbf gemm.PackedB[T]
+	if dx != nil {
+		pbf = gemm.PackB(ws[kout*cin:kout*cin+plen], false, kout, cin, wf, cin)
+	}
 	per := p.perWorker(cin, cout, true)
-	free := ws[kout*cin:]
+	free := ws[kout*cin+plen:]
 	part := func(wk int) (col, dwp, dbp, dbb []T) {
 		s := free[wk*per : (wk+1)*per]
 		n := p.rows * p.kmax
@@ -244,7 +260,7 @@ func conv3x3Backward[T gemm.Float](dx, dw, dbias, dy, x, w []T, batch, height, w
 			t0 := b * p.rows
 			t1 := min(t0+p.rows, p.tokens)
 			im2col3x3(col, dy, t0, t1, height, width, cout)
-			gemm.GemmSerial(false, false, t1-t0, cin, kout, 1, col, kout, wf, cin, 0, dx[t0*cin:t1*cin], cin)
+			gemm.GemmPackedB(false, t1-t0, 1, col, kout, pbf, 0, dx[t0*cin:t1*cin], cin)
 		})
 	}
 	if dw != nil {
