@@ -118,6 +118,7 @@ func checkScaffold(p *problems, s *Scaffold) {
 	oneOf(p, "scaffold.plug_back", s.PlugBack, "nearest_2d")
 	oneOf(p, "scaffold.backbone_norm", s.BackboneNorm, "rmsnorm", "none")
 	oneOf(p, "scaffold.router.kind", s.Router.Kind, "spatial_predictability")
+	oneOf(p, "scaffold.router.init", s.Router.Init, "official", "predictability")
 	positive(p, "scaffold.router.dim_factor", s.Router.DimFactor)
 	positive(p, "scaffold.router.groups", s.Router.Groups)
 	if !(s.Router.RatioLossWeight >= 0) {

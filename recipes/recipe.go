@@ -216,6 +216,12 @@ type Router struct {
 	// scorer on the local prediction residual). Default:
 	// "spatial_predictability".
 	Kind string `toml:"kind"`
+	// Init is how the router starts: "official" (DC-DiT's random init) or
+	// "predictability" (the context predictor as the neighbours' mean and
+	// a scorer that grows with the residual, so that tokens the
+	// neighbourhood predicts badly start as boundaries; for short runs).
+	// Default: "official".
+	Init string `toml:"init"`
 	// DimFactor sets the router's bottleneck width D / dim_factor.
 	// Default: 4.
 	DimFactor int `toml:"dim_factor"`

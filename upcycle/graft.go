@@ -24,6 +24,9 @@ type Scaffold struct {
 	RatioBatchSize  int     // ratio-loss group size (0: the whole batch)
 	NormGroups      int     // GroupNorm groups of the conv blocks (32)
 	RouterGroups    int     // GroupNorm groups of the router's scorer (8)
+	// RouterInit is "official" (the default: DC-DiT's random init) or
+	// "predictability" (see PredictabilityPrior).
+	RouterInit string
 }
 
 // DefaultScaffold is the paper's setting.
@@ -95,7 +98,55 @@ func Graft(teacher *dit.Model, s Scaffold, seed uint64) (*dc.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return dc.New(cfg, InitScaffold(cfg, seed), net)
+	ts = InitScaffold(cfg, seed)
+	switch s.RouterInit {
+	case "", "official":
+	case "predictability":
+		PredictabilityPrior(cfg, ts)
+	default:
+		return nil, fmt.Errorf("upcycle: router init %q, want official or predictability", s.RouterInit)
+	}
+	return dc.New(cfg, ts, net)
+}
+
+// PredictabilityPrior re-initialises the router so that it starts out as
+// its name says, scoring each token by how badly its neighbours predict
+// it: the context predictor becomes the mean of the 8 neighbours (per
+// channel), the scorer's first convolution passes the residual through as
+// ± pairs, and the last 1×1 sums the pairs after GroupNorm and SiLU
+// (SiLU(z) + SiLU(−z) grows with |z|), so the logit grows with the local
+// residual's size, offset so that about 1/N of the tokens of an average
+// grid start above one half. The official DC-DiT starts the router at
+// random and lets it learn this over a long run; a short upcycling run
+// that must show the behaviour starts from it. The projection to the
+// bottleneck keeps its random init.
+func PredictabilityPrior(cfg *dc.Config, ts map[string]dc.Tensor) {
+	R := cfg.RouterDim
+	clear(ts["hnet.routing_module.context_predictor.weight"].Data)
+	clear(ts["hnet.routing_module.context_predictor.bias"].Data)
+	cp := ts["hnet.routing_module.context_predictor.weight"].Data // [R, R, 3, 3]
+	for c := range R {
+		for k := range 9 {
+			if k != 4 {
+				cp[(c*R+c)*9+k] = 1.0 / 8
+			}
+		}
+	}
+	sc := ts["hnet.routing_module.residual_scorer.0.weight"].Data // [R, R, 3, 3]
+	clear(sc)
+	clear(ts["hnet.routing_module.residual_scorer.0.bias"].Data)
+	for k := range R / 2 {
+		sc[((2*k)*R+k)*9+4] = 1
+		sc[((2*k+1)*R+k)*9+4] = -1
+	}
+	out := ts["hnet.routing_module.residual_scorer.3.weight"].Data // [1, R, 1, 1]
+	const gain = 4 // logit units per unit of the pairs' mean SiLU(z) + SiLU(−z)
+	for i := range out {
+		out[i] = 2 * gain / float32(R)
+	}
+	// E[SiLU(z) + SiLU(−z)] ≈ 0.45 for z ~ N(0, 1): the average token
+	// starts at −ln(N−1), as the official init does.
+	ts["hnet.routing_module.residual_scorer.3.bias"].Data[0] = float32(-math.Log(cfg.TargetN-1) - gain*0.45)
 }
 
 // InitScaffold returns freshly initialised scaffold tensors, as the

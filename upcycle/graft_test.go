@@ -193,3 +193,49 @@ func relErr(got, want []float32) float64 {
 	}
 	return num / den
 }
+
+// With the predictability prior, a token on a sharp edge starts with a
+// higher boundary probability than the tokens of flat regions.
+func TestPredictabilityPrior(t *testing.T) {
+	tm := teacher(t, 6)
+	s := DefaultScaffold()
+	s.NormGroups, s.RouterInit = 8, "predictability"
+	m, err := Graft(tm, s, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Left half one colour, right half another: the edge runs between
+	// columns 3 and 4 of the 8×8 grid.
+	const C, H, W = 4, 8, 8
+	x := make([]float32, C*H*W)
+	for c := range C {
+		for i := range H {
+			for j := range W {
+				v := float32(-1)
+				if j >= W/2 {
+					v = 1
+				}
+				x[(c*H+i)*W+j] = v * float32(c+1) / 2
+			}
+		}
+	}
+	_, res, err := m.Predict(x, []float32{50}, []int{0}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Routing.Prob()
+	// Compare interior rows only: the grid's border is unpredictable too
+	// (zero padding), for any router.
+	edge, flat := 0.0, 0.0
+	for i := 2; i < H-2; i++ {
+		edge += float64(p[i*W+W/2-1]+p[i*W+W/2]) / 2
+		flat += float64(p[i*W+1]+p[i*W+W-2]) / 2
+	}
+	if !(edge > 2*flat) {
+		t.Fatalf("mean boundary probability on the edge %.3f, in flat regions %.3f", edge/(H-4), flat/(H-4))
+	}
+	s.RouterInit = "random"
+	if _, err := Graft(tm, s, 1); err == nil || !strings.Contains(err.Error(), `router init "random"`) {
+		t.Fatalf("err = %v, want the unknown init named", err)
+	}
+}
