@@ -104,7 +104,11 @@ func conv3x3Scratch(batch, height, width, cin, cout int, z convSizing) int {
 	if p.tokens == 0 {
 		return 0
 	}
-	return 9*cin*cout + convPackedLen(cin, cout) + parallel.Workers(p.blocks, 1)*p.perWorker(cin, cout, true)
+	n := 9*cin*cout + convPackedLen(cin, cout) + parallel.Workers(p.blocks, 1)*p.perWorker(cin, cout, true)
+	if z == convDefault && (useWinograd(cin, cout) || useWinograd(cout, cin)) {
+		n = max(n, winoConvScratch(batch, height, width, cin, cout))
+	}
+	return n
 }
 
 // convPackedLen is the scratch for the weights packed once per call for
@@ -129,6 +133,10 @@ func conv3x3Forward[T gemm.Float](y, x, w, bias []T, batch, height, width, cin, 
 	p := newConvPlan(batch, height, width, cin, cout, z)
 	checkConv(p.tokens, cin, cout, 9, x, y, w, bias, errConvY)
 	if p.tokens == 0 {
+		return
+	}
+	if z == convDefault && useWinograd(cin, cout) {
+		winograd3x3Forward(y, x, w, bias, batch, height, width, cin, cout, ws, winoDefault)
 		return
 	}
 	workers := p.workers(cin, cout, false, len(ws))
@@ -193,6 +201,12 @@ func conv3x3Backward[T gemm.Float](dx, dw, dbias, dy, x, w []T, batch, height, w
 	}
 	workers := p.workers(cin, cout, true, len(ws))
 	kin, kout := 9*cin, 9*cout
+	// dx by Winograd (see winoDX) runs after dW, in the same scratch.
+	winoDx := dx != nil && z == convDefault && useWinograd(cout, cin)
+	if winoDx {
+		defer winoDX(dx, dy, w, batch, height, width, cin, cout, ws)
+		dx = nil
+	}
 	// wf is [9·cout, cin]: row tap·cout + co holds w[co, :, 8−tap], the
 	// kernel rotated by 180° with its channel axes swapped.
 	wf := ws[:kout*cin]
