@@ -38,11 +38,11 @@ func (g grid) conv3x3(x, w, b mat.Tensor) mat.Tensor {
 //	y = h + (skip_proj(x) if in ≠ out else x) (1×1)
 func convBlock(p *params.Set, prefix string, x, c mat.Tensor, g grid, groups int) mat.Tensor {
 	w := func(name string) mat.Tensor { return p.Get(prefix + name) }
-	h := ops.SiLU(ops.GroupNorm(x, w("norm1.weight"), w("norm1.bias"), g.batch, groups, GroupNormEps))
+	h := ops.GroupNormSiLU(x, w("norm1.weight"), w("norm1.bias"), g.batch, groups, GroupNormEps)
 	h = g.conv3x3(h, w("conv1.weight"), w("conv1.bias"))
 	temb := ops.Linear(ops.SiLU(c), w("cond_proj.1.weight"), w("cond_proj.1.bias")) // [B, inner]
 	h = ops.AddPerSample(h, temb, g.offsets())
-	h = ops.SiLU(ops.GroupNorm(h, w("norm2.weight"), w("norm2.bias"), g.batch, groups, GroupNormEps))
+	h = ops.GroupNormSiLU(h, w("norm2.weight"), w("norm2.bias"), g.batch, groups, GroupNormEps)
 	h = g.conv3x3(h, w("conv2.weight"), w("conv2.bias"))
 	if skip := p.Get(prefix + "skip_proj.weight"); skip != nil {
 		return ops.Add(h, ops.Conv1x1(x, skip, w("skip_proj.bias")))

@@ -40,7 +40,7 @@ func route(p *params.Set, enc mat.Tensor, g grid, routerGroups int) *Routing {
 	z := ops.Conv1x1(enc, w("proj.weight"), w("proj.bias"))
 	res := ops.Sub(z, g.conv3x3(z, w("context_predictor.weight"), w("context_predictor.bias")))
 	h := g.conv3x3(res, w("residual_scorer.0.weight"), w("residual_scorer.0.bias"))
-	h = ops.SiLU(ops.GroupNorm(h, w("residual_scorer.1.weight"), w("residual_scorer.1.bias"), g.batch, routerGroups, GroupNormEps))
+	h = ops.GroupNormSiLU(h, w("residual_scorer.1.weight"), w("residual_scorer.1.bias"), g.batch, routerGroups, GroupNormEps)
 	logit := ops.Conv1x1(h, w("residual_scorer.3.weight"), w("residual_scorer.3.bias")) // [B·L, 1]
 	sig := ops.Sigmoid(logit)
 
