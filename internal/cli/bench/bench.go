@@ -195,9 +195,15 @@ func measure(c benchCase, reps int) CaseResult {
 	w := c.setup()
 	// Collect the previous cases' buffers now rather than during a timing.
 	runtime.GC()
+	if w.reset != nil {
+		w.reset()
+	}
 	w.run()
 	best := time.Duration(math.MaxInt64)
 	for range max(reps, 1) {
+		if w.reset != nil {
+			w.reset()
+		}
 		t0 := time.Now()
 		w.run()
 		best = min(best, time.Since(t0))

@@ -22,8 +22,12 @@ type benchCase struct {
 
 // workload is a prepared case: run is what is timed. flops (per run) gives
 // a GFLOP/s figure when positive; params gives nanoseconds per parameter.
+// reset, when set, runs before every run, untimed, to restore state a run
+// changes (a training step's weights, on which a DC model's routing and so
+// its work depend).
 type workload struct {
 	run    func()
+	reset  func()
 	flops  float64
 	params int
 }

@@ -121,9 +121,10 @@ func (d *dcModel) forward(frac []float32) *dc.Result {
 // (no gradients kept), or one training step as dit_s2_train_step does it
 // (MSE of the output against a fixed target plus 0.03 × the ratio loss,
 // backward, global-norm clipping at 1, AdamW with lr 1e-4 and no weight
-// decay over all parameters). The FLOPs are those of the forward the case
-// runs, with its actual kept counts (the same every run: the inputs are
-// fixed), three times that for a training step.
+// decay over all parameters), each run from the same weights. The FLOPs
+// are those of the forward the case runs, with its actual kept counts (the
+// same every run: the inputs and weights are fixed), three times that for
+// a training step.
 func dcCase(s dcSpec, rho float32, train bool) func() workload {
 	return func() workload {
 		w, _ := dcWorkload(s, rho, train)
@@ -153,7 +154,12 @@ func dcWorkload(s dcSpec, rho float32, train bool) (workload, *dcModel) {
 		panic(err) // fixed, valid hyperparameters
 	}
 	clip := optim.NewGradClipper(mask, 1)
+	// Each run starts from the calibrated weights: a step moves the router
+	// (and the encoder before it), and with them the kept tokens and the
+	// work of the next run.
+	initial := slices.Clone(d.params.Data)
 	return workload{
+		reset: func() { copy(d.params.Data, initial) },
 		run: func() {
 			d.params.ZeroGrad()
 			res := d.forward(frac)

@@ -56,6 +56,28 @@ func TestDCCases(t *testing.T) {
 	if slices.Equal(before, dm.params.Data) {
 		t.Error("a training step left the parameters unchanged")
 	}
+	// reset restores them, so every timed run routes (and works) alike.
+	w.reset()
+	if !slices.Equal(before, dm.params.Data) {
+		t.Error("reset did not restore the weights")
+	}
+}
+
+// measure resets a workload before the warm-up and before each timed run.
+func TestMeasureResets(t *testing.T) {
+	resets, runs := 0, 0
+	c := benchCase{name: "x", setup: func() workload {
+		return workload{run: func() {
+			if resets != runs+1 {
+				t.Errorf("run %d after %d resets", runs+1, resets)
+			}
+			runs++
+		}, reset: func() { resets++ }}
+	}}
+	measure(c, 4)
+	if resets != 5 || runs != 5 {
+		t.Errorf("%d resets, %d runs; want 5 of each", resets, runs)
+	}
 }
 
 // The suite's DC-DiT-S cases are the issue's, each timed at max(2, base/2)
