@@ -12,8 +12,9 @@ import (
 )
 
 // ConfigKey is the safetensors metadata key under which Save records the
-// model config (DiT files otherwise do not store the head count).
-const ConfigKey = "dcdit.dit_config"
+// model config (DiT files otherwise do not store the head count); loading
+// reads the head count back from it.
+const ConfigKey = arch.DiTConfigKey
 
 // Save writes the model as a safetensors file in DiT's original naming
 // (pos_embed included, as facebookresearch/DiT's state_dict has it), F32,

@@ -1,7 +1,6 @@
 package dit
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -46,16 +45,7 @@ func Load(path string, opts LoadOptions) (*Weights, error) {
 		return nil, err
 	}
 	defer ck.Close()
-	heads := opts.NumHeads
-	if text, ok := ck.Metadata[ConfigKey]; ok && heads == 0 {
-		// A file dcdit wrote carries its config, heads included.
-		var c arch.DiTConfig
-		if err := json.Unmarshal([]byte(text), &c); err != nil {
-			return nil, fmt.Errorf("dit: %s: metadata %q: %w", path, ConfigKey, err)
-		}
-		heads = c.NumHeads
-	}
-	in := arch.Input{Metadata: ck.Metadata, Config: ck.Config, NumHeads: heads}
+	in := arch.Input{Metadata: ck.Metadata, Config: ck.Config, NumHeads: opts.NumHeads}
 	if ck.Training != nil {
 		in.Args = ck.Training.Args
 	}

@@ -1,6 +1,7 @@
 package arch
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -152,8 +153,19 @@ func ditInputSize(r *Report, c *DiTConfig, k keySet, in Input, layout Layout) {
 	r.warnf("input_size is not stored in this checkpoint; assuming DiT's default %d (256×256 images)", ditDefaultInputSize)
 }
 
-// ditHeads resolves the head count, which DiT checkpoints do not store.
+// DiTConfigKey is the safetensors metadata key under which dcdit records a
+// DiT's config (heads included) when it writes one.
+const DiTConfigKey = "dcdit.dit_config"
+
+// ditHeads resolves the head count, which DiT checkpoints do not store
+// (except those dcdit wrote, under DiTConfigKey).
 func ditHeads(r *Report, c *DiTConfig, in Input) {
+	var stored DiTConfig
+	if text, ok := in.Metadata[DiTConfigKey]; ok {
+		if err := json.Unmarshal([]byte(text), &stored); err != nil {
+			r.warnf("metadata %s is not a DiT config: %v", DiTConfigKey, err)
+		}
+	}
 	for _, p := range DiTPresets {
 		if p.Depth == c.Depth && p.Hidden == c.HiddenSize && p.Patch == c.PatchSize {
 			c.Preset = p.Name
@@ -162,6 +174,8 @@ func ditHeads(r *Report, c *DiTConfig, in Input) {
 	switch {
 	case in.NumHeads > 0:
 		c.NumHeads = in.NumHeads
+	case stored.NumHeads > 0:
+		c.NumHeads = stored.NumHeads
 	case in.Config != nil && in.Config["num_attention_heads"] != nil:
 		n, _ := intFrom(in.Config, "num_attention_heads")
 		c.NumHeads = int(n)
