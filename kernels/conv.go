@@ -207,6 +207,11 @@ func conv3x3Backward[T gemm.Float](dx, dw, dbias, dy, x, w []T, batch, height, w
 		defer winoDX(dx, dy, w, batch, height, width, cin, cout, ws)
 		dx = nil
 	}
+	// So does dW (see winoFilter), before dx; dbias stays here.
+	if dw != nil && z == convDefault && useWinograd(cin, cout) {
+		defer winoFilter(dw, dy, x, batch, height, width, cin, cout, ws)
+		dw = nil
+	}
 	// wf is [9·cout, cin]: row tap·cout + co holds w[co, :, 8−tap], the
 	// kernel rotated by 180° with its channel axes swapped.
 	wf := ws[:kout*cin]

@@ -106,8 +106,142 @@ func workersFor(blocks int) int { return parallel.Workers(blocks, 1) }
 // Winograd path: the forward product, or dx as the convolution of dy
 // (cout channels) with the flipped kernel (9·cin·cout more elements).
 func winoConvScratch(batch, height, width, cin, cout int) int {
+	p := newWinoPlan(batch, height, width, cin, cout, winoDefault)
 	return max(winogradScratch(batch, height, width, cin, cout, winoDefault),
-		9*cin*cout+winogradScratch(batch, height, width, cout, cin, winoDefault))
+		9*cin*cout+winogradScratch(batch, height, width, cout, cin, winoDefault),
+		winoFilterScratch(p, workersFor(p.blocks)))
+}
+
+// winoFilter computes Conv3x3Backward's dw with F(2×2, 3×3): the forward
+// is Y = Aᵀ·(U ⊙ V)·A per tile with U = G·g·Gᵀ, so
+//
+//	dU_ξ[c][co] = Σ_tiles V_ξ[tile][c] · Ŷ_ξ[tile][co],  Ŷ = A·dY·Aᵀ
+//	dg = Gᵀ·dU·G
+//
+// 16 products of [cin, tiles]·[tiles, cout] in place of 9 of 4·tiles.
+// Workers sum fixed ranges of blocks into their own dU and the partials
+// are added in worker order, so the result does not depend on scheduling.
+func winoFilter[T gemm.Float](dw, dy, x []T, batch, height, width, cin, cout int, ws []T) {
+	p := newWinoPlan(batch, height, width, cin, cout, winoDefault)
+	if p.tiles == 0 {
+		clear(dw[:cout*cin*9])
+		return
+	}
+	workers := workersFor(p.blocks)
+	for workers > 1 && winoFilterScratch(p, workers) > len(ws) {
+		workers--
+	}
+	if winoFilterScratch(p, workers) > len(ws) {
+		panic(errConvScratch)
+	}
+	per := winoFilterPer(p)
+	zero := make([]T, max(cin, cout))
+	runWorkers(workers, func(wk int) {
+		s := ws[wk*per : (wk+1)*per]
+		v := s[:16*p.block*cin]
+		yh := s[16*p.block*cin : 16*p.block*(cin+cout)]
+		du := s[16*p.block*(cin+cout) : 16*p.block*(cin+cout)+16*cin*cout]
+		tmp := s[16*p.block*(cin+cout)+16*cin*cout:]
+		b0, b1 := wk*p.blocks/workers, (wk+1)*p.blocks/workers
+		for b := b0; b < b1; b++ {
+			t0 := b * p.block
+			t1 := min(t0+p.block, p.tiles)
+			n := t1 - t0
+			winoInput(v, x, zero[:cin], tmp, t0, t1, p, height, width)
+			winoGradOutput(yh, dy, zero[:cout], tmp, t0, t1, p, height, width)
+			var beta T
+			if b > b0 {
+				beta = 1
+			}
+			for xi := range 16 {
+				gemm.GemmSerial(true, false, cin, cout, n, 1, v[xi*p.block*cin:], cin, yh[xi*p.block*cout:], cout,
+					beta, du[xi*cin*cout:(xi+1)*cin*cout], cout)
+			}
+		}
+	})
+	// dg = Gᵀ·dU·G per (c, co), the workers' partials summed first.
+	parallel.For(cout, 4, func(lo, hi int) {
+		var u [16]T
+		for co := lo; co < hi; co++ {
+			for c := range cin {
+				for xi := range 16 {
+					var sum T
+					for wk := range workers {
+						off := wk*per + 16*p.block*(cin+cout)
+						sum += ws[off+xi*cin*cout+c*cout+co]
+					}
+					u[xi] = sum
+				}
+				var t [3][4]T
+				for s := range 4 {
+					t[0][s] = u[s] + (u[4+s]+u[8+s])/2
+					t[1][s] = (u[4+s] - u[8+s]) / 2
+					t[2][s] = (u[4+s]+u[8+s])/2 + u[12+s]
+				}
+				g := dw[(co*cin+c)*9 : (co*cin+c+1)*9]
+				for r := range 3 {
+					g[3*r] = t[r][0] + (t[r][1]+t[r][2])/2
+					g[3*r+1] = (t[r][1] - t[r][2]) / 2
+					g[3*r+2] = (t[r][1]+t[r][2])/2 + t[r][3]
+				}
+			}
+		}
+	})
+}
+
+// winoFilterPer is one worker's scratch in winoFilter: V, Ŷ, its dU and
+// the transforms' temporaries.
+func winoFilterPer(p winoPlan) int {
+	return 16*p.block*(p.cin+p.cout) + 16*p.cin*p.cout + 16*max(p.cin, p.cout)
+}
+
+func winoFilterScratch(p winoPlan, workers int) int {
+	if p.tiles == 0 {
+		return 0
+	}
+	return workers * winoFilterPer(p)
+}
+
+// winoGradOutput writes Ŷ_ξ = (A·dY·Aᵀ)_ξ for the 2×2 output tiles of
+// tiles t0..t1−1 into yh [16][block][cout], outputs past the grid's edge
+// counting as zero; tmp holds 8·cout elements.
+func winoGradOutput[T gemm.Float](yh, dy, zero, tmp []T, t0, t1 int, p winoPlan, height, width int) {
+	cout := p.cout
+	per := p.th * p.tw
+	stride := p.block * cout
+	ur := func(r, s int) []T { return tmp[(4*r+s)*cout : (4*r+s+1)*cout] }
+	for t := t0; t < t1; t++ {
+		b := t / per
+		ti, tj := (t-b*per)/p.tw, (t-b*per)%p.tw
+		base := b * height * width
+		at := func(i, j int) []T {
+			if i >= height || j >= width {
+				return zero
+			}
+			tok := base + i*width + j
+			return dy[tok*cout : (tok+1)*cout]
+		}
+		// dY·Aᵀ along each of the 2 rows, then A· down each column.
+		for r := range 2 {
+			a4(ur(r, 0), ur(r, 1), ur(r, 2), ur(r, 3), at(2*ti+r, 2*tj), at(2*ti+r, 2*tj+1))
+		}
+		k := (t - t0) * cout
+		out := func(xi int) []T { return yh[xi*stride+k : xi*stride+k+cout] }
+		for s := range 4 {
+			a4(out(s), out(4+s), out(8+s), out(12+s), ur(0, s), ur(1, s))
+		}
+	}
+}
+
+// a4 is one row or column of A·dY·Aᵀ: y0, y1, y2, y3 = x0, x0 + x1,
+// x0 − x1, −x1.
+func a4[T gemm.Float](y0, y1, y2, y3, x0, x1 []T) {
+	n := len(y0)
+	y1, y2, y3, x0, x1 = y1[:n], y2[:n], y3[:n], x0[:n], x1[:n]
+	for i := range n {
+		a, b := x0[i], x1[i]
+		y0[i], y1[i], y2[i], y3[i] = a, a+b, a-b, -b
+	}
 }
 
 // winoDX computes Conv3x3Backward's dx with F(2×2, 3×3): the convolution

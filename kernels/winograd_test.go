@@ -159,3 +159,61 @@ func TestWinogradTransforms(t *testing.T) {
 		}
 	}
 }
+
+// convFilterRef is dW[co][c][ki][kj] = Σ dy[t][co]·x[t + (ki−1, kj−1)][c]
+// in float64.
+func convFilterRef(dy, x []float64, batch, height, width, cin, cout int) []float64 {
+	dw := make([]float64, cout*cin*9)
+	for b := range batch {
+		for i := range height {
+			for j := range width {
+				for ki := range 3 {
+					for kj := range 3 {
+						ii, jj := i+ki-1, j+kj-1
+						if ii < 0 || ii >= height || jj < 0 || jj >= width {
+							continue
+						}
+						xr := x[((b*height+ii)*width+jj)*cin:][:cin]
+						dr := dy[((b*height+i)*width+j)*cout:][:cout]
+						for co, d := range dr {
+							for c, v := range xr {
+								dw[((co*cin+c)*3+ki)*3+kj] += d * v
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return dw
+}
+
+// The weight gradient by F(2×2, 3×3), on grids with half tiles and over
+// several blocks, in float64 and float32.
+func TestWinogradFilter(t *testing.T) {
+	for _, c := range []winoCase{
+		{batch: 1, height: 1, width: 1, cin: 2, cout: 3},
+		{batch: 3, height: 7, width: 5, cin: 3, cout: 6},
+		{batch: 2, height: 4, width: 6, cin: 17, cout: 1},
+		{batch: 2, height: 16, width: 16, cin: 32, cout: 48}, // several default blocks
+	} {
+		t.Run(c.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(24, uint64(c.batch*c.height*c.width)))
+			n := c.batch * c.height * c.width
+			x, dy := acRandn(rng, n*c.cin), acRandn(rng, n*c.cout)
+			want := convFilterRef(dy, x, c.batch, c.height, c.width, c.cin, c.cout)
+			p := newWinoPlan(c.batch, c.height, c.width, c.cin, c.cout, winoDefault)
+			ws := acNaNs[float64](winoFilterScratch(p, workersFor(p.blocks)))
+			dw := acNaNs[float64](len(want))
+			winoFilter(dw, dy, x, c.batch, c.height, c.width, c.cin, c.cout, ws)
+			if e := acRelErr(dw, want); e > 1e-13 {
+				t.Errorf("float64: relative error %.3g", e)
+			}
+			dw32 := acNaNs[float32](len(want))
+			winoFilter(dw32, acToF32(dy), acToF32(x), c.batch, c.height, c.width, c.cin, c.cout, acNaNs[float32](len(ws)))
+			if e := acRelErr(dw32, want); e > 1e-5 {
+				t.Errorf("float32: relative error %.3g", e)
+			}
+		})
+	}
+}
