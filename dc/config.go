@@ -68,7 +68,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("dc: config: %s = %d, want ≥ 1", p.name, p.v)
 		}
 	}
-	for _, w := range c.convWidths() {
+	for _, w := range c.ConvWidths() {
 		if w[0]%c.NormGroups != 0 || min(w[0], w[1])%c.NormGroups != 0 {
 			return fmt.Errorf("dc: config: conv block %d→%d: widths must be multiples of norm_groups = %d", w[0], w[1], c.NormGroups)
 		}
@@ -88,11 +88,11 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// convWidths lists (in, out) of the encoder's blocks then the decoder's:
+// ConvWidths lists (in, out) of the encoder's blocks then the decoder's:
 // the encoder stays at E and its last block changes to D; the decoder's
 // first block changes D to E and the rest stay at E (Isotropic's
 // _compute_block_dims).
-func (c *Config) convWidths() [][2]int {
+func (c *Config) ConvWidths() [][2]int {
 	var w [][2]int
 	for i := range c.EncoderBlocks {
 		out := c.EncDecDim

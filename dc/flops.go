@@ -42,7 +42,7 @@ func (m *Model) ForwardFLOPs(numKept []int) FLOPs {
 	mac := func(m, k, n float64) float64 { return 2 * m * k * n }
 	var f FLOPs
 	f.Embed = mac(N, float64(c.InChannels)*9, float64(c.EncDecDim))
-	for i, w := range c.convWidths() {
+	for i, w := range c.ConvWidths() {
 		in, out := float64(w[0]), float64(w[1])
 		inner := min(in, out)
 		cost := mac(N, in*9, inner) + mac(B, float64(c.CondDim), inner) + mac(N, inner*9, out)

@@ -76,7 +76,7 @@ func ScaffoldShapes(c *Config) map[string][]int {
 		"final_layer.linear.weight":                    {c.OutChannels, c.EncDecDim},
 		"final_layer.linear.bias":                      {c.OutChannels},
 	}
-	for i, w := range c.convWidths() {
+	for i, w := range c.ConvWidths() {
 		prefix := fmt.Sprintf("hnet.encoder.layers.%d.", i)
 		if i >= c.EncoderBlocks {
 			prefix = fmt.Sprintf("hnet.decoder.layers.%d.", i-c.EncoderBlocks)

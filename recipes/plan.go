@@ -818,7 +818,7 @@ func activationFloats(pl *Plan, b *arch.DiTConfig, st *Stage) int64 {
 	L := int64(c.Tokens())
 	E, R := int64(c.EncDecDim), int64(c.RouterDim)
 	var perPos int64 = E // latent embedder
-	for _, w := range convWidths(c) {
+	for _, w := range c.ConvWidths() {
 		in, out := int64(w[0]), int64(w[1])
 		inner := min(in, out)
 		perPos += 2*in + 4*inner + 2*out
@@ -828,26 +828,4 @@ func activationFloats(pl *Plan, b *arch.DiTConfig, st *Stage) int64 {
 	perPos += 3*E + int64(c.OutChannels)
 	M := int64(keptTokens(c, st.Rho[0]))
 	return L*perPos + blocks(M)
-}
-
-// convWidths lists the (in, out) widths of the encoder's then the
-// decoder's conv blocks (dc's layout: the encoder's last block widens E to
-// D, the decoder's first narrows D to E).
-func convWidths(c *dc.Config) [][2]int {
-	var w [][2]int
-	for i := range c.EncoderBlocks {
-		out := c.EncDecDim
-		if i == c.EncoderBlocks-1 {
-			out = c.ModelDim
-		}
-		w = append(w, [2]int{c.EncDecDim, out})
-	}
-	for i := range c.DecoderBlocks {
-		in := c.EncDecDim
-		if i == 0 {
-			in = c.ModelDim
-		}
-		w = append(w, [2]int{in, c.EncDecDim})
-	}
-	return w
 }

@@ -3,9 +3,7 @@
 package data
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -118,7 +116,7 @@ func RunShapes(opts *ShapesOptions) error {
 		if path == "" {
 			continue
 		}
-		if err := checkFolder(flag, path); err != nil {
+		if err := cmdutil.CheckWritable(flag, path); err != nil {
 			return err
 		}
 	}
@@ -169,23 +167,4 @@ func joinCounts(names []string, counts []int) string {
 		parts[i] = fmt.Sprintf("%s %d", names[i], c)
 	}
 	return strings.Join(parts, ", ")
-}
-
-// checkFolder fails early when path's folder does not exist or path is a
-// folder.
-func checkFolder(flag, path string) error {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return fmt.Errorf("%s %s: is a folder, want a file name", flag, path)
-	}
-	dir := filepath.Dir(path)
-	st, err := os.Stat(dir)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("%s %s: folder %s does not exist", flag, path, dir)
-	case err != nil:
-		return fmt.Errorf("%s %s: %w", flag, path, err)
-	case !st.IsDir():
-		return fmt.Errorf("%s %s: %s is not a folder", flag, path, dir)
-	}
-	return nil
 }

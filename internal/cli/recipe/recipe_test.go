@@ -45,6 +45,14 @@ func run(t *testing.T, args ...string) (err error, stdout, stderr string) {
 func TestValidate(t *testing.T) {
 	toy := filepath.Join(recipesDir, "toy-dit.toml")
 	base := toyTeacher(t)
+	// The recipe moved away from the bundled teacher: its relative base
+	// path no longer resolves.
+	moved := filepath.Join(t.TempDir(), "toy-dit.toml")
+	text, err := os.ReadFile(toy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(moved, text, 0o644)
 	bad := filepath.Join(t.TempDir(), "bad.toml")
 	os.WriteFile(bad, []byte("name = \"b\"\ncolour = 1\n[model]\npreset = \"DiT-S/2\"\n[[stage]]\nkind = \"train\"\nsteps = \"many\"\nlr = -1.0\n"), 0o644)
 	cases := []struct {
@@ -55,8 +63,9 @@ func TestValidate(t *testing.T) {
 		lines    []string // fragments of the stderr lines, in order
 	}{
 		{"valid", []string{"validate", toy, "--base", base}, 0, "ok: toy-dit (", nil},
-		{"missing base", []string{"validate", toy}, 1, "", []string{
-			toy + ":" + strconv.Itoa(lineOf(t, toy, "path = ")) + ": base.path: the base checkpoint ../testdata/teacher/model.safetensors"}},
+		{"missing base", []string{"validate", moved}, 1, "", []string{
+			moved + ":" + strconv.Itoa(lineOf(t, moved, "path = ")) + ": base.path: the base checkpoint ../testdata/teacher/model.safetensors"}},
+		{"bundled base", []string{"validate", toy}, 0, "ok: toy-dit (", nil},
 		{"a type error stops before values", []string{"validate", bad}, 2, "", []string{
 			bad + ":2: colour: unknown key", bad + `:7: stage[0].steps: found a string ("many"), expected an integer`}},
 	}

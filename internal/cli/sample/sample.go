@@ -5,10 +5,8 @@ package sample
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -184,11 +182,11 @@ func validRho(r float64) bool { return r >= 0 && float32(r) < 1 }
 // Run samples and writes the outputs.
 func Run(opts *Options) error {
 	// Fail before minutes of sampling, not after.
-	if err := checkWritable("--out", opts.Out); err != nil {
+	if err := cmdutil.CheckWritable("--out", opts.Out); err != nil {
 		return err
 	}
 	if opts.PNG != "" {
-		if err := checkWritable("--png", opts.PNG); err != nil {
+		if err := cmdutil.CheckWritable("--png", opts.PNG); err != nil {
 			return err
 		}
 	}
@@ -354,35 +352,6 @@ func printWritten(opts *Options, sh ddpm.Shape, rows, cols, steps int, guide ddp
 	if opts.PNG != "" {
 		fmt.Fprintf(opts.IO.Out, "wrote %s: linear latent-to-RGB preview (%s fit), not a VAE decode\n", opts.PNG, fit.Name)
 	}
-}
-
-// checkWritable makes sure a file can be created at path: its folder exists
-// and takes new files, and path is not itself a folder.
-func checkWritable(flag, path string) error {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return fmt.Errorf("%s %s: is a folder, want a file name", flag, path)
-	}
-	dir := filepath.Dir(path)
-	st, err := os.Stat(dir)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("%s %s: folder %s does not exist", flag, path, dir)
-	case err != nil:
-		return fmt.Errorf("%s %s: %w", flag, path, err)
-	case !st.IsDir():
-		return fmt.Errorf("%s %s: %s is not a folder", flag, path, dir)
-	}
-	probe, err := os.CreateTemp(dir, ".dcdit-probe-*")
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return fmt.Errorf("%s %s: folder %s is not writable: %w", flag, path, dir, err)
-	}
-	probe.Close()
-	os.Remove(probe.Name())
-	return nil
 }
 
 func joinInts(v []int) string {
