@@ -37,7 +37,7 @@ type Options struct {
 	Rho        []float64 // DC models: tail-drop fractions, one column each
 	// RhoUncond, when set (RhoUncondGiven), prices Lite-CFG: the
 	// unconditional branch runs at this ρ.
-	RhoUncond    float64
+	RhoUncond      float64
 	RhoUncondGiven bool
 	// KeptRatio is the assumed fraction of grid tokens the router marks as
 	// boundaries; 0 takes 1/N (the ratio loss's target).
