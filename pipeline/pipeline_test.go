@@ -198,3 +198,31 @@ func TestRunErrors(t *testing.T) {
 		})
 	}
 }
+
+// A DC-DiT trained from scratch ([model] with [scaffold]) writes a DC
+// checkpoint whose main network lives on the latent grid's own patch size.
+func TestTrainDCFromScratch(t *testing.T) {
+	dir := t.TempDir()
+	text := strings.Replace(trainRecipe, "patch_size = 2\n", "patch_size = 1\n", 1)
+	text = strings.Replace(text, "lr = 1e-3\n", "lr = 1e-3\nrho = [0.0, 0.3]\nmulti_budget_start = 1\n", 1) + `
+[scaffold]
+width_factor = 4
+norm_groups = 8
+encoder_blocks = 1
+decoder_blocks = 1
+[scaffold.router]
+groups = 8
+ratio_batch_size = 0
+`
+	sum, err := Run(load(t, dir, text), Options{Out: filepath.Join(dir, "out")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, meta, err := checkpoint.Load(sum.Model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Config.ModelDim != 32 || meta.Backbone.HNet.PatchSize != 1 || sum.Eval != nil {
+		t.Fatalf("model dim %d, backbone %+v", m.Config.ModelDim, meta.Backbone)
+	}
+}
