@@ -140,7 +140,8 @@ func PredictabilityPrior(cfg *dc.Config, ts map[string]dc.Tensor) {
 		sc[((2*k+1)*R+k)*9+4] = -1
 	}
 	out := ts["hnet.routing_module.residual_scorer.3.weight"].Data // [1, R, 1, 1]
-	const gain = 4                                                 // logit units per unit of the pairs' mean SiLU(z) + SiLU(−z)
+	// gain is the logit change per unit of the pairs' mean SiLU(z) + SiLU(−z).
+	const gain = 4
 	for i := range out {
 		out[i] = 2 * gain / float32(R)
 	}
