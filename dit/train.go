@@ -7,6 +7,7 @@ import (
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/dit/ddpm"
+	"github.com/dcdit/dcdit/ops"
 )
 
 // Backward back-propagates an upstream gradient of the model output through
@@ -54,7 +55,10 @@ func (m *Model) DiffusionLoss(s *ddpm.Schedule, x0, noise []float32, t, y []int)
 	if err != nil {
 		return nil, err
 	}
-	if err := m.Backward(out, grad); err != nil {
+	err = m.Backward(out, grad)
+	// The graph is done with: its buffers serve the next step.
+	ops.Release(out)
+	if err != nil {
 		return nil, err
 	}
 	return losses, nil

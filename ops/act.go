@@ -57,7 +57,7 @@ func (f *activation[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x} }
 
 func (f *activation[T]) Forward() (mat.Tensor, error) {
 	x := data[T](f.x)
-	y := make([]T, len(x))
+	y := getBuffer[T](len(x))
 	switch f.kind {
 	case actGELU:
 		kernels.GELUForward(y, x)
@@ -69,7 +69,7 @@ func (f *activation[T]) Forward() (mat.Tensor, error) {
 		kernels.TanhForward(y, x)
 	}
 	f.y = y
-	return newMatrix(f.rows, f.cols, y), nil
+	return output(f.rows, f.cols, y), nil
 }
 
 func (f *activation[T]) Backward(gy mat.Tensor) error {

@@ -46,12 +46,12 @@ func (f *attention[T]) scale() T { return T(1 / math.Sqrt(float64(f.dim))) }
 
 func (f *attention[T]) Forward() (mat.Tensor, error) {
 	width := f.heads * f.dim
-	f.out = make([]T, f.rows*width)
-	f.lse = make([]T, f.rows*f.heads)
+	f.out = getBuffer[T](f.rows * width)
+	f.lse = getBuffer[T](f.rows * f.heads)
 	ws := getBuffer[T](kernels.AttentionScratch(f.offsets, f.heads, f.dim))
 	kernels.AttentionForward(f.out, f.lse, data[T](f.qkv), f.offsets, f.heads, f.dim, f.scale(), ws)
 	putBuffer(ws)
-	return newMatrix(f.rows, width, f.out), nil
+	return output(f.rows, width, f.out, f.lse), nil
 }
 
 func (f *attention[T]) Backward(gy mat.Tensor) error {

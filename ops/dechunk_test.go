@@ -84,7 +84,7 @@ func TestDeChunk(t *testing.T) {
 func shift(x mat.Tensor, c float64) mat.Tensor {
 	r, k := x.Shape()[0], x.Shape()[1]
 	switch x.Value().(type) {
-	case *mat.Dense[float32]:
+	case *mat.Dense[float32], *value[float32]:
 		v := make([]float32, r*k)
 		for i := range v {
 			v[i] = float32(c)

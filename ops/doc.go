@@ -42,11 +42,13 @@
 // calls AccGrad exactly once for each one that does: spago counts the
 // pending gradients of a node per operand occurrence, and a missing call
 // would stall the backward pass. The gradients are computed into pooled
-// scratch buffers (gradBuffer) that go back to the pool once AccGrad has
-// copied or added them (spago's Dense clones a gradient the first time and
-// adds into its own copy afterwards; it never keeps the argument). A
-// gradient equal to the upstream one (Add, the residual of GatedResidual)
-// is passed on without a copy.
+// buffers (gradBuffer); an op's result (value.go) adopts the first one it
+// receives and adds later ones into it, and any other operand (a
+// parameter, a caller's matrix) copies or adds it, after which the buffer
+// goes back to the pool. A gradient equal to the upstream one (Add, the
+// residual of GatedResidual) is passed on as is. Results and saved state
+// come from the same pool, and Release returns a finished graph's buffers
+// to it, so that steady-state training steps allocate almost nothing.
 //
 // Attention and convolution ops follow the same pattern over
 // kernels.AttentionForward/Backward and kernels.Conv3x3Forward/Backward.

@@ -45,7 +45,7 @@ func (f *binary[T]) Operands() []mat.Tensor { return []mat.Tensor{f.a, f.b} }
 
 func (f *binary[T]) Forward() (mat.Tensor, error) {
 	a, b := data[T](f.a), data[T](f.b)
-	y := make([]T, len(a))
+	y := getBuffer[T](len(a))
 	switch f.kind {
 	case binAdd:
 		kernels.Add(y, a, b)
@@ -54,7 +54,7 @@ func (f *binary[T]) Forward() (mat.Tensor, error) {
 	case binMul:
 		kernels.Mul(y, a, b)
 	}
-	return newMatrix(f.rows, f.cols, y), nil
+	return output(f.rows, f.cols, y), nil
 }
 
 func (f *binary[T]) Backward(gy mat.Tensor) error {
@@ -107,9 +107,9 @@ func newScale(x mat.Tensor, alpha float64) ag.AutoGradFunction {
 func (f *scale[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x} }
 
 func (f *scale[T]) Forward() (mat.Tensor, error) {
-	y := make([]T, f.rows*f.cols)
+	y := getBuffer[T](f.rows * f.cols)
 	kernels.Scale(y, data[T](f.x), T(f.alpha))
-	return newMatrix(f.rows, f.cols, y), nil
+	return output(f.rows, f.cols, y), nil
 }
 
 func (f *scale[T]) Backward(gy mat.Tensor) error {
@@ -143,9 +143,9 @@ func newAddRowVector(x, v mat.Tensor) ag.AutoGradFunction {
 func (f *addRowVector[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x, f.v} }
 
 func (f *addRowVector[T]) Forward() (mat.Tensor, error) {
-	y := make([]T, f.rows*f.cols)
+	y := getBuffer[T](f.rows * f.cols)
 	kernels.AddRowVector(y, data[T](f.x), data[T](f.v), f.cols)
-	return newMatrix(f.rows, f.cols, y), nil
+	return output(f.rows, f.cols, y), nil
 }
 
 func (f *addRowVector[T]) Backward(gy mat.Tensor) error {
@@ -183,9 +183,9 @@ func newScaleRows(x, s mat.Tensor) ag.AutoGradFunction {
 func (f *scaleRows[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x, f.s} }
 
 func (f *scaleRows[T]) Forward() (mat.Tensor, error) {
-	y := make([]T, f.rows*f.cols)
+	y := getBuffer[T](f.rows * f.cols)
 	kernels.ScaleRows(y, data[T](f.x), data[T](f.s), f.cols)
-	return newMatrix(f.rows, f.cols, y), nil
+	return output(f.rows, f.cols, y), nil
 }
 
 func (f *scaleRows[T]) Backward(gy mat.Tensor) error {

@@ -36,9 +36,9 @@ func newGatherRows(x mat.Tensor, idx []int) ag.AutoGradFunction {
 func (f *gatherRows[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x} }
 
 func (f *gatherRows[T]) Forward() (mat.Tensor, error) {
-	y := make([]T, f.rows*f.cols)
+	y := getBuffer[T](f.rows * f.cols)
 	kernels.GatherRows(y, data[T](f.x), f.idx, f.cols)
-	return newMatrix(f.rows, f.cols, y), nil
+	return output(f.rows, f.cols, y), nil
 }
 
 func (f *gatherRows[T]) Backward(gy mat.Tensor) error {
@@ -82,9 +82,9 @@ func newScatterRows(x mat.Tensor, idx []int, rows int) ag.AutoGradFunction {
 func (f *scatterRows[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x} }
 
 func (f *scatterRows[T]) Forward() (mat.Tensor, error) {
-	y := make([]T, f.rows*f.cols)
+	y := getBuffer[T](f.rows * f.cols)
 	kernels.ScatterRows(y, data[T](f.x), f.idx, f.cols)
-	return newMatrix(f.rows, f.cols, y), nil
+	return output(f.rows, f.cols, y), nil
 }
 
 func (f *scatterRows[T]) Backward(gy mat.Tensor) error {
@@ -120,9 +120,9 @@ func newSliceCols(x mat.Tensor, from, to int) ag.AutoGradFunction {
 func (f *sliceCols[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x} }
 
 func (f *sliceCols[T]) Forward() (mat.Tensor, error) {
-	y := make([]T, f.rows*(f.to-f.from))
+	y := getBuffer[T](f.rows * (f.to - f.from))
 	kernels.SliceCols(y, data[T](f.x), f.cols, f.from, f.to)
-	return newMatrix(f.rows, f.to-f.from, y), nil
+	return output(f.rows, f.to-f.from, y), nil
 }
 
 func (f *sliceCols[T]) Backward(gy mat.Tensor) error {

@@ -41,13 +41,13 @@ func (f *linear[T]) Operands() []mat.Tensor {
 }
 
 func (f *linear[T]) Forward() (mat.Tensor, error) {
-	y := make([]T, f.rows*f.out)
+	y := getBuffer[T](f.rows * f.out)
 	var b []T
 	if f.b != nil {
 		b = data[T](f.b)
 	}
 	kernels.LinearForward(y, data[T](f.x), data[T](f.w), b, f.rows, f.in, f.out)
-	return newMatrix(f.rows, f.out, y), nil
+	return output(f.rows, f.out, y), nil
 }
 
 func (f *linear[T]) Backward(gy mat.Tensor) error {

@@ -46,9 +46,9 @@ func newModulate(x, shift, scale mat.Tensor, offsets []int) ag.AutoGradFunction 
 func (f *modulate[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x, f.shift, f.scale} }
 
 func (f *modulate[T]) Forward() (mat.Tensor, error) {
-	y := make([]T, f.rows*f.cols)
+	y := getBuffer[T](f.rows * f.cols)
 	kernels.ModulateForward(y, data[T](f.x), data[T](f.shift), data[T](f.scale), f.offsets, f.cols)
-	return newMatrix(f.rows, f.cols, y), nil
+	return output(f.rows, f.cols, y), nil
 }
 
 func (f *modulate[T]) Backward(gy mat.Tensor) error {
@@ -84,9 +84,9 @@ func newGatedResidual(x, gate, h mat.Tensor, offsets []int) ag.AutoGradFunction 
 func (f *gatedResidual[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x, f.gate, f.h} }
 
 func (f *gatedResidual[T]) Forward() (mat.Tensor, error) {
-	y := make([]T, f.rows*f.cols)
+	y := getBuffer[T](f.rows * f.cols)
 	kernels.GatedResidualForward(y, data[T](f.x), data[T](f.gate), data[T](f.h), f.offsets, f.cols)
-	return newMatrix(f.rows, f.cols, y), nil
+	return output(f.rows, f.cols, y), nil
 }
 
 func (f *gatedResidual[T]) Backward(gy mat.Tensor) error {
@@ -124,9 +124,9 @@ func newAddPerSample(x, v mat.Tensor, offsets []int) ag.AutoGradFunction {
 func (f *addPerSample[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x, f.v} }
 
 func (f *addPerSample[T]) Forward() (mat.Tensor, error) {
-	y := make([]T, f.rows*f.cols)
+	y := getBuffer[T](f.rows * f.cols)
 	kernels.AddPerSample(y, data[T](f.x), data[T](f.v), f.offsets, f.cols)
-	return newMatrix(f.rows, f.cols, y), nil
+	return output(f.rows, f.cols, y), nil
 }
 
 func (f *addPerSample[T]) Backward(gy mat.Tensor) error {

@@ -46,10 +46,10 @@ func needEps(op string, eps float64) {
 func (f *layerNorm[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x} }
 
 func (f *layerNorm[T]) Forward() (mat.Tensor, error) {
-	y := make([]T, f.rows*f.cols)
-	f.mean, f.rstd = make([]T, f.rows), make([]T, f.rows)
+	y := getBuffer[T](f.rows * f.cols)
+	f.mean, f.rstd = getBuffer[T](f.rows), getBuffer[T](f.rows)
 	kernels.LayerNormForward(y, f.mean, f.rstd, data[T](f.x), f.rows, f.cols, T(f.eps))
-	return newMatrix(f.rows, f.cols, y), nil
+	return output(f.rows, f.cols, y, f.mean, f.rstd), nil
 }
 
 func (f *layerNorm[T]) Backward(gy mat.Tensor) error {
@@ -90,10 +90,10 @@ func newRMSNorm(x, w mat.Tensor, eps float64) ag.AutoGradFunction {
 func (f *rmsNorm[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x, f.w} }
 
 func (f *rmsNorm[T]) Forward() (mat.Tensor, error) {
-	y := make([]T, f.rows*f.cols)
-	f.rstd = make([]T, f.rows)
+	y := getBuffer[T](f.rows * f.cols)
+	f.rstd = getBuffer[T](f.rows)
 	kernels.RMSNormForward(y, f.rstd, data[T](f.x), data[T](f.w), f.rows, f.cols, T(f.eps))
-	return newMatrix(f.rows, f.cols, y), nil
+	return output(f.rows, f.cols, y, f.rstd), nil
 }
 
 func (f *rmsNorm[T]) Backward(gy mat.Tensor) error {
@@ -148,11 +148,11 @@ func (f *groupNorm[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x, f.w, f
 
 func (f *groupNorm[T]) Forward() (mat.Tensor, error) {
 	rows := f.batch * f.tokens
-	y := make([]T, rows*f.channels)
-	f.mean, f.rstd = make([]T, f.batch*f.groups), make([]T, f.batch*f.groups)
+	y := getBuffer[T](rows * f.channels)
+	f.mean, f.rstd = getBuffer[T](f.batch*f.groups), getBuffer[T](f.batch*f.groups)
 	kernels.GroupNormForward(y, f.mean, f.rstd, data[T](f.x), data[T](f.w), data[T](f.b),
 		f.batch, f.tokens, f.channels, f.groups, T(f.eps))
-	return newMatrix(rows, f.channels, y), nil
+	return output(rows, f.channels, y, f.mean, f.rstd), nil
 }
 
 func (f *groupNorm[T]) Backward(gy mat.Tensor) error {

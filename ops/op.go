@@ -29,9 +29,9 @@ func is64(op string, operands ...named) bool {
 		}
 		var dt string
 		switch v := o.t.Value().(type) {
-		case *mat.Dense[float32]:
+		case *mat.Dense[float32], *value[float32]:
 			dt = "float32"
-		case *mat.Dense[float64]:
+		case *mat.Dense[float64], *value[float64]:
 			dt = "float64"
 		default:
 			panic(fmt.Sprintf("ops: %s: %s is a %T, want *mat.Dense[float32] or *mat.Dense[float64]", op, o.name, v))
@@ -113,7 +113,11 @@ func copyIndex(op string, idx []int, rows int) []int {
 // data returns the backing slice of an operand's value (no copy: the
 // element type was checked when the op was built).
 func data[T float.DType](t mat.Tensor) []T {
-	return mat.Data[T](t.Value())
+	v := t.Value()
+	if w, ok := v.(*value[T]); ok {
+		return mat.Data[T](w.Dense)
+	}
+	return mat.Data[T](v)
 }
 
 // newMatrix wraps data as a [rows, cols] matrix without copying it.
@@ -130,32 +134,49 @@ func gradBuffer[T float.DType](t mat.Tensor) []T {
 	return getBuffer[T](t.Size())
 }
 
-// accGrad hands a gradient computed by gradBuffer to t and recycles the
-// buffer. g == nil (gradient not required) does nothing.
+// accGrad hands a gradient computed by gradBuffer to t, which adopts the
+// buffer when t is an op's value without a gradient yet; otherwise t adds
+// or copies it and the buffer goes back to the pool. g == nil (gradient not
+// required) does nothing.
 func accGrad[T float.DType](t mat.Tensor, g []T) {
 	if g == nil {
 		return
 	}
-	t.AccGrad(mat.NewDense[T](mat.WithShape(t.Shape()...), mat.WithBacking(g)))
-	putBuffer(g)
+	gb := &gradBuf[T]{Dense: mat.NewDense[T](mat.WithShape(t.Shape()...), mat.WithBacking(g))}
+	t.AccGrad(gb)
+	if !gb.adopted {
+		putBuffer(g)
+	}
 }
 
-// Scratch buffers are pooled by power-of-two capacity class and element
-// type. A backward pass computes every input gradient into a temporary that
-// AccGrad copies (first gradient) or adds (later ones): pooling the
-// temporaries halves the allocation of a backward pass, whose sizes repeat
-// op after op.
+// Buffers are pooled by power-of-two capacity class and element type: op
+// results, what ops keep for their backward pass, gradients and kernel
+// scratch all come from here, and sizes repeat op after op and step after
+// step. Release (value.go) returns a finished graph's buffers.
+//
+// The pool is a free list, not a sync.Pool: a sync.Pool empties at every
+// garbage collection, and a training step that reuses hundreds of megabytes
+// would then fault them all back in, which is what pooling is meant to
+// avoid. The list keeps at most maxPooled buffers per class, so it holds
+// about the working set of the largest step run so far.
+type bufferPool[T float.DType] struct {
+	mu   sync.Mutex
+	free [64][][]T
+}
+
+const maxPooled = 1024
+
 var (
-	pool32 [64]sync.Pool
-	pool64 [64]sync.Pool
+	pool32 bufferPool[float32]
+	pool64 bufferPool[float64]
 )
 
-func poolFor[T float.DType](class int) *sync.Pool {
+func poolOf[T float.DType]() *bufferPool[T] {
 	var zero T
 	if _, ok := any(zero).(float64); ok {
-		return &pool64[class]
+		return any(&pool64).(*bufferPool[T])
 	}
-	return &pool32[class]
+	return any(&pool32).(*bufferPool[T])
 }
 
 // getBuffer returns a slice of length n with unspecified contents (kernels
@@ -165,20 +186,33 @@ func getBuffer[T float.DType](n int) []T {
 		return []T{}
 	}
 	class := bits.Len(uint(n - 1))
-	if p, ok := poolFor[T](class).Get().(*[]T); ok {
-		return (*p)[:n]
+	p := poolOf[T]()
+	p.mu.Lock()
+	if k := len(p.free[class]); k > 0 {
+		b := p.free[class][k-1]
+		p.free[class][k-1] = nil
+		p.free[class] = p.free[class][:k-1]
+		p.mu.Unlock()
+		return b[:n]
 	}
+	p.mu.Unlock()
 	return make([]T, n, 1<<class)
 }
 
-// putBuffer returns a slice obtained from getBuffer to its pool.
+// putBuffer returns a slice obtained from getBuffer to its pool; slices of
+// other capacities are left to the garbage collector.
 func putBuffer[T float.DType](b []T) {
 	c := cap(b)
 	if c == 0 || c&(c-1) != 0 {
 		return
 	}
-	b = b[:c]
-	poolFor[T](bits.Len(uint(c - 1))).Put(&b)
+	class := bits.Len(uint(c - 1))
+	p := poolOf[T]()
+	p.mu.Lock()
+	if len(p.free[class]) < maxPooled {
+		p.free[class] = append(p.free[class], b[:c])
+	}
+	p.mu.Unlock()
 }
 
 // run evaluates f as a graph node when some operand requires a gradient,

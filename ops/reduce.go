@@ -120,9 +120,9 @@ func (f *meanRows[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x} }
 
 func (f *meanRows[T]) Forward() (mat.Tensor, error) {
 	samples := len(f.offsets) - 1
-	y := make([]T, samples*f.cols)
+	y := getBuffer[T](samples * f.cols)
 	kernels.MeanRows(y, data[T](f.x), f.offsets, f.cols)
-	return newMatrix(samples, f.cols, y), nil
+	return output(samples, f.cols, y), nil
 }
 
 func (f *meanRows[T]) Backward(gy mat.Tensor) error {

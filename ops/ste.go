@@ -30,11 +30,11 @@ func newSTE(x mat.Tensor) ag.AutoGradFunction {
 func (f *ste[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x} }
 
 func (f *ste[T]) Forward() (mat.Tensor, error) {
-	y := make([]T, f.rows*f.cols)
+	y := getBuffer[T](f.rows * f.cols)
 	for i := range y {
 		y[i] = 1
 	}
-	return newMatrix(f.rows, f.cols, y), nil
+	return output(f.rows, f.cols, y), nil
 }
 
 func (f *ste[T]) Backward(gy mat.Tensor) error {
