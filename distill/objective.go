@@ -178,7 +178,10 @@ func (o *DCObjective) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Met
 		m.Loss += o.RatioWeight * m.Ratio
 		total = ops.Add(total, ops.Scale(ratio, o.RatioWeight))
 	}
-	if err := ag.Backward(total); err != nil {
+	err = ag.Backward(total)
+	// The graph is done with: its buffers serve the next step.
+	ops.Release(total)
+	if err != nil {
 		return Metrics{}, err
 	}
 	m.Rho = rho
