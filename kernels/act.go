@@ -212,11 +212,21 @@ func geluBlock[T gemm.Float](y, x []T) {
 		}
 		return
 	}
+	if n := len(y) &^ 7; actAsm && n > 0 {
+		geluAVX2(asF32(y), asF32(x), n)
+		y, x = y[n:], x[n:]
+	}
 	for i, v := range x {
 		f := float32(v)
 		s, q := actExp2f(f * (geluA + geluB*f*f))
 		y[i] = T(f / (1 + s*(1+q)))
 	}
+}
+
+// asF32 returns a pointer to the first element of a non-empty float32
+// slice (T's underlying type is float32 wherever it is called).
+func asF32[T gemm.Float](s []T) *float32 {
+	return (*float32)(unsafe.Pointer(unsafe.SliceData(s)))
 }
 
 // GELUBackward sets dx = dy·GELU'(x) for the tanh approximation:
@@ -267,6 +277,10 @@ func GELUBackwardFromOutput[T gemm.Float](dx, dy, x, y []T) {
 	parallel.For(len(dx), ewGrain/4, func(lo, hi int) {
 		dx, dy, x, y := dx[lo:hi], dy[lo:hi], x[lo:hi], y[lo:hi]
 		dy, x, y = dy[:len(dx)], x[:len(dx)], y[:len(dx)]
+		if n := len(dx) &^ 7; actAsm && !actPrecise[T]() && n > 0 {
+			geluBackOutAVX2(asF32(dx), asF32(dy), asF32(x), asF32(y), n)
+			dx, dy, x, y = dx[n:], dy[n:], x[n:], y[n:]
+		}
 		for i, v := range x {
 			sg := T(0.5)
 			if v != 0 {

@@ -312,6 +312,15 @@ func attnBackwardPair[T gemm.Float](dqkv, dout, out, lse, qkv []T, r0, l, h, hea
 
 // rowMax returns the largest element of a non-empty row.
 func rowMax[T gemm.Float](row []T) T {
+	if n := len(row) &^ 7; actAsm && !actPrecise[T]() && n > 0 {
+		m := T(rowMaxAVX2(asF32(row), n))
+		for _, v := range row[n:] {
+			if v > m {
+				m = v
+			}
+		}
+		return m
+	}
 	m := row[0]
 	for _, v := range row[1:] {
 		if v > m {

@@ -53,10 +53,19 @@ func expShiftRow[T gemm.Float](row []T, shift T) T {
 	return sum
 }
 
-// expShiftRow32 is expShiftRow for float32. Two partial sums shorten the
+// expShiftRow32 is expShiftRow for float32. Two partial sums (eight in the
+// AVX2 loop, whose values are the same bit for bit) shorten the
 // floating-point add chain that would otherwise bound the loop.
 func expShiftRow32(row []float32, shift float32) float32 {
 	var s0, s1 float32
+	if n := len(row) &^ 7; actAsm && n > 0 {
+		// Eight lanes in the vector loop; the tail below adds to them.
+		var acc [8]float32
+		expShiftAVX2(&row[0], n, shift, &acc)
+		s0 = (acc[0] + acc[1]) + (acc[2] + acc[3])
+		s1 = (acc[4] + acc[5]) + (acc[6] + acc[7])
+		row = row[n:]
+	}
 	i := 0
 	for ; i+1 < len(row); i += 2 {
 		e0 := exp32(row[i] - shift)
