@@ -58,3 +58,14 @@ func expShiftAVX2(row *float32, n int, shift float32, acc *[8]float32)
 //
 //go:noescape
 func rowMaxAVX2(row *float32, n int) float32
+
+// softmaxGradAVX2 is, for n a multiple of 8,
+//
+//	for i := 0; i < n; i++ {
+//		ds[i] = p[i] * (ds[i] - delta)
+//	}
+//
+// bit for bit (it checks nothing).
+//
+//go:noescape
+func softmaxGradAVX2(ds, p *float32, n int, delta float32)

@@ -219,3 +219,28 @@ maxdone:
 	MOVSS        X0, ret+16(FP)
 	VZEROUPPER
 	RET
+
+// func softmaxGradAVX2(ds, p *float32, n int, delta float32)
+//
+// ds[i] = p[i]·(ds[i] − delta) for i < n, a multiple of 8.
+TEXT ·softmaxGradAVX2(SB), NOSPLIT, $0-28
+	MOVQ         ds+0(FP), AX
+	MOVQ         p+8(FP), SI
+	MOVQ         n+16(FP), CX
+	SHLQ         $2, CX
+	XORQ         DX, DX
+	VBROADCASTSS delta+24(FP), Y15
+
+sgradloop:
+	CMPQ    DX, CX
+	JGE     sgraddone
+	VMOVUPS (AX)(DX*1), Y0
+	VSUBPS  Y15, Y0, Y0
+	VMULPS  (SI)(DX*1), Y0, Y0
+	VMOVUPS Y0, (AX)(DX*1)
+	ADDQ    $32, DX
+	JMP     sgradloop
+
+sgraddone:
+	VZEROUPPER
+	RET

@@ -11,3 +11,7 @@ func expShiftAVX2(row *float32, n int, shift float32, acc *[8]float32) {
 	panic("kernels: no AVX2 exponential in this build")
 }
 func rowMaxAVX2(row *float32, n int) float32 { panic("kernels: no AVX2 row maximum in this build") }
+
+func softmaxGradAVX2(ds, p *float32, n int, delta float32) {
+	panic("kernels: no AVX2 softmax gradient in this build")
+}

@@ -37,6 +37,7 @@ const (
 	errAttnDQKV    = "kernels: attention dqkv shorter than offsets[S]·3·heads·headDim"
 	errAttnDOut    = "kernels: attention dout shorter than offsets[S]·heads·headDim"
 	errAttnScratch = "kernels: attention scratch smaller than AttentionScratch"
+	errAttnProbs   = "kernels: attention probs shorter than AttentionProbs, or nothing to keep"
 )
 
 // band is the number of query rows processed together for a sequence of
@@ -307,6 +308,185 @@ func attnBackwardPair[T gemm.Float](dqkv, dout, out, lse, qkv []T, r0, l, h, hea
 		}
 		gemm.GemmSerial(false, false, nb, d, l, scale, p, l, k, ld, 0, dq[i0*ld:], ld)
 		gemm.GemmSerial(true, false, l, d, nb, scale, p, l, q[i0*ld:], ld, beta, dk, ld)
+	}
+}
+
+// Keeping the probabilities. For short sequences the backward pass can
+// read the softmax probabilities that the forward pass computed instead of
+// recomputing them: that saves one of its five L×L×d products and the
+// exponentials, at L² values per (sequence, head) — as PyTorch does. It is
+// offered only while every sequence is a single band (the forward pass then
+// holds a whole L×L block anyway) and the whole set stays below
+// maxKeptProbs values, so memory stays bounded for long sequences, which
+// recompute as before.
+const maxKeptProbs = 1 << 23 // 32 MiB of float32
+
+// AttentionProbs returns the number of elements that AttentionForwardKeep
+// needs to keep the probabilities of these sequences, or 0 when they are
+// not to be kept (sequences too long, or nothing to compute): callers then
+// use AttentionForward and AttentionBackward.
+func AttentionProbs(offsets []int, heads, headDim int) int {
+	return attentionProbs(offsets, heads, headDim, attnDefault)
+}
+
+func attentionProbs(offsets []int, heads, headDim int, z attnSizing) int {
+	_, lmax, _ := checkAttention(offsets, heads, headDim)
+	if lmax == 0 || z.band(lmax) != lmax {
+		return 0
+	}
+	n := 0
+	for s := 1; s < len(offsets); s++ {
+		l := offsets[s] - offsets[s-1]
+		n += heads * l * l
+		if n > maxKeptProbs {
+			return 0
+		}
+	}
+	return n
+}
+
+// probsBase returns where each sequence's probabilities start in the
+// kept set: sequence s holds heads blocks of l_s×l_s, head by head.
+func probsBase(offsets []int, heads int) []int {
+	base := make([]int, len(offsets))
+	for s := 1; s < len(offsets); s++ {
+		l := offsets[s] - offsets[s-1]
+		base[s] = base[s-1] + heads*l*l
+	}
+	return base
+}
+
+// AttentionForwardKeep is AttentionForward that also stores the softmax
+// probabilities in probs (AttentionProbs(offsets, heads, headDim) elements,
+// which must be positive) for AttentionBackwardKept. The outputs equal
+// AttentionForward's up to rounding: the probabilities are normalised
+// before the product with v instead of after.
+func AttentionForwardKeep[T gemm.Float](out, lse, probs, qkv []T, offsets []int, heads, headDim int, scale T, ws []T) {
+	n, lmax, busy := checkAttention(offsets, heads, headDim)
+	hd := heads * headDim
+	if len(qkv) < n*3*hd {
+		panic(errAttnQKV)
+	}
+	if len(out) < n*hd {
+		panic(errAttnOut)
+	}
+	if len(lse) < n*heads {
+		panic(errAttnLSE)
+	}
+	np := AttentionProbs(offsets, heads, headDim)
+	if np == 0 || len(probs) < np {
+		panic(errAttnProbs)
+	}
+	per := attnDefault.perWorker(lmax, false)
+	workers := attnWorkers(busy, per, len(ws))
+	base := probsBase(offsets, heads)
+	forItems((len(offsets)-1)*heads, workers, func(w, pair int) {
+		s, h := pair/heads, pair%heads
+		r0, l := offsets[s], offsets[s+1]-offsets[s]
+		if l == 0 {
+			return
+		}
+		p := probs[base[s]+h*l*l : base[s]+(h+1)*l*l]
+		attnForwardKeepPair(out, lse, p, qkv, r0, l, h, heads, headDim, scale)
+	})
+}
+
+// attnForwardKeepPair runs one head of one sequence as a single band,
+// leaving the normalised probabilities in p (l×l).
+func attnForwardKeepPair[T gemm.Float](out, lse, p, qkv []T, r0, l, h, heads, d int, scale T) {
+	hd := heads * d
+	ld := 3 * hd
+	q := qkv[r0*ld+h*d:]
+	k := qkv[r0*ld+hd+h*d:]
+	v := qkv[r0*ld+2*hd+h*d:]
+	gemm.GemmSerial(false, true, l, l, d, scale, q, ld, k, ld, 0, p, l)
+	for i := range l {
+		row := p[i*l : (i+1)*l]
+		m := rowMax(row)
+		sum := expShiftRow(row, m)
+		lse[(r0+i)*heads+h] = m + T(math.Log(float64(sum)))
+		inv := 1 / sum
+		for j := range row {
+			row[j] *= inv
+		}
+	}
+	gemm.GemmSerial(false, false, l, d, l, 1, p, l, v, ld, 0, out[r0*hd+h*d:], hd)
+}
+
+// AttentionBackwardKept is AttentionBackward from the probabilities that
+// AttentionForwardKeep stored (left unchanged), without recomputing them;
+// ws is the scratch of AttentionBackward.
+func AttentionBackwardKept[T gemm.Float](dqkv, dout, out, probs, qkv []T, offsets []int, heads, headDim int, scale T, ws []T) {
+	n, lmax, busy := checkAttention(offsets, heads, headDim)
+	hd := heads * headDim
+	if len(qkv) < n*3*hd {
+		panic(errAttnQKV)
+	}
+	if len(dqkv) < n*3*hd {
+		panic(errAttnDQKV)
+	}
+	if len(out) < n*hd {
+		panic(errAttnOut)
+	}
+	if len(dout) < n*hd {
+		panic(errAttnDOut)
+	}
+	np := AttentionProbs(offsets, heads, headDim)
+	if np == 0 || len(probs) < np {
+		panic(errAttnProbs)
+	}
+	per := attnDefault.perWorker(lmax, true)
+	workers := attnWorkers(busy, per, len(ws))
+	base := probsBase(offsets, heads)
+	forItems((len(offsets)-1)*heads, workers, func(w, pair int) {
+		s, h := pair/heads, pair%heads
+		r0, l := offsets[s], offsets[s+1]-offsets[s]
+		if l == 0 {
+			return
+		}
+		p := probs[base[s]+h*l*l : base[s]+(h+1)*l*l]
+		attnBackwardKeptPair(dqkv, dout, out, p, qkv, r0, l, h, heads, headDim, scale, ws[w*per:(w+1)*per])
+	})
+}
+
+// attnBackwardKeptPair is attnBackwardPair for one band holding the whole
+// sequence, with P read from p: dS goes to the scratch, p stays intact.
+func attnBackwardKeptPair[T gemm.Float](dqkv, dout, out, p, qkv []T, r0, l, h, heads, d int, scale T, ws []T) {
+	hd := heads * d
+	ld := 3 * hd
+	q := qkv[r0*ld+h*d:]
+	k := qkv[r0*ld+hd+h*d:]
+	v := qkv[r0*ld+2*hd+h*d:]
+	dq := dqkv[r0*ld+h*d:]
+	dk := dqkv[r0*ld+hd+h*d:]
+	dv := dqkv[r0*ld+2*hd+h*d:]
+	do := dout[r0*hd+h*d:]
+	o := out[r0*hd+h*d:]
+	ds := ws[:l*l]
+	delta := ws[l*l : l*l+l]
+	for i := range l {
+		r := i * hd
+		delta[i] = dot(do[r:r+d], o[r:r+d])
+	}
+	gemm.GemmSerial(true, false, l, d, l, 1, p, l, do, hd, 0, dv, ld)
+	gemm.GemmSerial(false, true, l, l, d, 1, do, hd, v, ld, 0, ds, l)
+	for i := range l {
+		softmaxGradRow(ds[i*l:(i+1)*l], p[i*l:(i+1)*l], delta[i])
+	}
+	gemm.GemmSerial(false, false, l, d, l, scale, ds, l, k, ld, 0, dq, ld)
+	gemm.GemmSerial(true, false, l, d, l, scale, ds, l, q, ld, 0, dk, ld)
+}
+
+// softmaxGradRow sets ds[j] = p[j]·(ds[j] − delta): the softmax's
+// backward step for one row, from dP in ds.
+func softmaxGradRow[T gemm.Float](ds, p []T, delta T) {
+	p = p[:len(ds)]
+	if n := len(ds) &^ 7; actAsm && !actPrecise[T]() && n > 0 {
+		softmaxGradAVX2(asF32(ds), asF32(p), n, float32(delta))
+		ds, p = ds[n:], p[n:]
+	}
+	for j, g := range ds {
+		ds[j] = p[j] * (g - delta)
 	}
 }
 

@@ -29,6 +29,10 @@ type attentionSpec struct {
 type attention[T float.DType] struct {
 	attentionSpec
 	out, lse []T // saved for the backward pass
+	// probs holds the softmax probabilities when the sequences are short
+	// enough to keep them (kernels.AttentionProbs), so that the backward
+	// pass does not recompute them; nil otherwise.
+	probs []T
 }
 
 func newAttention(qkv mat.Tensor, offsets []int, heads int) ag.AutoGradFunction {
@@ -49,8 +53,13 @@ func (f *attention[T]) Forward() (mat.Tensor, error) {
 	f.out = getBuffer[T](f.rows * width)
 	f.lse = getBuffer[T](f.rows * f.heads)
 	ws := getBuffer[T](kernels.AttentionScratch(f.offsets, f.heads, f.dim))
+	defer putBuffer(ws)
+	if n := kernels.AttentionProbs(f.offsets, f.heads, f.dim); n > 0 && f.qkv.RequiresGrad() {
+		f.probs = getBuffer[T](n)
+		kernels.AttentionForwardKeep(f.out, f.lse, f.probs, data[T](f.qkv), f.offsets, f.heads, f.dim, f.scale(), ws)
+		return output(f.rows, width, f.out, f.lse, f.probs), nil
+	}
 	kernels.AttentionForward(f.out, f.lse, data[T](f.qkv), f.offsets, f.heads, f.dim, f.scale(), ws)
-	putBuffer(ws)
 	return output(f.rows, width, f.out, f.lse), nil
 }
 
@@ -60,7 +69,11 @@ func (f *attention[T]) Backward(gy mat.Tensor) error {
 		return nil
 	}
 	ws := getBuffer[T](kernels.AttentionScratch(f.offsets, f.heads, f.dim))
-	kernels.AttentionBackward(dqkv, data[T](gy), f.out, f.lse, data[T](f.qkv), f.offsets, f.heads, f.dim, f.scale(), ws)
+	if f.probs != nil {
+		kernels.AttentionBackwardKept(dqkv, data[T](gy), f.out, f.probs, data[T](f.qkv), f.offsets, f.heads, f.dim, f.scale(), ws)
+	} else {
+		kernels.AttentionBackward(dqkv, data[T](gy), f.out, f.lse, data[T](f.qkv), f.offsets, f.heads, f.dim, f.scale(), ws)
+	}
 	putBuffer(ws)
 	accGrad(f.qkv, dqkv)
 	return nil

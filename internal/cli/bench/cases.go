@@ -92,12 +92,20 @@ func attentionCase() workload {
 	ws := make([]float32, kernels.AttentionScratch(offsets, attnHeads, attnHeadDim))
 	const scale = 0.125
 	// q·kᵀ and p·v forward (4·L²·d per head), and dv, dp, dq, dk backward
-	// (8·L²·d); a recomputation of the scores is not counted.
+	// (8·L²·d).
 	flops := 12 * float64(attnSeqs*attnHeads) * attnLen * attnLen * attnHeadDim
+	// As ops.Attention runs it in training: these sequences are short
+	// enough for the forward pass to keep the probabilities.
+	probs := make([]float32, kernels.AttentionProbs(offsets, attnHeads, attnHeadDim))
 	return workload{
 		run: func() {
-			kernels.AttentionForward(out, lse, qkv, offsets, attnHeads, attnHeadDim, scale, ws)
-			kernels.AttentionBackward(dqkv, dout, out, lse, qkv, offsets, attnHeads, attnHeadDim, scale, ws)
+			if len(probs) == 0 {
+				kernels.AttentionForward(out, lse, qkv, offsets, attnHeads, attnHeadDim, scale, ws)
+				kernels.AttentionBackward(dqkv, dout, out, lse, qkv, offsets, attnHeads, attnHeadDim, scale, ws)
+				return
+			}
+			kernels.AttentionForwardKeep(out, lse, probs, qkv, offsets, attnHeads, attnHeadDim, scale, ws)
+			kernels.AttentionBackwardKept(dqkv, dout, out, probs, qkv, offsets, attnHeads, attnHeadDim, scale, ws)
 		},
 		flops: flops,
 	}
