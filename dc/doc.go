@@ -55,11 +55,28 @@
 //     atomic Save, strict Load), `dcdit inspect` on them with FLOPs per ρ,
 //     and `dcdit sample --rho/--rho-uncond` (Lite-CFG) with kept tokens per
 //     step and FLOPs per image.
+//   - Presets (Presets: the paper's DC-DiT-S/B/L/XL, whose parameter
+//     counts match its tables) and `dcdit flops` for them, for DiT presets
+//     and for checkpoints (DiT, DC, official state dicts), at an assumed
+//     boundary ratio (AssumedBoundaries, KeptAfterDrop), with CFG and
+//     Lite-CFG. DiT baselines at 256 px: 3.03 / 11.51 / 40.37 / 59.33
+//     TFLOPs per image over 250 steps, the paper's printed figures with
+//     the first step excluded as its counter does (59.10 for XL/2).
+//   - `dcdit bench` cases dcdit_s_forward_rho{0,0.3,0.6} and
+//     dcdit_s_train_step_rho{0,0.3,0.6} with gflop (kept counts of the
+//     run). Measured round-robin against dit_s2_* on the shared 2-core
+//     machine (best of 8 / 4 rounds, 2026-11-23): forward 1.25 / 0.91 /
+//     0.58 of DiT-S/2's time, training step 1.24 / 0.92 / 0.62, for FLOP
+//     ratios 1.28 / 0.96 / 0.65: time per FLOP within 8% across ρ and
+//     below DiT-S/2's. The scaffold's 3×3 convolutions run by Winograd
+//     F(2×2, 3×3) (forward, dx and dW; kernels/winograd.go) with weights
+//     packed once (gemm.GemmPackedB), and GroupNorm+SiLU is one fused op:
+//     the scaffold's forward costs about half of what it did.
 //
-// Left (issue 5): the `dcdit flops` command and presets, the dcdit_s_*
-// bench cases and their timing goals (dc/hnet BenchmarkDCDiTS runs
-// DC-DiT-S sizes with random weights; time is dominated by GEMM), sharded
-// DC checkpoints on save (Load already reads shards), and dit.Model as a
-// Backbone (with the final
-// RMSNorm the DC main network has and vanilla DiT lacks).
+// Left (issue 5): the forward goals at ρ = 0 and 0.3 (1.08 and 0.83 of
+// DiT-S/2): the main network alone costs DiT-S/2's time at ρ = 0, so the
+// scaffold (~25% of DiT-S/2's forward) would have to be 3× faster again;
+// sharded DC checkpoints on save (Load already reads shards), and
+// dit.Model as a Backbone (with the final RMSNorm the DC main network has
+// and vanilla DiT lacks).
 package dc
