@@ -68,15 +68,21 @@ func TestOpsAcceptParams(t *testing.T) {
 func TestBufferPool(t *testing.T) {
 	for _, n := range []int{1, 3, 4, 5, 1000} {
 		b := getBuffer[float32](n)
-		if len(b) != n || cap(b)&(cap(b)-1) != 0 || cap(b) < n {
+		if len(b) != n || cap(b) < n {
 			t.Fatalf("getBuffer(%d): len %d cap %d", n, len(b), cap(b))
 		}
 		putBuffer(b)
+		if !pooled(b) {
+			t.Fatalf("putBuffer: a buffer of %d is not in the pool", n)
+		}
+		if c := getBuffer[float32](n); len(c) != n || cap(c) < n {
+			t.Fatalf("getBuffer(%d) from the pool: len %d cap %d", n, len(c), cap(c))
+		}
 		if c := getBuffer[float64](n); len(c) != n {
 			t.Fatalf("getBuffer[float64](%d): len %d", n, len(c))
 		}
 	}
-	putBuffer(make([]float32, 3)) // not from the pool: ignored
+	putBuffer(make([]float32, 3)) // a caller's slice: pooled like any other
 	if b := getBuffer[float32](0); len(b) != 0 {
 		t.Fatalf("getBuffer(0) has length %d", len(b))
 	}

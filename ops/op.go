@@ -149,7 +149,7 @@ func accGrad[T float.DType](t mat.Tensor, g []T) {
 	}
 }
 
-// Buffers are pooled by power-of-two capacity class and element type: op
+// Buffers are pooled by capacity class (powers of two) and element type: op
 // results, what ops keep for their backward pass, gradients and kernel
 // scratch all come from here, and sizes repeat op after op and step after
 // step. Release (value.go) returns a finished graph's buffers.
@@ -180,33 +180,58 @@ func poolOf[T float.DType]() *bufferPool[T] {
 }
 
 // getBuffer returns a slice of length n with unspecified contents (kernels
-// overwrite their outputs).
+// overwrite their outputs). A new slice is exactly n long, so that results
+// computed without a graph (inference), which never come back to the pool,
+// cost no more than a plain make.
 func getBuffer[T float.DType](n int) []T {
 	if n == 0 {
 		return []T{}
 	}
-	class := bits.Len(uint(n - 1))
+	c := bits.Len(uint(n - 1)) // 2^c ≥ n
 	p := poolOf[T]()
 	p.mu.Lock()
-	if k := len(p.free[class]); k > 0 {
-		b := p.free[class][k-1]
-		p.free[class][k-1] = nil
-		p.free[class] = p.free[class][:k-1]
+	// Class c−1 holds capacities in [2^(c−1), 2^c): sizes repeat step after
+	// step, so the one wanted is usually there. The best fit is taken, so
+	// that a smaller request does not use up a buffer that a larger one of
+	// the same class will need. Every buffer of class c is large enough.
+	if c > 0 {
+		list, best := p.free[c-1], -1
+		for i, b := range list {
+			if cap(b) >= n && (best < 0 || cap(b) < cap(list[best])) {
+				best = i
+				if cap(b) == n {
+					break
+				}
+			}
+		}
+		if best >= 0 {
+			b := list[best]
+			list[best] = list[len(list)-1]
+			list[len(list)-1] = nil
+			p.free[c-1] = list[:len(list)-1]
+			p.mu.Unlock()
+			return b[:n]
+		}
+	}
+	if k := len(p.free[c]); k > 0 {
+		b := p.free[c][k-1]
+		p.free[c][k-1] = nil
+		p.free[c] = p.free[c][:k-1]
 		p.mu.Unlock()
 		return b[:n]
 	}
 	p.mu.Unlock()
-	return make([]T, n, 1<<class)
+	return make([]T, n)
 }
 
-// putBuffer returns a slice obtained from getBuffer to its pool; slices of
-// other capacities are left to the garbage collector.
+// putBuffer hands b to the pool, in the class of its capacity c
+// (2^class ≤ c < 2^(class+1)).
 func putBuffer[T float.DType](b []T) {
 	c := cap(b)
-	if c == 0 || c&(c-1) != 0 {
+	if c == 0 {
 		return
 	}
-	class := bits.Len(uint(c - 1))
+	class := bits.Len(uint(c)) - 1
 	p := poolOf[T]()
 	p.mu.Lock()
 	if len(p.free[class]) < maxPooled {
