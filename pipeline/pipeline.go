@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/datasets/shapes"
@@ -66,6 +67,9 @@ type model struct {
 
 // Run executes the recipe r.
 func Run(r *recipes.Recipe, opts Options) (*Summary, error) {
+	if err := unsupported(r); err != nil {
+		return nil, err
+	}
 	out := opts.Out
 	if out == "" {
 		out = r.Save.Dir
@@ -181,6 +185,28 @@ func evalOptions(r *recipes.Recipe) eval.Options {
 	return o
 }
 
+// unsupported rejects, before any work, the recipe settings that the
+// pipeline cannot honour yet, rather than ignore them.
+func unsupported(r *recipes.Recipe) error {
+	var why []string
+	if r.Save.DType != "f32" {
+		why = append(why, fmt.Sprintf("save.dtype = %q (the final model is written in f32 only)", r.Save.DType))
+	}
+	if r.Eval.Every != 0 {
+		why = append(why, fmt.Sprintf("eval.every = %d (the evaluation runs once, after the last stage)", r.Eval.Every))
+	}
+	if r.Data.Source == recipes.SourceFile && (r.Data.LatentsKey != datasets.LatentsKey || r.Data.LabelsKey != datasets.LabelsKey) {
+		why = append(why, fmt.Sprintf("data.latents_key/labels_key = %q/%q (data files are read under %q and %q)", r.Data.LatentsKey, r.Data.LabelsKey, datasets.LatentsKey, datasets.LabelsKey))
+	}
+	if r.Scaffold != nil && r.Scaffold.BackboneNorm != "rmsnorm" {
+		why = append(why, fmt.Sprintf("scaffold.backbone_norm = %q (the main network always ends with DC-DiT's RMSNorm)", r.Scaffold.BackboneNorm))
+	}
+	if len(why) > 0 {
+		return fmt.Errorf("pipeline: %s: not supported yet: %s", r.File, strings.Join(why, "; "))
+	}
+	return nil
+}
+
 // loadTeacher loads the recipe's base DiT, frozen, or returns nil for a
 // recipe trained from scratch.
 func loadTeacher(r *recipes.Recipe) (*dit.Model, error) {
@@ -211,7 +237,7 @@ func scaffold(s *recipes.Scaffold) upcycle.Scaffold {
 		WidthFactor: s.WidthFactor, EncoderBlocks: s.EncoderBlocks, DecoderBlocks: s.DecoderBlocks,
 		Sigma: s.Sigma, TargetN: s.TargetN, RatioLossWeight: s.Router.RatioLossWeight,
 		RatioBatchSize: s.Router.RatioBatchSize, NormGroups: s.NormGroups, RouterGroups: s.Router.Groups,
-		RouterInit: s.Router.Init,
+		RouterInit: s.Router.Init, RouterDimFactor: s.Router.DimFactor,
 	}
 }
 

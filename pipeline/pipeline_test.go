@@ -226,3 +226,16 @@ ratio_batch_size = 0
 		t.Fatalf("model dim %d, backbone %+v", m.Config.ModelDim, meta.Backbone)
 	}
 }
+
+// Settings the pipeline cannot honour yet fail before any work.
+func TestUnsupportedSettings(t *testing.T) {
+	dir := t.TempDir()
+	text := strings.Replace(trainRecipe, "every = 0\n", "every = 0\ndtype = \"bf16\"\n", 1)
+	_, err := Run(load(t, dir, text), Options{Out: filepath.Join(dir, "out")})
+	if err == nil || !strings.Contains(err.Error(), `save.dtype = "bf16"`) {
+		t.Fatalf("err = %v, want save.dtype named", err)
+	}
+	if _, statErr := os.Stat(filepath.Join(dir, "out", "stages")); statErr == nil {
+		t.Fatal("a stage ran before the refusal")
+	}
+}

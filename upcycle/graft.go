@@ -27,6 +27,9 @@ type Scaffold struct {
 	// RouterInit is "official" (the default: DC-DiT's random init) or
 	// "predictability" (see PredictabilityPrior).
 	RouterInit string
+	// RouterDimFactor sets the router's bottleneck D / RouterDimFactor
+	// (0: 4, the reference's).
+	RouterDimFactor int
 }
 
 // DefaultScaffold is the paper's setting.
@@ -41,12 +44,16 @@ func (s Scaffold) Config(inChannels, outChannels, rows, cols, D int) (*dc.Config
 	if s.WidthFactor < 1 || D%s.WidthFactor != 0 {
 		return nil, fmt.Errorf("upcycle: width factor %d does not divide the backbone width %d", s.WidthFactor, D)
 	}
-	if D%4 != 0 {
-		return nil, fmt.Errorf("upcycle: backbone width %d: the router bottleneck D/4 needs a multiple of 4", D)
+	rf := s.RouterDimFactor
+	if rf == 0 {
+		rf = 4
+	}
+	if rf < 1 || D%rf != 0 {
+		return nil, fmt.Errorf("upcycle: backbone width %d: the router bottleneck D/%d needs a multiple of %d", D, rf, rf)
 	}
 	c := &dc.Config{
 		InChannels: inChannels, OutChannels: outChannels, GridRows: rows, GridCols: cols,
-		EncDecDim: D / s.WidthFactor, ModelDim: D, CondDim: D, RouterDim: D / 4,
+		EncDecDim: D / s.WidthFactor, ModelDim: D, CondDim: D, RouterDim: D / rf,
 		EncoderBlocks: s.EncoderBlocks, DecoderBlocks: s.DecoderBlocks,
 		NormGroups: s.NormGroups, RouterGroups: s.RouterGroups,
 		Sigma: s.Sigma, TargetN: s.TargetN, RatioLossWeight: s.RatioLossWeight, RatioBatchSize: s.RatioBatchSize,
