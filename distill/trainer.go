@@ -163,10 +163,13 @@ func (t *Trainer) Run() (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("distill: stage %s: %w", cfg.Stage, err)
 	}
-	var clip *optim.GradClipper
-	if cfg.ClipNorm > 0 {
-		clip = optim.NewGradClipper(mask, cfg.ClipNorm)
+	// One clipper measures the gradient norm every step and clips only
+	// when a clip is set.
+	maxNorm := cfg.ClipNorm
+	if maxNorm == 0 {
+		maxNorm = math.Inf(1)
 	}
+	clip := optim.NewGradClipper(mask, maxNorm)
 	if cfg.EMADecay > 0 {
 		if t.ema, err = optim.NewEMA(mask, t.Params.Data, cfg.EMADecay); err != nil {
 			return nil, fmt.Errorf("distill: stage %s: %w", cfg.Stage, err)
@@ -205,11 +208,11 @@ func (t *Trainer) Run() (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("distill: stage %s step %d: %w", cfg.Stage, step+1, err)
 		}
-		norm := 0.0
-		if clip != nil {
+		var norm float64
+		if cfg.ClipNorm > 0 {
 			norm, err = clip.Clip(t.Params.Grad)
 		} else {
-			norm = optim.NewGradClipper(mask, math.Inf(1)).Norm(t.Params.Grad)
+			norm = clip.Norm(t.Params.Grad)
 		}
 		if err != nil || !finite(m.Loss) || !finite(norm) {
 			return nil, fmt.Errorf("distill: stage %s step %d: loss %v, gradient norm %v: training diverged and stopped; %s",
