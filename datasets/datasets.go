@@ -152,10 +152,7 @@ func Write(path string, s *Set) error {
 	if s.Classes != nil {
 		md[MetaClasses] = strings.Join(s.Classes, ",")
 	}
-	lat := make([]byte, 4*len(s.Latents))
-	for i, v := range s.Latents {
-		binary.LittleEndian.PutUint32(lat[4*i:], math.Float32bits(v))
-	}
+	lat := dtype.F32Bytes(s.Latents)
 	lab := make([]byte, 8*len(s.Labels))
 	for i, v := range s.Labels {
 		binary.LittleEndian.PutUint64(lab[8*i:], uint64(v))

@@ -4,14 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -184,11 +182,7 @@ func (r *runFolder) save(step, keep int, data, ema []float32, opt *optim.AdamW) 
 
 // vector is a flat F32 tensor for a checkpoint.
 func vector(name string, v []float32) safetensors.WriteTensor {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return safetensors.WriteTensor{Name: name, DType: dtype.F32, Shape: []int64{int64(len(v))}, Data: b}
+	return safetensors.WriteTensor{Name: name, DType: dtype.F32, Shape: []int64{int64(len(v))}, Data: dtype.F32Bytes(v)}
 }
 
 // metricsLog appends to metrics.jsonl.

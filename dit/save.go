@@ -1,10 +1,8 @@
 package dit
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"math"
 
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
@@ -40,11 +38,7 @@ func Save(path string, m *Model, values []float32, metadata map[string]string) e
 				v = values[lo:hi]
 			}
 		}
-		b := make([]byte, 4*len(v))
-		for j, x := range v {
-			binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(x))
-		}
-		ts = append(ts, safetensors.WriteTensor{Name: name, DType: dtype.F32, Shape: exp.Shape(i), Data: b})
+		ts = append(ts, safetensors.WriteTensor{Name: name, DType: dtype.F32, Shape: exp.Shape(i), Data: dtype.F32Bytes(v)})
 	}
 	cfg, err := json.Marshal(m.Config)
 	if err != nil {

@@ -593,3 +593,12 @@ func ToInt64(src []byte, d DType) ([]int64, error) {
 	dst := make([]int64, len(src)/d.Size())
 	return dst, DecodeInt64(dst, src, d)
 }
+
+// F32Bytes returns v as a new little-endian F32 byte slice, the form a
+// safetensors writer takes.
+func F32Bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	// F32 with a destination of the right length cannot fail.
+	_ = EncodeFloat32(b, v, F32)
+	return b
+}

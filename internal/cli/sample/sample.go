@@ -4,7 +4,6 @@
 package sample
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -325,10 +324,7 @@ func outputMeta(opts *Options, labels []int, guide ddpm.Guidance, guided int) ma
 // writeOutputs writes the latents [B, C, rows, cols] with md, and the
 // preview when asked for.
 func writeOutputs(opts *Options, x []float32, sh ddpm.Shape, rows, cols int, md map[string]string, fit preview.Fit) error {
-	data := make([]byte, 4*len(x))
-	for i, v := range x {
-		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
-	}
+	data := dtype.F32Bytes(x)
 	shape := []int64{int64(sh.B), int64(sh.C), int64(rows), int64(cols)}
 	if err := safetensors.Write(opts.Out, []safetensors.WriteTensor{{Name: "latents", DType: dtype.F32, Shape: shape, Data: data}}, md); err != nil {
 		return err
