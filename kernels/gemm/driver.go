@@ -354,113 +354,77 @@ const packRows = 8
 // slivers of mr rows: element (i, p) of sliver s lands at
 // dst[s*mr*kb + p*mr + i], and rows past mb are zero.
 func (ks *kernelSet[E]) packA(dst []E, trans bool, a []E, lda, i0, mb, p0, kb, mr int) {
-	s0 := 0
-	if trans && ks.copy2D != nil && mb >= mr {
-		// As in packB: packRows k steps at a time across all slivers.
-		s0 = mb / mr
-		for pp := 0; pp < kb; pp += packRows {
-			rows := min(packRows, kb-pp)
-			for s := 0; s < s0; s++ {
-				ks.copy2D(dst[s*mr*kb+pp*mr:], mr, a[(p0+pp)*lda+i0+s*mr:], lda, rows, mr)
-			}
-		}
-	}
-	for s := s0; s*mr < mb; s++ {
-		d := dst[s*mr*kb : (s+1)*mr*kb]
-		rows := min(mr, mb-s*mr)
-		r0 := i0 + s*mr
-		if trans {
-			// op(A)(i, p) = a[p*lda+i]: each k step is a contiguous run.
-			for p := 0; p < kb; p++ {
-				src := a[(p0+p)*lda+r0 : (p0+p)*lda+r0+rows]
-				dp := d[p*mr : p*mr+mr]
-				copy(dp, src)
-				clear(dp[rows:])
-			}
-			continue
-		}
-		// op(A)(i, p) = a[i*lda+p]: read rows, write with stride mr.
-		i := 0
-		if ks.transpose4 != nil && rows >= 4 {
-			for ; i+4 <= rows; i += 4 {
-				ks.transpose4(d[i:], mr, a[(r0+i)*lda+p0:], lda, kb)
-			}
-			if i < rows {
-				// A last group overlapping the previous one rewrites a
-				// few rows with the same values instead of going scalar.
-				i = rows - 4
-				ks.transpose4(d[i:], mr, a[(r0+i)*lda+p0:], lda, kb)
-				i = rows
-			}
-		}
-		for ; i < rows; i++ {
-			src := a[(r0+i)*lda+p0 : (r0+i)*lda+p0+kb]
-			for p, v := range src {
-				d[p*mr+i] = v
-			}
-		}
-		for i := rows; i < mr; i++ {
-			for p := 0; p < kb; p++ {
-				d[p*mr+i] = 0
-			}
-		}
-	}
+	// op(A)(i, p) is a[p*lda+i] when transposed: each k step is then a
+	// contiguous run of rows.
+	ks.packPanels(dst, trans, a, lda, i0, mb, p0, kb, mr)
 }
 
 // packB copies rows [p0, p0+kb) × columns [j0, j0+nb) of op(B) into dst as
 // panels of nr columns: element (p, j) of panel t lands at
 // dst[t*nr*kb + p*nr + j], and columns past nb are zero.
 func (ks *kernelSet[E]) packB(dst []E, trans bool, b []E, ldb, p0, kb, j0, nb, nr int) {
+	// op(B)(p, j) is b[p*ldb+j] when not transposed: each k step is then a
+	// contiguous run of columns.
+	ks.packPanels(dst, !trans, b, ldb, j0, nb, p0, kb, nr)
+}
+
+// packPanels is the packing both operands share: indices x0 … x0+n−1 along
+// the operand's free dimension (A's rows, B's columns) and k steps
+// p0 … p0+kb−1 go to panels of w indices, element (x, p) of panel t at
+// dst[t*w*kb + p*w + x], with indices past n zero. The operand holds
+// element (x, p) at src[(p0+p)*ld + x0+x] when runs is set (each k step a
+// contiguous run) and at src[(x0+x)*ld + p0+p] otherwise.
+func (ks *kernelSet[E]) packPanels(dst []E, runs bool, src []E, ld, x0, n, p0, kb, w int) {
 	t0 := 0
-	if !trans && ks.copy2D != nil && nb >= nr {
+	if runs && ks.copy2D != nil && n >= w {
 		// Copy packRows k steps at a time across all full panels: the rows
-		// of b are then read nearly in order, where a whole panel at a
-		// time walks page-strided column strips that the prefetcher
-		// cannot follow. (One k step at a time would write to panels
-		// nr·kb apart, a multiple of 4 KiB, which collide in L1.)
-		t0 = nb / nr
+		// of src are then read nearly in order, where a whole panel at a
+		// time walks page-strided strips that the prefetcher cannot
+		// follow. (One k step at a time would write to panels w·kb apart,
+		// a multiple of 4 KiB, which collide in L1.)
+		t0 = n / w
 		for pp := 0; pp < kb; pp += packRows {
 			rows := min(packRows, kb-pp)
 			for t := 0; t < t0; t++ {
-				ks.copy2D(dst[t*nr*kb+pp*nr:], nr, b[(p0+pp)*ldb+j0+t*nr:], ldb, rows, nr)
+				ks.copy2D(dst[t*w*kb+pp*w:], w, src[(p0+pp)*ld+x0+t*w:], ld, rows, w)
 			}
 		}
 	}
-	for t := t0; t*nr < nb; t++ {
-		d := dst[t*nr*kb : (t+1)*nr*kb]
-		cols := min(nr, nb-t*nr)
-		c0 := j0 + t*nr
-		if !trans {
-			// op(B)(p, j) = b[p*ldb+j]: each k step is a contiguous run.
+	for t := t0; t*w < n; t++ {
+		d := dst[t*w*kb : (t+1)*w*kb]
+		cols := min(w, n-t*w)
+		c0 := x0 + t*w
+		if runs {
 			for p := 0; p < kb; p++ {
-				src := b[(p0+p)*ldb+c0 : (p0+p)*ldb+c0+cols]
-				dp := d[p*nr : p*nr+nr]
-				copy(dp, src)
+				dp := d[p*w : p*w+w]
+				copy(dp, src[(p0+p)*ld+c0:(p0+p)*ld+c0+cols])
 				clear(dp[cols:])
 			}
 			continue
 		}
-		// op(B)(p, j) = b[j*ldb+p]: read rows of B, write with stride nr.
-		j := 0
+		// Read runs of k steps, write with stride w.
+		x := 0
 		if ks.transpose4 != nil && cols >= 4 {
-			for ; j+4 <= cols; j += 4 {
-				ks.transpose4(d[j:], nr, b[(c0+j)*ldb+p0:], ldb, kb)
+			for ; x+4 <= cols; x += 4 {
+				ks.transpose4(d[x:], w, src[(c0+x)*ld+p0:], ld, kb)
 			}
-			if j < cols {
-				j = cols - 4
-				ks.transpose4(d[j:], nr, b[(c0+j)*ldb+p0:], ldb, kb)
-				j = cols
-			}
-		}
-		for ; j < cols; j++ {
-			src := b[(c0+j)*ldb+p0 : (c0+j)*ldb+p0+kb]
-			for p, v := range src {
-				d[p*nr+j] = v
+			if x < cols {
+				// A last group overlapping the previous one rewrites a
+				// few indices with the same values instead of going
+				// scalar.
+				x = cols - 4
+				ks.transpose4(d[x:], w, src[(c0+x)*ld+p0:], ld, kb)
+				x = cols
 			}
 		}
-		for j := cols; j < nr; j++ {
+		for ; x < cols; x++ {
+			for p, v := range src[(c0+x)*ld+p0 : (c0+x)*ld+p0+kb] {
+				d[p*w+x] = v
+			}
+		}
+		for x := cols; x < w; x++ {
 			for p := 0; p < kb; p++ {
-				d[p*nr+j] = 0
+				d[p*w+x] = 0
 			}
 		}
 	}
