@@ -379,6 +379,15 @@ func AttentionForwardKeep[T gemm.Float](out, lse, probs, qkv []T, offsets []int,
 	}
 	per := attnDefault.perWorker(lmax, false)
 	workers := attnWorkers(busy, per, len(ws))
+	forProbPairs(probs, offsets, heads, workers, func(_, r0, l, h int, p []T) {
+		attnForwardKeepPair(out, lse, p, qkv, r0, l, h, heads, headDim, scale)
+	})
+}
+
+// forProbPairs runs fn for every (sequence, head) pair with a token, on
+// workers goroutines, with that pair's l×l block p of the stored
+// probabilities (laid out as AttentionProbs sizes them).
+func forProbPairs[T gemm.Float](probs []T, offsets []int, heads, workers int, fn func(w, r0, l, h int, p []T)) {
 	base := probsBase(offsets, heads)
 	forItems((len(offsets)-1)*heads, workers, func(w, pair int) {
 		s, h := pair/heads, pair%heads
@@ -386,8 +395,7 @@ func AttentionForwardKeep[T gemm.Float](out, lse, probs, qkv []T, offsets []int,
 		if l == 0 {
 			return
 		}
-		p := probs[base[s]+h*l*l : base[s]+(h+1)*l*l]
-		attnForwardKeepPair(out, lse, p, qkv, r0, l, h, heads, headDim, scale)
+		fn(w, r0, l, h, probs[base[s]+h*l*l:base[s]+(h+1)*l*l])
 	})
 }
 
@@ -437,14 +445,7 @@ func AttentionBackwardKept[T gemm.Float](dqkv, dout, out, probs, qkv []T, offset
 	}
 	per := attnDefault.perWorker(lmax, true)
 	workers := attnWorkers(busy, per, len(ws))
-	base := probsBase(offsets, heads)
-	forItems((len(offsets)-1)*heads, workers, func(w, pair int) {
-		s, h := pair/heads, pair%heads
-		r0, l := offsets[s], offsets[s+1]-offsets[s]
-		if l == 0 {
-			return
-		}
-		p := probs[base[s]+h*l*l : base[s]+(h+1)*l*l]
+	forProbPairs(probs, offsets, heads, workers, func(w, r0, l, h int, p []T) {
 		attnBackwardKeptPair(dqkv, dout, out, p, qkv, r0, l, h, heads, headDim, scale, ws[w*per:(w+1)*per])
 	})
 }
