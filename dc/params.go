@@ -2,8 +2,8 @@ package dc
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/dcdit/dcdit/loaders/safetensors"
@@ -112,7 +112,7 @@ func convBlockShapes(in, out, cond int) map[string][]int {
 // caller accounts for them).
 func NewParams(ts map[string]Tensor, expected map[string][]int, what string) (*params.Set, error) {
 	var problems []string
-	names := sortedKeys(expected)
+	names := slices.Sorted(maps.Keys(expected))
 	specs := make([]params.Spec, 0, len(names))
 	for _, name := range names {
 		want := expected[name]
@@ -153,13 +153,4 @@ func matrixShape(shape []int) (rows, cols int) {
 		cols *= d
 	}
 	return shape[0], cols
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

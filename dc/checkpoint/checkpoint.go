@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -114,7 +115,7 @@ func Load(path string) (*dc.Model, *Meta, error) {
 	}
 	expected := meta.Shapes()
 	var problems []string
-	for _, name := range sortedKeys(expected) {
+	for _, name := range slices.Sorted(maps.Keys(expected)) {
 		if _, ok := ck.Tensor(name); !ok {
 			problems = append(problems, fmt.Sprintf("tensor %q missing (want shape %v)", name, expected[name]))
 		}
@@ -299,13 +300,4 @@ func numel(shape []int) int {
 		n *= d
 	}
 	return n
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
