@@ -84,11 +84,11 @@ func Run(r *recipes.Recipe, opts Options) (*Summary, error) {
 	}
 	seed := uint64(r.Seed)
 
-	teacher, err := loadTeacher(r)
+	teacher, weights, err := loadTeacher(r)
 	if err != nil {
 		return nil, err
 	}
-	m, err := buildModel(r, teacher, seed)
+	m, err := buildModel(r, teacher, weights, seed)
 	if err != nil {
 		return nil, err
 	}
@@ -207,22 +207,22 @@ func unsupported(r *recipes.Recipe) error {
 	return nil
 }
 
-// loadTeacher loads the recipe's base DiT, frozen, or returns nil for a
-// recipe trained from scratch.
-func loadTeacher(r *recipes.Recipe) (*dit.Model, error) {
+// loadTeacher loads the recipe's base DiT, frozen, with the weights it was
+// built from, or returns nils for a recipe trained from scratch.
+func loadTeacher(r *recipes.Recipe) (*dit.Model, *dit.Weights, error) {
 	if r.Base == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	w, err := dit.Load(r.BasePath(), dit.LoadOptions{NumHeads: r.Base.NumHeads})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	t, err := dit.New(w)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	t.Params.SetRequiresGrad(false)
-	return t, nil
+	return t, w, nil
 }
 
 // ditConfig is the backbone config of a recipe trained from scratch.
@@ -243,18 +243,15 @@ func scaffold(s *recipes.Scaffold) upcycle.Scaffold {
 
 // buildModel grafts the scaffold onto the teacher, copies the teacher for
 // a fixed-patch finetune, or initialises a model from scratch.
-func buildModel(r *recipes.Recipe, teacher *dit.Model, seed uint64) (*model, error) {
+func buildModel(r *recipes.Recipe, teacher *dit.Model, weights *dit.Weights, seed uint64) (*model, error) {
 	var base *dit.Model
 	switch {
 	case teacher != nil && r.HasScaffold():
 		base = teacher
 	case teacher != nil:
-		// A fixed-patch finetune trains a copy; the teacher stays frozen.
-		w, err := dit.Load(r.BasePath(), dit.LoadOptions{NumHeads: r.Base.NumHeads})
-		if err != nil {
-			return nil, err
-		}
-		m, err := dit.New(w)
+		// A fixed-patch finetune trains a copy (New copies the weights);
+		// the teacher stays frozen.
+		m, err := dit.New(weights)
 		if err != nil {
 			return nil, err
 		}
