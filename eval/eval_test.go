@@ -15,16 +15,18 @@ import (
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/internal/dctest"
 	"github.com/dcdit/dcdit/loaders/arch"
 )
 
-// teacherConfig matches the dcdit-tiny fixture's latents: 16×16×4, 10
-// classes, learned sigma.
-func teacherConfig() *arch.DiTConfig {
-	return &arch.DiTConfig{Depth: 2, HiddenSize: 64, NumHeads: 4, PatchSize: 2, InChannels: 4, InputSize: 16,
-		LearnSigma: true, NumClasses: 10, MLPRatio: 2, FrequencySize: 256}
+// teacherConfig is a small DiT/2 for the DC model's latents: its grid,
+// channels, classes and learned sigma, read from the fixture's model.
+func teacherConfig(m *dc.Model) *arch.DiTConfig {
+	c := m.Config
+	return &arch.DiTConfig{Depth: 2, HiddenSize: 64, NumHeads: 4, PatchSize: 2, InChannels: c.InChannels, InputSize: c.GridRows,
+		LearnSigma: c.OutChannels == 2*c.InChannels, NumClasses: m.Backbone.(*hnet.Network).Config.NumClasses, MLPRatio: 2, FrequencySize: 256}
 }
 
 // randomTeacher is a freshly initialised DiT whose adaLN-Zero layers and
@@ -55,7 +57,10 @@ type setup struct {
 func newSetup(t *testing.T) setup {
 	t.Helper()
 	m, _ := dctest.Model(t, dctest.Cases(t)[0])
-	g, err := shapes.New(16, 3)
+	if m.Config.InChannels != shapes.Channels {
+		t.Fatalf("the fixture model takes %d channels; the shapes data set has %d", m.Config.InChannels, shapes.Channels)
+	}
+	g, err := shapes.New(m.Config.GridRows, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +68,7 @@ func newSetup(t *testing.T) setup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return setup{m: m, teacher: randomTeacher(t, teacherConfig()), data: data}
+	return setup{m: m, teacher: randomTeacher(t, teacherConfig(m)), data: data}
 }
 
 func smallOptions() Options {
@@ -295,10 +300,10 @@ func TestRunRejects(t *testing.T) {
 	s := newSetup(t)
 	small, _ := shapes.New(8, 0)
 	smallData, _ := small.Set(4)
-	otherCfg := teacherConfig()
+	otherCfg := teacherConfig(s.m)
 	otherCfg.InputSize = 8
 	other := randomTeacher(t, otherCfg)
-	eps := teacherConfig()
+	eps := teacherConfig(s.m)
 	eps.LearnSigma = false
 	epsOnly := randomTeacher(t, eps)
 	cases := []struct {
