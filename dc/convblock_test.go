@@ -3,7 +3,6 @@ package dc
 import (
 	"testing"
 
-	"github.com/nlpodyssey/spago/ag"
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/internal/fixtures"
@@ -74,7 +73,7 @@ func TestFixtureConvBlock(t *testing.T) {
 
 		S := ops.Sum(ops.Mul(y, dense(N, out, io.F32("R"), false)))
 		check(t, "S", values(S), io.F32("S"), forwardTol)
-		if err := ag.Backward(S); err != nil {
+		if err := ops.Backward(S); err != nil {
 			t.Fatal(err)
 		}
 		check(t, "grad.x", mat.Data[float32](x.Grad()), io.F32("grad.x"), gradTol)

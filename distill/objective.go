@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/nlpodyssey/spago/ag"
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/dc"
@@ -178,7 +177,7 @@ func (o *DCObjective) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Met
 		m.Loss += o.RatioWeight * m.Ratio
 		total = ops.Add(total, ops.Scale(ratio, o.RatioWeight))
 	}
-	err = ag.Backward(total)
+	err = ops.Backward(total)
 	// The graph is done with: its buffers serve the next step.
 	ops.Release(total)
 	if err != nil {

@@ -3,7 +3,6 @@ package dit
 import (
 	"fmt"
 
-	"github.com/nlpodyssey/spago/ag"
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/dit/ddpm"
@@ -24,7 +23,7 @@ func (m *Model) Backward(out mat.Tensor, gradImg []float32) error {
 	g := make([]float32, len(gradImg))
 	Unpatchify(g, gradImg, B, c.OutChannels(), c.InputSize, c.PatchSize, true)
 	out.AccGrad(mat.NewDense[float32](mat.WithShape(out.Shape()...), mat.WithBacking(g)))
-	return ag.Backward(out)
+	return ops.Backward(out)
 }
 
 // DiffusionLoss runs one training forward and backward pass of DiT's

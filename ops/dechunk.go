@@ -22,7 +22,7 @@ import (
 // offsets[s+1]−1) and pos[2i], pos[2i+1] are token i's grid row and column.
 // Gradients flow to h and p (not through the clamp where it is active).
 func DeChunk(h, p mat.Tensor, offsets []int, pos []float64, sigma, clamp float64) mat.Tensor {
-	return ag.NewOperator(newDeChunk(h, p, offsets, pos, sigma, clamp)).Run()
+	return node(newDeChunk(h, p, offsets, pos, sigma, clamp))
 }
 
 type deChunkSpec struct {

@@ -5,7 +5,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/nlpodyssey/spago/ag"
 	"github.com/nlpodyssey/spago/mat"
 )
 
@@ -107,7 +106,7 @@ func TestDeChunkClamp(t *testing.T) {
 	y := DeChunk(h, p, []int{0, 2}, []float64{0, 0, 0, 1}, 1, 1e-4)
 	want := deChunkRef([]float64{1, 3}, []float64{1, 0.7}, []int{0, 2}, []float64{0, 0, 0, 1}, 1, 1, 1e-4)
 	compareData(t, "value", mat.Data[float64](y.Value()), want, 1e-14)
-	if err := ag.Backward(Sum(y)); err != nil {
+	if err := Backward(Sum(y)); err != nil {
 		t.Fatal(err)
 	}
 	if g := mat.Data[float64](p.Grad())[0]; g != 0 {

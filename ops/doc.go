@@ -23,7 +23,7 @@
 // Each op is three pieces, in a file of its own beside its test:
 //
 //	// Linear returns y = x·Wᵀ + b ...
-//	func Linear(x, w, b mat.Tensor) mat.Tensor { return ag.NewOperator(newLinear(x, w, b)).Run() }
+//	func Linear(x, w, b mat.Tensor) mat.Tensor { return run(newLinear(x, w, b)) }
 //
 //	// newLinear validates shapes and non-tensor arguments (copying slices
 //	// such as offsets, which the caller may reuse), then picks the element
@@ -39,9 +39,7 @@
 //
 // Backward asks each operand whether it RequiresGrad, passes nil to the
 // kernel for those that do not (so their gradient is never computed), and
-// calls AccGrad exactly once for each one that does: spago counts the
-// pending gradients of a node per operand occurrence, and a missing call
-// would stall the backward pass. The gradients are computed into pooled
+// calls AccGrad exactly once for each one that does. The gradients are computed into pooled
 // buffers (gradBuffer); an op's result (value.go) adopts the first one it
 // receives and adds later ones into it, and any other operand (a
 // parameter, a caller's matrix) copies or adds it, after which the buffer
@@ -49,6 +47,9 @@
 // residual of GatedResidual) is passed on as is. Results and saved state
 // come from the same pool, and Release returns a finished graph's buffers
 // to it, so that steady-state training steps allocate almost nothing.
+// Back-propagate with this package's Backward, not spago's ag.Backward:
+// it visits the nodes in a fixed order, so that gradients are summed in
+// the same order in every run.
 //
 // Attention and convolution ops follow the same pattern over
 // kernels.AttentionForward/Backward and kernels.Conv3x3Forward/Backward.

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nlpodyssey/spago/ag"
 	"github.com/nlpodyssey/spago/mat"
 )
 
@@ -78,7 +77,7 @@ type reporter interface {
 
 // checkGrad builds the op on float64 inputs, back-propagates the scalar
 // L = Σ R∘y with spago (by seeding dL/dy = R, R random and fixed, and
-// calling ag.Backward(y)), and compares every input's Grad() with central finite differences of L
+// calling Backward(y)), and compares every input's Grad() with central finite differences of L
 // computed by re-running the op's forward pass. Inputs marked noGrad must
 // receive no gradient at all.
 func checkGrad(t reporter, seed uint64, ins []input, build func(x []mat.Tensor) mat.Tensor, opt gradCheckOptions) {
@@ -165,7 +164,7 @@ func checkGrad(t reporter, seed uint64, ins []input, build func(x []mat.Tensor) 
 // of its input.)
 func seedBackward(y, r mat.Tensor) error {
 	y.AccGrad(r)
-	return ag.Backward(y)
+	return Backward(y)
 }
 
 // compareData fails when got and want differ by more than tol relative to
@@ -253,13 +252,13 @@ func TestCheckGradDetectsWrongGradient(t *testing.T) {
 	ins := []input{{name: "x", rows: 2, cols: 3}}
 	ft := &fakeT{}
 	checkGrad(ft, 1, ins, func(x []mat.Tensor) mat.Tensor {
-		return ag.NewOperator(&squareOp{x: x[0], factor: 1}).Run()
+		return node(&squareOp{x: x[0], factor: 1})
 	}, gradCheckOptions{})
 	if !ft.failed {
 		t.Fatal("checkGrad accepted a wrong gradient")
 	}
 	checkGrad(t, 1, ins, func(x []mat.Tensor) mat.Tensor {
-		return ag.NewOperator(&squareOp{x: x[0], factor: 2}).Run()
+		return node(&squareOp{x: x[0], factor: 2})
 	}, gradCheckOptions{})
 }
 

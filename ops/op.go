@@ -248,7 +248,7 @@ func putBuffer[T float.DType](b []T) {
 func run(f ag.AutoGradFunction) mat.Tensor {
 	for _, x := range f.Operands() {
 		if x.RequiresGrad() {
-			return ag.NewOperator(f).Run()
+			return node(f)
 		}
 	}
 	y, err := f.Forward()

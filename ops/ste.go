@@ -12,7 +12,7 @@ import (
 // de-chunked tokens by STE(c) of the router confidence c, so the forward
 // value is untouched while dL/dc receives ⟨dL/dy, tokens⟩ per row
 // (ScaleRows(tokens, STE(c))).
-func STE(x mat.Tensor) mat.Tensor { return ag.NewOperator(newSTE(x)).Run() }
+func STE(x mat.Tensor) mat.Tensor { return node(newSTE(x)) }
 
 type steSpec struct {
 	x          mat.Tensor

@@ -33,6 +33,7 @@ import (
 type value[T float.DType] struct {
 	*mat.Dense[T]
 	saved [][]T
+	fn    ag.AutoGradFunction // the op that computed it, for Backward
 
 	mu       sync.Mutex
 	grad     *mat.Dense[T]

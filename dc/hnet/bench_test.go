@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/nlpodyssey/spago/ag"
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/dc"
@@ -104,7 +103,7 @@ func BenchmarkDCDiTS(b *testing.B) {
 					}
 					kept = res.Chunks.NumKept
 					if train {
-						if err := ag.Backward(ops.Mean(res.Out)); err != nil {
+						if err := ops.Backward(ops.Mean(res.Out)); err != nil {
 							b.Fatal(err)
 						}
 					}

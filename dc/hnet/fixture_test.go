@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nlpodyssey/spago/ag"
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/dc"
@@ -235,7 +234,7 @@ func TestFixtureRouting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := ag.Backward(loss); err != nil {
+		if err := ops.Backward(loss); err != nil {
 			t.Fatal(err)
 		}
 		checkGrads(t, m, io, c.Dir, "ratio_only.")
@@ -345,7 +344,7 @@ func TestFixtureRuns(t *testing.T) {
 				} else {
 					t.Logf("%s.S: |diff| %.3g (tolerance %.3g)", run, d, forwardTol*mag)
 				}
-				if err := ag.Backward(S); err != nil {
+				if err := ops.Backward(S); err != nil {
 					t.Fatal(err)
 				}
 				gx := dc.FromTokens(mat.Data[float32](x.Grad()), in.B, cfg.InChannels, cfg.GridRows, cfg.GridCols)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/nlpodyssey/spago/ag"
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/dc"
@@ -168,7 +167,7 @@ func dcWorkload(s dcSpec, rho float32, train bool) (workload, *dcModel) {
 				panic(fmt.Sprintf("bench: %v", err))
 			}
 			loss := ops.Add(ops.MSE(res.Out, target), ops.Scale(ratio, cfg.RatioLossWeight))
-			if err := ag.Backward(loss); err != nil {
+			if err := ops.Backward(loss); err != nil {
 				panic(err)
 			}
 			if _, err := clip.Clip(d.params.Grad); err != nil {

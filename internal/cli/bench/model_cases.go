@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 
-	"github.com/nlpodyssey/spago/ag"
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/dit"
@@ -56,7 +55,7 @@ func blockCase(backward bool) func() workload {
 				if backward {
 					m.Params.ZeroGrad()
 					x.ZeroGrad()
-					if err := ag.Backward(ops.Sum(y)); err != nil {
+					if err := ops.Backward(ops.Sum(y)); err != nil {
 						panic(err)
 					}
 				}
@@ -110,7 +109,7 @@ func trainStepCase() workload {
 		run: func() {
 			m.Params.ZeroGrad()
 			loss := ops.MSE(m.Forward(x, t, y), target)
-			if err := ag.Backward(loss); err != nil {
+			if err := ops.Backward(loss); err != nil {
 				panic(err)
 			}
 			if _, err := clip.Clip(m.Params.Grad); err != nil {
