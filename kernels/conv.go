@@ -9,9 +9,11 @@ import (
 // each worker gathers a block's 3×3 neighbourhoods into a column panel in its
 // own scratch (im2col, kept small enough to stay in L2) and multiplies it by
 // the repacked weights with GemmSerial. y and dx blocks are independent and
-// handed out dynamically; dW and dbias are sums over all blocks, so each
-// worker sums a fixed range of blocks into its own partial and the partials
-// are added in worker order: results do not depend on scheduling. Token-major
+// handed out dynamically; dW is a sum over all blocks, so the blocks are cut
+// into gradChunks fixed runs, each summed into its own partial, and the
+// partials are added in chunk order: the chunks depend on the problem's size
+// alone, so results depend neither on scheduling nor on the number of cores.
+// dbias is columnSums of dy, whose row blocks are fixed too. Token-major
 // storage makes im2col cheap: a neighbour is a contiguous run of cin values,
 // and the three horizontal neighbours of an interior token are one run of
 // 3·cin.
@@ -73,19 +75,53 @@ func newConvPlan(batch, height, width, cin, cout int, z convSizing) convPlan {
 	return p
 }
 
-// perWorker is the scratch of one worker: the column panel, and in the
-// backward pass a dW partial sum [cout, 9·cin], a dbias partial sum and one
-// block's bias sums.
-func (p convPlan) perWorker(cin, cout int, backward bool) int {
+// maxGradChunks caps the number of partial sums a weight gradient keeps
+// (dW here, dU in winoFilter): enough for the cores of a workstation to
+// share the blocks, few enough that the partials (9·cin·cout, or
+// 16·cin·cout for Winograd, each) stay a small part of the scratch.
+const maxGradChunks = 8
+
+// gradChunks is how many runs of blocks a weight gradient sums separately
+// before adding them in order. It depends on the number of blocks alone,
+// never on the number of cores, so that the sum is the same bits on every
+// machine; chunk ch holds blocks [ch·blocks/chunks, (ch+1)·blocks/chunks).
+func gradChunks(blocks int) int { return min(blocks, maxGradChunks) }
+
+// sumChunks adds the partial sums parts[ch·n : (ch+1)·n] of chunks 1 …
+// chunks−1 into chunk 0's, in chunk order for every element, so that each
+// sum has the same bits however the elements are shared out. Summing whole
+// contiguous partials first keeps the reordering that follows to one
+// buffer instead of a strided gather from every chunk.
+func sumChunks[T gemm.Float](parts []T, n, chunks int) {
+	parallel.For(n, max(1, ewGrain/chunks), func(lo, hi int) {
+		dst := parts[lo:hi]
+		for ch := 1; ch < chunks; ch++ {
+			src := parts[ch*n+lo : ch*n+hi]
+			src = src[:len(dst)]
+			for i := range dst {
+				dst[i] += src[i]
+			}
+		}
+	})
+}
+
+// perWorker is the scratch of one worker: its column panel, 9·cin wide
+// forward and up to 9·max(cin, cout) backward.
+func (p convPlan) perWorker(cin int, backward bool) int {
 	if !backward {
 		return p.rows * 9 * cin
 	}
-	return p.rows*p.kmax + 9*cin*cout + 2*cout
+	return p.rows * p.kmax
 }
 
-// workers is how many workers ws can hold after the repacked weights.
-func (p convPlan) workers(cin, cout int, backward bool, wsLen int) int {
-	w := min(parallel.Workers(p.blocks, 1), (wsLen-9*cin*cout-convPackedLen(cin, cout))/p.perWorker(cin, cout, backward))
+// partials is the scratch of the backward pass's dW partial sums, one
+// [cout, 9·cin] per chunk of blocks, when the im2col path computes dW.
+func (p convPlan) partials(cin, cout int) int { return gradChunks(p.blocks) * 9 * cin * cout }
+
+// workers is how many workers ws can hold after the repacked weights and
+// reserved (the dW partials) elements.
+func (p convPlan) workers(cin, cout int, backward bool, reserved, wsLen int) int {
+	w := min(parallel.Workers(p.blocks, 1), (wsLen-9*cin*cout-convPackedLen(cin, cout)-reserved)/p.perWorker(cin, backward))
 	if w < 1 {
 		panic(errConvScratch)
 	}
@@ -93,8 +129,9 @@ func (p convPlan) workers(cin, cout int, backward bool, wsLen int) int {
 }
 
 // Conv3x3Scratch returns the number of T elements of scratch space ws that
-// Conv3x3Forward and Conv3x3Backward need: the repacked weights plus, per
-// worker, a column panel of a few hundred KiB and the dW partial sums.
+// Conv3x3Forward and Conv3x3Backward need: the repacked weights, up to
+// eight dW partial sums and, per worker, a column panel of a few hundred
+// KiB.
 func Conv3x3Scratch(batch, height, width, cin, cout int) int {
 	return conv3x3Scratch(batch, height, width, cin, cout, convDefault)
 }
@@ -104,7 +141,7 @@ func conv3x3Scratch(batch, height, width, cin, cout int, z convSizing) int {
 	if p.tokens == 0 {
 		return 0
 	}
-	n := 9*cin*cout + convPackedLen(cin, cout) + parallel.Workers(p.blocks, 1)*p.perWorker(cin, cout, true)
+	n := 9*cin*cout + convPackedLen(cin, cout) + p.partials(cin, cout) + parallel.Workers(p.blocks, 1)*p.perWorker(cin, true)
 	if z == convDefault && (useWinograd(cin, cout) || useWinograd(cout, cin)) {
 		n = max(n, winoConvScratch(batch, height, width, cin, cout))
 	}
@@ -139,7 +176,7 @@ func conv3x3Forward[T gemm.Float](y, x, w, bias []T, batch, height, width, cin, 
 		winograd3x3Forward(y, x, w, bias, batch, height, width, cin, cout, ws, winoDefault)
 		return
 	}
-	workers := p.workers(cin, cout, false, len(ws))
+	workers := p.workers(cin, cout, false, 0, len(ws))
 	// wt is [9·cin, cout]: row tap·cin + c holds w[:, c, tap].
 	kin := 9 * cin
 	wt := ws[:kin*cout]
@@ -154,7 +191,7 @@ func conv3x3Forward[T gemm.Float](y, x, w, bias []T, batch, height, width, cin, 
 	// The weights are packed once for all blocks.
 	plen := convPackedLen(cin, cout)
 	pb := gemm.PackB(ws[kin*cout:kin*cout+plen], false, kin, cout, wt, cout)
-	per := p.perWorker(cin, cout, false)
+	per := p.perWorker(cin, false)
 	free := ws[kin*cout+plen:]
 	forItems(p.blocks, workers, func(wk, b int) {
 		col := free[wk*per : (wk+1)*per]
@@ -199,18 +236,26 @@ func conv3x3Backward[T gemm.Float](dx, dw, dbias, dy, x, w []T, batch, height, w
 		clear(dbias[:min(len(dbias), cout)])
 		return
 	}
-	workers := p.workers(cin, cout, true, len(ws))
 	kin, kout := 9*cin, 9*cout
-	// dx by Winograd (see winoDX) runs after dW, in the same scratch.
 	winoDx := dx != nil && z == convDefault && useWinograd(cout, cin)
+	winoDw := dw != nil && z == convDefault && useWinograd(cin, cout)
+	var reserved int
+	if dw != nil && !winoDw {
+		reserved = p.partials(cin, cout)
+	}
+	workers := p.workers(cin, cout, true, reserved, len(ws))
+	// dx by Winograd (see winoDX) runs after dW, in the same scratch.
 	if winoDx {
 		defer winoDX(dx, dy, w, batch, height, width, cin, cout, ws)
 		dx = nil
 	}
-	// So does dW (see winoFilter), before dx; dbias stays here.
-	if dw != nil && z == convDefault && useWinograd(cin, cout) {
+	// So does dW (see winoFilter), before dx.
+	if winoDw {
 		defer winoFilter(dw, dy, x, batch, height, width, cin, cout, ws)
 		dw = nil
+	}
+	if dbias != nil {
+		columnSums(dbias[:cout], dy, p.tokens, cout)
 	}
 	// wf is [9·cout, cin]: row tap·cout + co holds w[co, :, 8−tap], the
 	// kernel rotated by 180° with its channel axes swapped.
@@ -230,44 +275,36 @@ func conv3x3Backward[T gemm.Float](dx, dw, dbias, dy, x, w []T, batch, height, w
 	if dx != nil {
 		pbf = gemm.PackB(ws[kout*cin:kout*cin+plen], false, kout, cin, wf, cin)
 	}
-	per := p.perWorker(cin, cout, true)
-	free := ws[kout*cin+plen:]
-	part := func(wk int) (col, dwp, dbp, dbb []T) {
-		s := free[wk*per : (wk+1)*per]
-		n := p.rows * p.kmax
-		return s[:n], s[n : n+kin*cout], s[n+kin*cout : n+kin*cout+cout], s[n+kin*cout+cout : per]
-	}
-	if dw != nil || dbias != nil {
-		runWorkers(workers, func(wk int) {
-			col, dwp, dbp, dbb := part(wk)
-			b0, b1 := wk*p.blocks/workers, (wk+1)*p.blocks/workers
+	// The dW partials, one per chunk of blocks, then the workers' column
+	// panels.
+	parts := ws[kout*cin+plen : kout*cin+plen+reserved]
+	per := p.perWorker(cin, true)
+	free := ws[kout*cin+plen+reserved:]
+	col := func(wk int) []T { return free[wk*per : (wk+1)*per] }
+	if dw != nil {
+		chunks := gradChunks(p.blocks)
+		forItems(chunks, workers, func(wk, ch int) {
+			dwp := parts[ch*kin*cout : (ch+1)*kin*cout]
+			b0, b1 := ch*p.blocks/chunks, (ch+1)*p.blocks/chunks
 			for b := b0; b < b1; b++ {
 				t0 := b * p.rows
 				t1 := min(t0+p.rows, p.tokens)
-				dyb := dy[t0*cout : t1*cout]
-				if dw != nil {
-					var beta T
-					if b > b0 {
-						beta = 1
-					}
-					im2col3x3(col, x, t0, t1, height, width, cin)
-					gemm.GemmSerial(true, false, cout, kin, t1-t0, 1, dyb, cout, col, kin, beta, dwp, kin)
+				var beta T
+				if b > b0 {
+					beta = 1
 				}
-				if dbias != nil {
-					// Per-block sums first: adding each token straight into a
-					// running total over thousands of tokens loses float32 bits.
-					clear(dbb)
-					for t := range t1 - t0 {
-						for co, v := range dyb[t*cout : (t+1)*cout] {
-							dbb[co] += v
-						}
-					}
-					if b == b0 {
-						copy(dbp, dbb)
-					} else {
-						for co, v := range dbb {
-							dbp[co] += v
-						}
+				im2col3x3(col(wk), x, t0, t1, height, width, cin)
+				gemm.GemmSerial(true, false, cout, kin, t1-t0, 1, dy[t0*cout:t1*cout], cout, col(wk), kin, beta, dwp, kin)
+			}
+		})
+		// Sum the chunks' partials, then return to PyTorch's (co, c, tap)
+		// order.
+		sumChunks(parts, kin*cout, chunks)
+		parallel.For(cout, 8, func(lo, hi int) {
+			for co := lo; co < hi; co++ {
+				for c := range cin {
+					for tap := range 9 {
+						dw[(co*cin+c)*9+tap] = parts[co*kin+tap*cin+c]
 					}
 				}
 			}
@@ -275,40 +312,11 @@ func conv3x3Backward[T gemm.Float](dx, dw, dbias, dy, x, w []T, batch, height, w
 	}
 	if dx != nil {
 		forItems(p.blocks, workers, func(wk, b int) {
-			col, _, _, _ := part(wk)
 			t0 := b * p.rows
 			t1 := min(t0+p.rows, p.tokens)
-			im2col3x3(col, dy, t0, t1, height, width, cout)
-			gemm.GemmPackedB(false, t1-t0, 1, col, kout, pbf, 0, dx[t0*cin:t1*cin], cin)
+			im2col3x3(col(wk), dy, t0, t1, height, width, cout)
+			gemm.GemmPackedB(false, t1-t0, 1, col(wk), kout, pbf, 0, dx[t0*cin:t1*cin], cin)
 		})
-	}
-	if dw != nil {
-		// Sum the workers' partials and return to PyTorch's (co, c, tap)
-		// order in one pass.
-		at := p.rows * p.kmax // offset of dwp within a worker's slot
-		parallel.For(cout, 8, func(lo, hi int) {
-			for co := lo; co < hi; co++ {
-				for c := range cin {
-					for tap := range 9 {
-						var s T
-						for wk := range workers {
-							s += free[wk*per+at+co*kin+tap*cin+c]
-						}
-						dw[(co*cin+c)*9+tap] = s
-					}
-				}
-			}
-		})
-	}
-	if dbias != nil {
-		_, _, dbp, _ := part(0)
-		copy(dbias[:cout], dbp)
-		for wk := 1; wk < workers; wk++ {
-			_, _, dbp, _ := part(wk)
-			for co, v := range dbp {
-				dbias[co] += v
-			}
-		}
 	}
 }
 

@@ -410,3 +410,33 @@ func BenchmarkConv3x3FwdBwd(b *testing.B) {
 	// PyTorch's reference reports the best of several repetitions.
 	b.ReportMetric(best.Seconds()*1e3, "best-ms")
 }
+
+// BenchmarkConv3x3Backward times the backward pass alone (dx, dw and
+// dbias) on DC-DiT's convolution shapes: the toy model's E = 32 channels
+// and a 96-channel grid (Winograd), and the 4-channel latent embedder and
+// output (im2col), where dW sums many blocks.
+func BenchmarkConv3x3Backward(b *testing.B) {
+	for _, c := range []struct {
+		name                            string
+		batch, height, width, cin, cout int
+	}{
+		{"wino_32x32_b16_16x16", 16, 16, 16, 32, 32},
+		{"wino_96x96_b8_32x32", 8, 32, 32, 96, 96},
+		{"im2col_4to32_b16_16x16", 16, 16, 16, 4, 32},
+		{"im2col_32to4_b16_16x16", 16, 16, 16, 32, 4},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(18, 18))
+			n := c.batch * c.height * c.width
+			x := acToF32(acRandn(rng, n*c.cin))
+			w := acToF32(acRandn(rng, c.cout*c.cin*9))
+			dy := acToF32(acRandn(rng, n*c.cout))
+			dx, dw, db := make([]float32, n*c.cin), make([]float32, len(w)), make([]float32, c.cout)
+			ws := make([]float32, Conv3x3Scratch(c.batch, c.height, c.width, c.cin, c.cout))
+			for b.Loop() {
+				Conv3x3Backward(dx, dw, db, dy, x, w, c.batch, c.height, c.width, c.cin, c.cout, ws)
+			}
+			b.ReportMetric(b.Elapsed().Seconds()*1e3/float64(b.N), "ms/op")
+		})
+	}
+}

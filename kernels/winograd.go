@@ -109,7 +109,7 @@ func winoConvScratch(batch, height, width, cin, cout int) int {
 	p := newWinoPlan(batch, height, width, cin, cout, winoDefault)
 	return max(winogradScratch(batch, height, width, cin, cout, winoDefault),
 		9*cin*cout+winogradScratch(batch, height, width, cout, cin, winoDefault),
-		winoFilterScratch(p, workersFor(p.blocks)))
+		winoFilterScratch(p, workersFor(gradChunks(p.blocks))))
 }
 
 // winoFilter computes Conv3x3Backward's dw with F(2×2, 3×3): the forward
@@ -119,30 +119,37 @@ func winoConvScratch(batch, height, width, cin, cout int) int {
 //	dg = Gᵀ·dU·G
 //
 // 16 products of [cin, tiles]·[tiles, cout] in place of 9 of 4·tiles.
-// Workers sum fixed ranges of blocks into their own dU and the partials
-// are added in worker order, so the result does not depend on scheduling.
+// The blocks are cut into gradChunks fixed runs, each summed into its own
+// dU, and the chunks' dU are added in chunk order: the chunks depend on the
+// problem's size alone, so the result depends neither on scheduling nor on
+// the number of cores.
 func winoFilter[T gemm.Float](dw, dy, x []T, batch, height, width, cin, cout int, ws []T) {
 	p := newWinoPlan(batch, height, width, cin, cout, winoDefault)
 	if p.tiles == 0 {
 		clear(dw[:cout*cin*9])
 		return
 	}
-	workers := workersFor(p.blocks)
+	chunks := gradChunks(p.blocks)
+	workers := workersFor(chunks)
 	for workers > 1 && winoFilterScratch(p, workers) > len(ws) {
 		workers--
 	}
 	if winoFilterScratch(p, workers) > len(ws) {
 		panic(errConvScratch)
 	}
+	// The chunks' dU, then the workers' V, Ŷ and temporaries.
+	nu := 16 * cin * cout
+	parts := ws[:chunks*nu]
 	per := winoFilterPer(p)
+	free := ws[chunks*nu:]
 	zero := make([]T, max(cin, cout))
-	runWorkers(workers, func(wk int) {
-		s := ws[wk*per : (wk+1)*per]
+	forItems(chunks, workers, func(wk, ch int) {
+		s := free[wk*per : (wk+1)*per]
 		v := s[:16*p.block*cin]
 		yh := s[16*p.block*cin : 16*p.block*(cin+cout)]
-		du := s[16*p.block*(cin+cout) : 16*p.block*(cin+cout)+16*cin*cout]
-		tmp := s[16*p.block*(cin+cout)+16*cin*cout:]
-		b0, b1 := wk*p.blocks/workers, (wk+1)*p.blocks/workers
+		tmp := s[16*p.block*(cin+cout):]
+		du := parts[ch*nu : (ch+1)*nu]
+		b0, b1 := ch*p.blocks/chunks, (ch+1)*p.blocks/chunks
 		for b := b0; b < b1; b++ {
 			t0 := b * p.block
 			t1 := min(t0+p.block, p.tiles)
@@ -159,18 +166,14 @@ func winoFilter[T gemm.Float](dw, dy, x []T, batch, height, width, cin, cout int
 			}
 		}
 	})
-	// dg = Gᵀ·dU·G per (c, co), the workers' partials summed first.
+	// dg = Gᵀ·dU·G per (c, co), the chunks' partials summed first.
+	sumChunks(parts, nu, chunks)
 	parallel.For(cout, 4, func(lo, hi int) {
 		var u [16]T
 		for co := lo; co < hi; co++ {
 			for c := range cin {
 				for xi := range 16 {
-					var sum T
-					for wk := range workers {
-						off := wk*per + 16*p.block*(cin+cout)
-						sum += ws[off+xi*cin*cout+c*cout+co]
-					}
-					u[xi] = sum
+					u[xi] = parts[xi*cin*cout+c*cout+co]
 				}
 				var t [3][4]T
 				for s := range 4 {
@@ -189,17 +192,19 @@ func winoFilter[T gemm.Float](dw, dy, x []T, batch, height, width, cin, cout int
 	})
 }
 
-// winoFilterPer is one worker's scratch in winoFilter: V, Ŷ, its dU and
-// the transforms' temporaries.
+// winoFilterPer is one worker's scratch in winoFilter: V, Ŷ and the
+// transforms' temporaries.
 func winoFilterPer(p winoPlan) int {
-	return 16*p.block*(p.cin+p.cout) + 16*p.cin*p.cout + 16*max(p.cin, p.cout)
+	return 16*p.block*(p.cin+p.cout) + 16*max(p.cin, p.cout)
 }
 
+// winoFilterScratch is winoFilter's scratch with workers workers: one dU
+// (16·cin·cout) per chunk of blocks and winoFilterPer per worker.
 func winoFilterScratch(p winoPlan, workers int) int {
 	if p.tiles == 0 {
 		return 0
 	}
-	return workers * winoFilterPer(p)
+	return gradChunks(p.blocks)*16*p.cin*p.cout + workers*winoFilterPer(p)
 }
 
 // winoGradOutput writes Ŷ_ξ = (A·dY·Aᵀ)_ξ for the 2×2 output tiles of

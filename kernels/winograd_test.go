@@ -203,7 +203,7 @@ func TestWinogradFilter(t *testing.T) {
 			x, dy := acRandn(rng, n*c.cin), acRandn(rng, n*c.cout)
 			want := convFilterRef(dy, x, c.batch, c.height, c.width, c.cin, c.cout)
 			p := newWinoPlan(c.batch, c.height, c.width, c.cin, c.cout, winoDefault)
-			ws := acNaNs[float64](winoFilterScratch(p, workersFor(p.blocks)))
+			ws := acNaNs[float64](winoFilterScratch(p, workersFor(gradChunks(p.blocks))))
 			dw := acNaNs[float64](len(want))
 			winoFilter(dw, dy, x, c.batch, c.height, c.width, c.cin, c.cout, ws)
 			if e := acRelErr(dw, want); e > 1e-13 {
