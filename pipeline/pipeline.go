@@ -237,7 +237,7 @@ func scaffold(s *recipes.Scaffold) upcycle.Scaffold {
 		WidthFactor: s.WidthFactor, EncoderBlocks: s.EncoderBlocks, DecoderBlocks: s.DecoderBlocks,
 		Sigma: s.Sigma, TargetN: s.TargetN, RatioLossWeight: s.Router.RatioLossWeight,
 		RatioBatchSize: s.Router.RatioBatchSize, NormGroups: s.NormGroups, RouterGroups: s.Router.Groups,
-		RouterInit: s.Router.Init, RouterDimFactor: s.Router.DimFactor,
+		RouterInit: s.Router.Init, RouterDimFactor: s.Router.DimFactor, EncoderInit: s.EncoderInit,
 	}
 }
 

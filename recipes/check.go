@@ -119,6 +119,7 @@ func checkScaffold(p *problems, s *Scaffold) {
 	oneOf(p, "scaffold.backbone_norm", s.BackboneNorm, "rmsnorm", "none")
 	oneOf(p, "scaffold.router.kind", s.Router.Kind, "spatial_predictability")
 	oneOf(p, "scaffold.router.init", s.Router.Init, "official", "predictability")
+	oneOf(p, "scaffold.encoder_init", s.EncoderInit, "official", "patch")
 	positive(p, "scaffold.router.dim_factor", s.Router.DimFactor)
 	positive(p, "scaffold.router.groups", s.Router.Groups)
 	if !(s.Router.RatioLossWeight >= 0) {

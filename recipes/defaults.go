@@ -120,6 +120,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 		setDefault(d, "scaffold.backbone_norm", &s.BackboneNorm, "rmsnorm")
 		setDefault(d, "scaffold.router.kind", &s.Router.Kind, "spatial_predictability")
 		setDefault(d, "scaffold.router.init", &s.Router.Init, "official")
+		setDefault(d, "scaffold.encoder_init", &s.EncoderInit, "official")
 		setDefault(d, "scaffold.router.dim_factor", &s.Router.DimFactor, 4)
 		setDefault(d, "scaffold.router.groups", &s.Router.Groups, 8)
 		setDefault(d, "scaffold.router.ratio_loss_weight", &s.Router.RatioLossWeight, DefaultRatioWeight)

@@ -202,6 +202,13 @@ type Scaffold struct {
 	// "nearest_2d" (nearest kept token by 2-D distance, ties to the first
 	// in raster order). Default: "nearest_2d".
 	PlugBack string `toml:"plug_back"`
+	// EncoderInit is how the latent embedder and encoder start when
+	// upcycling: "official" (DC-DiT's random init) or "patch" (they start
+	// out computing the base DiT's patch embedding of the p×p patch at
+	// each position, so that the grafted blocks see the inputs they were
+	// trained on from the first step; needs patch size ≤ 2). Default:
+	// "official".
+	EncoderInit string `toml:"encoder_init"`
 	// BackboneNorm is what follows the transformer blocks: "rmsnorm" (as
 	// DC-DiT's main network; new, initialised to ones when upcycling) or
 	// "none". Default: "rmsnorm".

@@ -30,6 +30,9 @@ type Scaffold struct {
 	// RouterDimFactor sets the router's bottleneck D / RouterDimFactor
 	// (0: 4, the reference's).
 	RouterDimFactor int
+	// EncoderInit is "official" (the default: DC-DiT's random init) or
+	// "patch" (see PatchEncoderPrior).
+	EncoderInit string
 }
 
 // DefaultScaffold is the paper's setting.
@@ -113,7 +116,102 @@ func Graft(teacher *dit.Model, s Scaffold, seed uint64) (*dc.Model, error) {
 	default:
 		return nil, fmt.Errorf("upcycle: router init %q, want official or predictability", s.RouterInit)
 	}
+	switch s.EncoderInit {
+	case "", "official":
+	case "patch":
+		if err := PatchEncoderPrior(cfg, ts, teacher); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("upcycle: encoder init %q, want official or patch", s.EncoderInit)
+	}
 	return dc.New(cfg, ts, net)
+}
+
+// PatchEncoderPrior re-initialises the latent embedder and the encoder so
+// that, at every grid position (r, c), the encoder computes the teacher's
+// patch embedding of the p×p patch whose top-left cell is (r, c):
+//
+//   - the 3×3 latent embedder copies that patch's C·p² values into its
+//     first channels (taps at offsets 0 … p−1 right of and below the
+//     centre) and zeroes the others;
+//   - every encoder block's second convolution starts at zero, so each
+//     block passes its skip path through (the identity, or the 1×1
+//     skip_proj of the block that widens E to D), as adaLN-Zero starts a
+//     DiT block as the identity;
+//   - the widening skip_proj is the teacher's patch embedding (weights
+//     reordered to the copied channels, its bias);
+//   - the encoder's RMSNorm weight is the embedding's expected RMS for
+//     unit-variance latents, √(mean_d(‖W_d‖² + b_d²)), so the normalised
+//     tokens keep about the teacher's scale.
+//
+// At positions where both coordinates are multiples of p, the main
+// network then receives exactly the teacher's tokens up to the per-token
+// RMS normalisation, instead of random features it would first have to
+// be taught to read: the grafted blocks contribute from the first step,
+// and with them the routing decisions matter. The official DC-DiT trains
+// from scratch and has no teacher to start from.
+func PatchEncoderPrior(cfg *dc.Config, ts map[string]dc.Tensor, teacher *dit.Model) error {
+	tc := teacher.Config
+	p, C, E, D := tc.PatchSize, cfg.InChannels, cfg.EncDecDim, cfg.ModelDim
+	if p > 2 {
+		return fmt.Errorf("upcycle: encoder init \"patch\": patch size %d, the 3×3 latent embedder reaches patches of at most 2", p)
+	}
+	if C*p*p > E {
+		return fmt.Errorf("upcycle: encoder init \"patch\": a patch holds %d values, more than the encoder width E = %d", C*p*p, E)
+	}
+	if cfg.EncoderBlocks < 1 || E == D {
+		return fmt.Errorf("upcycle: encoder init \"patch\": needs an encoder block that widens E = %d to D = %d", E, D)
+	}
+	w, b := teacher.Params.Get("x_embedder.proj.weight"), teacher.Params.Get("x_embedder.proj.bias")
+	if w == nil || b == nil || len(w.Values()) != D*C*p*p || len(b.Values()) != D {
+		return fmt.Errorf("upcycle: encoder init \"patch\": the teacher lacks its patch embedding x_embedder.proj [%d %d %d %d]", D, C, p, p)
+	}
+	tw, tb := w.Values(), b.Values()
+	// ch is the embedder channel that carries latent channel c at patch
+	// offset (dy, dx), the index of that value in a flattened patch.
+	ch := func(c, dy, dx int) int { return (c*p+dy)*p + dx }
+
+	emb := ts["x_embedder.proj.weight"].Data // [E, C, 3, 3]
+	clear(emb)
+	clear(ts["x_embedder.proj.bias"].Data)
+	for c := range C {
+		for dy := range p {
+			for dx := range p {
+				emb[(ch(c, dy, dx)*C+c)*9+(1+dy)*3+(1+dx)] = 1
+			}
+		}
+	}
+	for i := range cfg.EncoderBlocks {
+		prefix := fmt.Sprintf("hnet.encoder.layers.%d.", i)
+		clear(ts[prefix+"conv2.weight"].Data)
+		clear(ts[prefix+"conv2.bias"].Data)
+		skip, ok := ts[prefix+"skip_proj.weight"]
+		if !ok {
+			continue
+		}
+		clear(skip.Data) // [D, E, 1, 1]
+		for d := range D {
+			for c := range C {
+				for dy := range p {
+					for dx := range p {
+						skip.Data[d*E+ch(c, dy, dx)] = tw[((d*C+c)*p+dy)*p+dx]
+					}
+				}
+			}
+		}
+		copy(ts[prefix+"skip_proj.bias"].Data, tb)
+	}
+	var ms float64
+	for d := range D {
+		s := float64(tb[d]) * float64(tb[d])
+		for _, v := range tw[d*C*p*p : (d+1)*C*p*p] {
+			s += float64(v) * float64(v)
+		}
+		ms += s / float64(D)
+	}
+	fill(ts["hnet.encoder.rmsnorm.weight"].Data, float32(math.Sqrt(ms)))
+	return nil
 }
 
 // PredictabilityPrior re-initialises the router so that it starts out as

@@ -1,6 +1,7 @@
 package upcycle
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -237,5 +238,75 @@ func TestPredictabilityPrior(t *testing.T) {
 	s.RouterInit = "random"
 	if _, err := Graft(tm, s, 1); err == nil || !strings.Contains(err.Error(), `router init "random"`) {
 		t.Fatalf("err = %v, want the unknown init named", err)
+	}
+}
+
+// With the patch encoder prior, the encoder's token at every position
+// whose coordinates are multiples of p is the teacher's patch embedding of
+// the patch there, RMS-normalised to the embedding's expected scale.
+func TestPatchEncoderPrior(t *testing.T) {
+	for _, blocks := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d encoder blocks", blocks), func(t *testing.T) {
+			tm := teacher(t, 3)
+			s := DefaultScaffold()
+			s.NormGroups, s.EncoderBlocks, s.EncoderInit = 8, blocks, "patch"
+			m, err := Graft(tm, s, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc := tm.Config
+			C, S, p, D := tc.InChannels, tc.InputSize, tc.PatchSize, tc.HiddenSize
+			rng := rand.New(rand.NewPCG(5, 6))
+			x := make([]float32, C*S*S)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			_, res, err := m.Predict(x, []float32{300}, []int{1}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			enc := data(res.Encoded) // [S·S, D]
+			w, b := tm.Params.Get("x_embedder.proj.weight").Values(), tm.Params.Get("x_embedder.proj.bias").Values()
+			scale := float64(m.Params.Get("hnet.encoder.rmsnorm.weight").Values()[0])
+			for r := 0; r < S; r += p {
+				for c := 0; c < S; c += p {
+					e := make([]float64, D)
+					var ss float64
+					for d := range D {
+						v := float64(b[d])
+						for ch := range C {
+							for dy := range p {
+								for dx := range p {
+									v += float64(w[((d*C+ch)*p+dy)*p+dx]) * float64(x[(ch*S+r+dy)*S+c+dx])
+								}
+							}
+						}
+						e[d], ss = v, ss+v*v
+					}
+					rms := math.Sqrt(ss/float64(D) + 1e-5) // RMSNorm's ε
+					want := make([]float32, D)
+					for d := range D {
+						want[d] = float32(scale * e[d] / rms)
+					}
+					got := enc[(r*S+c)*D : (r*S+c+1)*D]
+					if err := relErr(got, want); err > 1e-5 {
+						t.Fatalf("token (%d, %d): relative error %.2g", r, c, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestPatchEncoderPriorRefuses(t *testing.T) {
+	tm := teacher(t, 3)
+	s := DefaultScaffold()
+	s.NormGroups, s.EncoderInit, s.WidthFactor = 8, "patch", 16 // E = 8 < C·p² = 16
+	if _, err := Graft(tm, s, 4); err == nil || !strings.Contains(err.Error(), "more than the encoder width") {
+		t.Fatalf("err = %v", err)
+	}
+	s.WidthFactor, s.EncoderInit = 4, "sideways"
+	if _, err := Graft(tm, s, 4); err == nil || !strings.Contains(err.Error(), "want official or patch") {
+		t.Fatalf("err = %v", err)
 	}
 }
