@@ -44,9 +44,10 @@ width_factor = 4
 norm_groups = 8
 encoder_blocks = 1
 decoder_blocks = 1
+encoder_init = "patch"
 [scaffold.router]
 groups = 8
-ratio_batch_size = 0
+ratio_batch_size = 1
 [data]
 source = "shapes"
 samples = 12
