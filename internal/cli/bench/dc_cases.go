@@ -170,6 +170,7 @@ func dcWorkload(s dcSpec, rho float32, train bool) (workload, *dcModel) {
 			if err := ops.Backward(loss); err != nil {
 				panic(err)
 			}
+			ops.Release(loss)
 			if _, err := clip.Clip(d.params.Grad); err != nil {
 				panic(fmt.Sprintf("bench: %v", err))
 			}

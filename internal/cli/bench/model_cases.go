@@ -55,10 +55,14 @@ func blockCase(backward bool) func() workload {
 				if backward {
 					m.Params.ZeroGrad()
 					x.ZeroGrad()
-					if err := ops.Backward(ops.Sum(y)); err != nil {
+					y = ops.Sum(y)
+					if err := ops.Backward(y); err != nil {
 						panic(err)
 					}
 				}
+				// As training does: the graph's buffers go back to the
+				// pool for the next run.
+				ops.Release(y)
 			},
 			flops: blockFlops(backward),
 		}
@@ -112,6 +116,7 @@ func trainStepCase() workload {
 			if err := ops.Backward(loss); err != nil {
 				panic(err)
 			}
+			ops.Release(loss)
 			if _, err := clip.Clip(m.Params.Grad); err != nil {
 				panic(fmt.Sprintf("bench: %v", err))
 			}
