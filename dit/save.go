@@ -19,6 +19,15 @@ const ConfigKey = arch.DiTConfigKey
 // atomically. values, when not nil, replaces the parameter arena's
 // contents (an EMA of it, say); metadata is added to the file's.
 func Save(path string, m *Model, values []float32, metadata map[string]string) error {
+	return SaveAs(path, m, values, metadata, dtype.F32)
+}
+
+// SaveAs is Save with the tensors stored as d: F32, BF16 or F16 (Load
+// reads any of them back into float32).
+func SaveAs(path string, m *Model, values []float32, metadata map[string]string, d dtype.DType) error {
+	if _, err := dtype.NewFloat32Reader(nil, d); err != nil {
+		return fmt.Errorf("dit: save %s: %w", path, err)
+	}
 	if values != nil && len(values) != m.Params.Len() {
 		return fmt.Errorf("dit: save %s: %d values for %d parameters", path, len(values), m.Params.Len())
 	}
@@ -38,7 +47,8 @@ func Save(path string, m *Model, values []float32, metadata map[string]string) e
 				v = values[lo:hi]
 			}
 		}
-		ts = append(ts, safetensors.WriteTensor{Name: name, DType: dtype.F32, Shape: exp.Shape(i), Data: dtype.F32Bytes(v)})
+		src, _ := dtype.NewFloat32Reader(v, d) // d was checked above
+		ts = append(ts, safetensors.WriteTensor{Name: name, DType: d, Shape: exp.Shape(i), Src: src})
 	}
 	cfg, err := json.Marshal(m.Config)
 	if err != nil {

@@ -189,9 +189,6 @@ func evalOptions(r *recipes.Recipe) eval.Options {
 // pipeline cannot honour yet, rather than ignore them.
 func unsupported(r *recipes.Recipe) error {
 	var why []string
-	if r.Save.DType != "f32" {
-		why = append(why, fmt.Sprintf("save.dtype = %q (the final model is written in f32 only)", r.Save.DType))
-	}
 	if r.Eval.Every != 0 {
 		why = append(why, fmt.Sprintf("eval.every = %d (the evaluation runs once, after the last stage)", r.Eval.Every))
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/loaders/dtype"
+	"github.com/dcdit/dcdit/loaders/safetensors"
 	"github.com/dcdit/dcdit/recipes"
 )
 
@@ -231,12 +233,69 @@ ratio_batch_size = 0
 // Settings the pipeline cannot honour yet fail before any work.
 func TestUnsupportedSettings(t *testing.T) {
 	dir := t.TempDir()
-	text := strings.Replace(trainRecipe, "every = 0\n", "every = 0\ndtype = \"bf16\"\n", 1)
+	text := trainRecipe + "[eval]\nevery = 2\n"
 	_, err := Run(load(t, dir, text), Options{Out: filepath.Join(dir, "out")})
-	if err == nil || !strings.Contains(err.Error(), `save.dtype = "bf16"`) {
-		t.Fatalf("err = %v, want save.dtype named", err)
+	if err == nil || !strings.Contains(err.Error(), `eval.every = 2`) {
+		t.Fatalf("err = %v, want eval.every named", err)
 	}
 	if _, statErr := os.Stat(filepath.Join(dir, "out", "stages")); statErr == nil {
 		t.Fatal("a stage ran before the refusal")
+	}
+}
+
+// save.dtype stores the final model's tensors in that type, DiT and DC
+// models alike, and both load back (to float32).
+func TestSaveDType(t *testing.T) {
+	dc := `
+[scaffold]
+width_factor = 4
+norm_groups = 8
+encoder_blocks = 1
+decoder_blocks = 1
+[scaffold.router]
+groups = 8
+ratio_batch_size = 0
+`
+	tests := []struct {
+		name, dtype string
+		dc          bool
+		want        dtype.DType
+	}{
+		{"dit bf16", "bf16", false, dtype.BF16},
+		{"dit f16", "f16", false, dtype.F16},
+		{"dc bf16", "bf16", true, dtype.BF16},
+		{"dc f32", "f32", true, dtype.F32},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			text := strings.Replace(trainRecipe, "every = 0\n", "every = 0\ndtype = \""+tt.dtype+"\"\n", 1)
+			if tt.dc {
+				text = strings.Replace(text, "patch_size = 2\n", "patch_size = 1\n", 1)
+				text = strings.Replace(text, "lr = 1e-3\n", "lr = 1e-3\nrho = [0.0]\n", 1) + dc
+			}
+			sum, err := Run(load(t, dir, text), Options{Out: filepath.Join(dir, "out")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := safetensors.Open(sum.Model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ti := range f.Header.Tensors {
+				if ti.DType != tt.want {
+					t.Fatalf("tensor %q stored as %s, want %s", ti.Name, ti.DType, tt.want)
+				}
+			}
+			f.Close()
+			if tt.dc {
+				_, _, err = checkpoint.Load(sum.Model) // checksums included
+			} else {
+				_, err = dit.Load(sum.Model, dit.LoadOptions{})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

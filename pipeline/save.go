@@ -7,6 +7,7 @@ import (
 
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/recipes"
 )
 
@@ -16,10 +17,14 @@ func (m *model) save(path string, r *recipes.Recipe) error {
 	if err != nil {
 		return fmt.Errorf("pipeline: %w", err)
 	}
-	if m.dit != nil {
-		return dit.Save(path, m.dit, nil, map[string]string{"dcdit.recipe": string(text)})
+	dt, err := saveDType(r.Save.DType)
+	if err != nil {
+		return err
 	}
-	info := checkpoint.Info{Recipe: string(text), TrainedRhos: trainedRhos(r)}
+	if m.dit != nil {
+		return dit.SaveAs(path, m.dit, nil, map[string]string{"dcdit.recipe": string(text)}, dt)
+	}
+	info := checkpoint.Info{Recipe: string(text), TrainedRhos: trainedRhos(r), DType: dt}
 	if r.Base != nil {
 		b, err := checkpoint.DescribeBase(r.BasePath(), false)
 		if err != nil {
@@ -28,6 +33,19 @@ func (m *model) save(path string, r *recipes.Recipe) error {
 		info.Base = b
 	}
 	return checkpoint.Save(path, m.dc, info)
+}
+
+// saveDType maps save.dtype onto the stored tensor type.
+func saveDType(name string) (dtype.DType, error) {
+	switch name {
+	case "f32":
+		return dtype.F32, nil
+	case "bf16":
+		return dtype.BF16, nil
+	case "f16":
+		return dtype.F16, nil
+	}
+	return dtype.Invalid, fmt.Errorf("pipeline: save.dtype %q, want f32, bf16 or f16", name)
 }
 
 // trainedRhos gathers the ρ values the stages trained at.

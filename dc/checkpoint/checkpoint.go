@@ -2,14 +2,12 @@ package checkpoint
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"maps"
-	"math"
 	"os"
 	"slices"
 	"sort"
@@ -31,17 +29,28 @@ type Info struct {
 	TrainedRhos []float64
 	Recipe      string
 	Base        *Base
+	// DType is the storage type of the parameters: F32 (also the zero
+	// value), BF16 or F16. Load reads any of them back into float32.
+	DType dtype.DType
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Save writes the model to path as a DC checkpoint (see the package
 // documentation), atomically: a temporary file in the same folder, fsync,
-// rename. Parameters are stored F32 under their reference names.
+// rename. Parameters are stored under their reference names, in
+// info.DType (F32 unless set); the checksums cover the stored bytes.
 func Save(path string, model *dc.Model, info Info) error {
 	meta, err := MetaOf(model, info)
 	if err != nil {
 		return err
+	}
+	dt := info.DType
+	if dt == dtype.Invalid {
+		dt = dtype.F32
+	}
+	if _, err := dtype.NewFloat32Reader(nil, dt); err != nil {
+		return fmt.Errorf("checkpoint: save %s: %w", path, err)
 	}
 	sets := []*params.Set{model.Params}
 	if bb, ok := model.Backbone.(*hnet.Network); ok {
@@ -64,13 +73,15 @@ func Save(path string, model *dc.Model, info Info) error {
 				return fmt.Errorf("checkpoint: save %s: parameter %q holds %d values, want %v = %d", path, p.Name, len(v), shape, n)
 			}
 			h := crc32.New(castagnoli)
-			io.Copy(h, &f32Reader{v: v})
+			r, _ := dtype.NewFloat32Reader(v, dt) // dt was checked above
+			io.Copy(h, r)
 			sums[p.Name] = fmt.Sprintf("%08x", h.Sum32())
 			shape64 := make([]int64, len(shape))
 			for i, d := range shape {
 				shape64[i] = int64(d)
 			}
-			tensors = append(tensors, safetensors.WriteTensor{Name: p.Name, DType: dtype.F32, Shape: shape64, Src: &f32Reader{v: v}})
+			src, _ := dtype.NewFloat32Reader(v, dt)
+			tensors = append(tensors, safetensors.WriteTensor{Name: p.Name, DType: dt, Shape: shape64, Src: src})
 		}
 	}
 	if len(tensors) != len(shapes) {
@@ -257,41 +268,6 @@ func DescribeBase(path string, hash bool) (*Base, error) {
 		b.SHA256 = hex.EncodeToString(h.Sum(nil))
 	}
 	return b, nil
-}
-
-// f32Reader streams float32 values as little-endian bytes.
-type f32Reader struct {
-	v    []float32
-	pend []byte
-	tmp  [4]byte
-}
-
-func (r *f32Reader) Read(p []byte) (int, error) {
-	n := 0
-	for n < len(p) {
-		if len(r.pend) > 0 {
-			c := copy(p[n:], r.pend)
-			r.pend, n = r.pend[c:], n+c
-			continue
-		}
-		if len(r.v) == 0 {
-			break
-		}
-		k := min((len(p)-n)/4, len(r.v))
-		if k == 0 {
-			binary.LittleEndian.PutUint32(r.tmp[:], math.Float32bits(r.v[0]))
-			r.v, r.pend = r.v[1:], r.tmp[:]
-			continue
-		}
-		for i, x := range r.v[:k] {
-			binary.LittleEndian.PutUint32(p[n+4*i:], math.Float32bits(x))
-		}
-		r.v, n = r.v[k:], n+4*k
-	}
-	if n == 0 && len(p) > 0 {
-		return 0, io.EOF
-	}
-	return n, nil
 }
 
 func numel(shape []int) int {

@@ -3,6 +3,7 @@ package dtype
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"sync"
 	"unsafe"
@@ -601,4 +602,56 @@ func F32Bytes(v []float32) []byte {
 	// F32 with a destination of the right length cannot fail.
 	_ = EncodeFloat32(b, v, F32)
 	return b
+}
+
+// Float32Reader streams float32 values encoded as d (F32, F16 or BF16,
+// little-endian, rounded as EncodeFloat32 rounds), so that a writer can
+// store a large tensor in another dtype without a second copy of it in
+// memory.
+type Float32Reader struct {
+	v    []float32
+	d    DType
+	pend []byte // the rest of a value split across two reads
+	tmp  [4]byte
+}
+
+// NewFloat32Reader returns a reader of v encoded as d, or an error for a
+// d other than F32, F16 and BF16.
+func NewFloat32Reader(v []float32, d DType) (*Float32Reader, error) {
+	switch d {
+	case F32, F16, BF16:
+	default:
+		return nil, fmt.Errorf("dtype: float32 reader: %s, want F32, F16 or BF16", d)
+	}
+	return &Float32Reader{v: v, d: d}, nil
+}
+
+// Read implements io.Reader.
+func (r *Float32Reader) Read(p []byte) (int, error) {
+	size := r.d.Size()
+	n := 0
+	for n < len(p) {
+		if len(r.pend) > 0 {
+			c := copy(p[n:], r.pend)
+			r.pend, n = r.pend[c:], n+c
+			continue
+		}
+		if len(r.v) == 0 {
+			break
+		}
+		k := min((len(p)-n)/size, len(r.v))
+		if k == 0 {
+			// Less room than one value: encode it aside.
+			_ = EncodeFloat32(r.tmp[:size], r.v[:1], r.d)
+			r.v, r.pend = r.v[1:], r.tmp[:size]
+			continue
+		}
+		// The lengths match and d is supported: this cannot fail.
+		_ = EncodeFloat32(p[n:n+k*size], r.v[:k], r.d)
+		r.v, n = r.v[k:], n+k*size
+	}
+	if n == 0 && len(p) > 0 {
+		return 0, io.EOF
+	}
+	return n, nil
 }
