@@ -6,7 +6,8 @@
 // # Format (format_version 1)
 //
 // Tensors: every parameter in the official DC-DiT state_dict layout
-// (AMD-AGI/DynamicChunkingDiT create_dit), stored F32 under the reference
+// (AMD-AGI/DynamicChunkingDiT create_dit), stored F32 (or BF16/F16, see
+// Info.DType; any float type loads) under the reference
 // names — x_embedder.proj.*, t_embedder.mlp.*, y_embedder.embedding_table.*,
 // hnet.encoder.*, hnet.routing_module.*, hnet.residual_proj.*,
 // hnet.main_network.main_network.* (the backbone's blocks and RMSNorm),
