@@ -787,20 +787,25 @@ func (e *evaluator) boundaries() error {
 
 // noGrad turns gradient tracking off for the DC model's parameters (the
 // scaffold's and, for DC-DiT's own backbone, the main network's), so that
-// inference keeps no graph, and returns a function restoring it.
+// inference keeps no graph, and returns a function restoring each
+// parameter's own setting: during training, frozen parameters track no
+// gradient and the others do.
 func noGrad(m *dc.Model) func() {
 	sets := []*params.Set{m.Params}
 	if net, ok := m.Backbone.(*hnet.Network); ok {
 		sets = append(sets, net.Params)
 	}
+	var ps []*params.Param
 	var was []bool
 	for _, s := range sets {
-		was = append(was, s.RequiresGrad())
-		s.SetRequiresGrad(false)
+		for _, p := range s.List() {
+			ps, was = append(ps, p), append(was, p.RequiresGrad())
+			p.SetRequiresGrad(false)
+		}
 	}
 	return func() {
-		for i, s := range sets {
-			s.SetRequiresGrad(was[i])
+		for i, p := range ps {
+			p.SetRequiresGrad(was[i])
 		}
 	}
 }

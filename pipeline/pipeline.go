@@ -107,6 +107,12 @@ func Run(r *recipes.Recipe, opts Options) (*Summary, error) {
 	}
 	sched := ddpm.Linear(r.Diffusion.Steps)
 	sum := &Summary{Out: out}
+	var held *datasets.Set
+	if m.dc != nil && teacher != nil {
+		if held, err = evalData(r, set, teacher.Config.InputSize, seed); err != nil {
+			return nil, err
+		}
+	}
 	var ema []float32
 	for i := range r.Stages {
 		st := &r.Stages[i]
@@ -123,7 +129,16 @@ func Run(r *recipes.Recipe, opts Options) (*Summary, error) {
 			Dir:       filepath.Join(out, "stages", st.Name),
 			OnStep:    opts.OnStep,
 		}
+		var periodic *periodicEval
+		if r.Eval.Every > 0 && held != nil {
+			periodic = &periodicEval{every: r.Eval.Every, model: m, teacher: teacher, data: held, opts: evalOptions(r),
+				trainer: tr, path: filepath.Join(out, EvalLogFile), logf: logf, onStep: opts.OnStep}
+			tr.OnStep = periodic.step
+		}
 		res, err := tr.Run()
+		if err == nil && periodic != nil {
+			err = periodic.err
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -147,10 +162,6 @@ func Run(r *recipes.Recipe, opts Options) (*Summary, error) {
 		return sum, nil
 	}
 	logf("evaluating against the teacher at ρ %v", r.Eval.Rho)
-	held, err := evalData(r, set, teacher.Config.InputSize, seed)
-	if err != nil {
-		return nil, err
-	}
 	if sum.Eval, err = eval.Run(m.dc, teacher, held, evalOptions(r)); err != nil {
 		return nil, fmt.Errorf("pipeline: evaluation: %w", err)
 	}
@@ -189,8 +200,8 @@ func evalOptions(r *recipes.Recipe) eval.Options {
 // pipeline cannot honour yet, rather than ignore them.
 func unsupported(r *recipes.Recipe) error {
 	var why []string
-	if r.Eval.Every != 0 {
-		why = append(why, fmt.Sprintf("eval.every = %d (the evaluation runs once, after the last stage)", r.Eval.Every))
+	if r.Eval.Every != 0 && (r.Scaffold == nil || r.Base == nil) {
+		why = append(why, fmt.Sprintf("eval.every = %d (the evaluation measures a DC model, [scaffold], against its [base] teacher)", r.Eval.Every))
 	}
 	if r.Data.Source == recipes.SourceFile && (r.Data.LatentsKey != datasets.LatentsKey || r.Data.LabelsKey != datasets.LabelsKey) {
 		why = append(why, fmt.Sprintf("data.latents_key/labels_key = %q/%q (data files are read under %q and %q)", r.Data.LatentsKey, r.Data.LabelsKey, datasets.LatentsKey, datasets.LabelsKey))

@@ -2,9 +2,11 @@ package pipeline
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -297,5 +299,49 @@ ratio_batch_size = 0
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// eval.every evaluates during training without changing it: the log has a
+// line per evaluated step, and the weights come out bit-identical to a run
+// without it.
+func TestPeriodicEval(t *testing.T) {
+	run := func(text string) (string, []float32) {
+		dir := t.TempDir()
+		writeTeacher(t, dir)
+		out := filepath.Join(dir, "out")
+		sum, err := Run(load(t, dir, text), Options{Out: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _, err := checkpoint.Load(sum.Model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, slices.Clone(m.Params.Data)
+	}
+	_, plain := run(upcycleRecipe)
+	out, evaluated := run(upcycleRecipe + "every = 2\n") // the [eval] table comes last
+	if !slices.Equal(plain, evaluated) {
+		t.Fatal("evaluating during training changed the trained weights")
+	}
+	text, err := os.ReadFile(filepath.Join(out, EvalLogFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(string(text)), "\n") {
+		var e EvalLogEntry
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("%s: %v", EvalLogFile, err)
+		}
+		if e.Report == nil || len(e.Report.Rows) != 2 {
+			t.Fatalf("step %d: report %+v", e.Step, e.Report)
+		}
+		got = append(got, fmt.Sprintf("%s/%d", e.Stage, e.Step))
+	}
+	// distill runs 3 steps, finetune 4; a stage's last step is left to what follows.
+	if want := []string{"distill/2", "finetune/2"}; !slices.Equal(got, want) {
+		t.Fatalf("evaluated %v, want %v", got, want)
 	}
 }

@@ -409,8 +409,10 @@ type Eval struct {
 	// BoundaryMapTimesteps are the diffusion timesteps at which boundary
 	// maps are drawn. Default: [999, 500, 100].
 	BoundaryMapTimesteps []int `toml:"boundary_map_timesteps"`
-	// Every also evaluates every this many steps during training (0:
-	// only at the end). Default: 0.
+	// Every also evaluates every this many steps of each stage (the
+	// stage's EMA weights; 0: only at the end), appending one JSON line
+	// per evaluation to the run folder's eval-log.jsonl. DC models with a
+	// [base] teacher only. Default: 0.
 	Every int `toml:"every"`
 	// Seed seeds the held-out inputs and sampling noise. Default: the
 	// recipe's seed.
