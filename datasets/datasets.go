@@ -34,6 +34,10 @@ const (
 	MetaDataset    = "dcdit.dataset"
 	MetaNumClasses = "dcdit.num_classes"
 	MetaClasses    = "dcdit.classes"
+	// MetaLabels lists one label per sample, comma-separated: where
+	// `dcdit sample` records them. Read falls back to it when the file
+	// has no labels tensor.
+	MetaLabels = "dcdit.labels"
 )
 
 // Set is a data set held in memory.
@@ -178,11 +182,16 @@ func Write(path string, s *Set) error {
 var ErrNotDataSet = errors.New("not a data set")
 
 // Read loads a data set file written by Write (or any safetensors file
-// with float "latents" [N, C, H, W] and integer "labels" [N]; "edges"
-// [N, H, W] is optional). The class count is dcdit.num_classes when
+// with float "latents" [N, C, H, W] and integer "labels" [N] or the
+// metadata dcdit.labels, as `dcdit sample` writes; "edges" [N, H, W] is
+// optional). The class count is dcdit.num_classes when
 // present, else the number of dcdit.classes names, else the largest label
 // plus one.
-func Read(path string) (*Set, error) {
+func Read(path string) (*Set, error) { return ReadKeys(path, LatentsKey, LabelsKey) }
+
+// ReadKeys is Read for a file that stores the latents and labels under
+// other tensor names (a recipe's data.latents_key and data.labels_key).
+func ReadKeys(path, latentsKey, labelsKey string) (*Set, error) {
 	f, err := safetensors.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("datasets: %w", err)
@@ -191,16 +200,16 @@ func Read(path string) (*Set, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("datasets: %s: %s", path, fmt.Sprintf(format, args...))
 	}
-	lt, ok := f.Tensor(LatentsKey)
+	lt, ok := f.Tensor(latentsKey)
 	if !ok {
-		return nil, fmt.Errorf("datasets: %s: no tensor %q (want latents [N, C, H, W] and labels [N]): %w", path, LatentsKey, ErrNotDataSet)
+		return nil, fmt.Errorf("datasets: %s: no tensor %q (want latents [N, C, H, W] and labels [N]): %w", path, latentsKey, ErrNotDataSet)
 	}
 	if len(lt.Shape) != 4 || !lt.DType.IsFloat() {
-		return nil, fail("tensor %q is %s %v, want a float tensor [N, C, H, W]", LatentsKey, lt.DType, lt.Shape)
+		return nil, fail("tensor %q is %s %v, want a float tensor [N, C, H, W]", latentsKey, lt.DType, lt.Shape)
 	}
 	s := &Set{N: int(lt.Shape[0]), C: int(lt.Shape[1]), H: int(lt.Shape[2]), W: int(lt.Shape[3]), Metadata: map[string]string{}}
 	if s.N < 1 || s.C < 1 || s.H < 1 || s.W < 1 {
-		return nil, fail("tensor %q has shape %v, want every size ≥ 1", LatentsKey, lt.Shape)
+		return nil, fail("tensor %q has shape %v, want every size ≥ 1", latentsKey, lt.Shape)
 	}
 	v, err := lt.Float32()
 	if err != nil {
@@ -208,16 +217,28 @@ func Read(path string) (*Set, error) {
 	}
 	s.Latents = append([]float32(nil), v...)
 
-	lb, ok := f.Tensor(LabelsKey)
-	if !ok {
-		return nil, fmt.Errorf("datasets: %s: no tensor %q (want labels [%d]): %w", path, LabelsKey, s.N, ErrNotDataSet)
-	}
-	if len(lb.Shape) != 1 || lb.Shape[0] != int64(s.N) || !lb.DType.IsInt() {
-		return nil, fail("tensor %q is %s %v, want integers [%d] (one per latent)", LabelsKey, lb.DType, lb.Shape, s.N)
-	}
-	labels, err := lb.Int64()
-	if err != nil {
-		return nil, fmt.Errorf("datasets: %w", err)
+	var labels []int64
+	if lb, ok := f.Tensor(labelsKey); ok {
+		if len(lb.Shape) != 1 || lb.Shape[0] != int64(s.N) || !lb.DType.IsInt() {
+			return nil, fail("tensor %q is %s %v, want integers [%d] (one per latent)", labelsKey, lb.DType, lb.Shape, s.N)
+		}
+		if labels, err = lb.Int64(); err != nil {
+			return nil, fmt.Errorf("datasets: %w", err)
+		}
+	} else if list, ok := f.Metadata()[MetaLabels]; ok {
+		// `dcdit sample` writes its labels here, one per sample.
+		for i, field := range strings.Split(list, ",") {
+			l, err := strconv.ParseInt(strings.TrimSpace(field), 10, 64)
+			if err != nil {
+				return nil, fail("metadata %s: entry %d is %q, want an integer", MetaLabels, i, field)
+			}
+			labels = append(labels, l)
+		}
+		if len(labels) != s.N {
+			return nil, fail("metadata %s holds %d labels for %d latents", MetaLabels, len(labels), s.N)
+		}
+	} else {
+		return nil, fmt.Errorf("datasets: %s: no tensor %q and no metadata %s (want labels [%d]): %w", path, labelsKey, MetaLabels, s.N, ErrNotDataSet)
 	}
 	s.Labels = make([]int, s.N)
 	maxLabel := 0

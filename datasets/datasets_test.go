@@ -227,3 +227,59 @@ func TestDeriveEdges(t *testing.T) {
 		}
 	}
 }
+
+// ReadKeys reads latents and labels stored under other names; Read, which
+// looks for "latents", says the file holds no data set.
+func TestReadKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d.safetensors")
+	err := safetensors.Write(path, []safetensors.WriteTensor{
+		{Name: "z", DType: dtype.F32, Shape: []int64{2, 1, 1, 2}, Data: f32(0, 1, 2, 3)},
+		{Name: "class_ids", DType: dtype.I64, Shape: []int64{2}, Data: i64(1, 0)},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ReadKeys(path, "z", "class_ids")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.N != 2 || s.Labels[0] != 1 || s.Latents[3] != 3 {
+		t.Errorf("read %d samples, labels %v, latents %v", s.N, s.Labels, s.Latents)
+	}
+	if _, err := Read(path); !errors.Is(err, ErrNotDataSet) || !strings.Contains(err.Error(), `"latents"`) {
+		t.Errorf("Read: %v", err)
+	}
+	if _, err := ReadKeys(path, "z", "labels"); err == nil || !strings.Contains(err.Error(), `no tensor "labels"`) {
+		t.Errorf("ReadKeys with a missing labels key: %v", err)
+	}
+}
+
+// A `dcdit sample` output (latents, labels in the metadata) reads as a
+// data set; a label list of the wrong length is an error.
+func TestReadSampleOutput(t *testing.T) {
+	for _, tt := range []struct {
+		labels, want string
+	}{
+		{"3,0", ""},
+		{"3", "holds 1 labels for 2 latents"},
+		{"3,x", `entry 1 is "x"`},
+	} {
+		path := filepath.Join(t.TempDir(), "samples.safetensors")
+		err := safetensors.Write(path, []safetensors.WriteTensor{
+			{Name: "latents", DType: dtype.F32, Shape: []int64{2, 1, 1, 2}, Data: f32(0, 1, 2, 3)},
+		}, map[string]string{MetaLabels: tt.labels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Read(path)
+		if tt.want != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("labels %q: err = %v, want %q", tt.labels, err, tt.want)
+			}
+			continue
+		}
+		if err != nil || s.Labels[0] != 3 || s.Labels[1] != 0 || s.NumClasses != 4 {
+			t.Errorf("labels %q: %v, %+v", tt.labels, err, s)
+		}
+	}
+}

@@ -21,7 +21,7 @@ func trainingData(r *recipes.Recipe, teacher *dit.Model, out string, seed uint64
 	d := r.Data
 	switch d.Source {
 	case recipes.SourceFile:
-		return datasets.Read(r.DataPath())
+		return datasets.ReadKeys(r.DataPath(), r.Data.LatentsKey, r.Data.LabelsKey)
 	case recipes.SourceShapes:
 		size := 0
 		switch {

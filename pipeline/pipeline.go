@@ -203,9 +203,6 @@ func unsupported(r *recipes.Recipe) error {
 	if r.Eval.Every != 0 && (r.Scaffold == nil || r.Base == nil) {
 		why = append(why, fmt.Sprintf("eval.every = %d (the evaluation measures a DC model, [scaffold], against its [base] teacher)", r.Eval.Every))
 	}
-	if r.Data.Source == recipes.SourceFile && (r.Data.LatentsKey != datasets.LatentsKey || r.Data.LabelsKey != datasets.LabelsKey) {
-		why = append(why, fmt.Sprintf("data.latents_key/labels_key = %q/%q (data files are read under %q and %q)", r.Data.LatentsKey, r.Data.LabelsKey, datasets.LatentsKey, datasets.LabelsKey))
-	}
 	if r.Scaffold != nil && r.Scaffold.BackboneNorm != "rmsnorm" {
 		why = append(why, fmt.Sprintf("scaffold.backbone_norm = %q (the main network always ends with DC-DiT's RMSNorm)", r.Scaffold.BackboneNorm))
 	}
