@@ -204,12 +204,9 @@ func TestRunErrors(t *testing.T) {
 	}
 }
 
-// A DC-DiT trained from scratch ([model] with [scaffold]) writes a DC
-// checkpoint whose main network lives on the latent grid's own patch size.
-func TestTrainDCFromScratch(t *testing.T) {
-	dir := t.TempDir()
-	text := strings.Replace(trainRecipe, "patch_size = 2\n", "patch_size = 1\n", 1)
-	text = strings.Replace(text, "lr = 1e-3\n", "lr = 1e-3\nrho = [0.0, 0.3]\nmulti_budget_start = 1\n", 1) + `
+// scratchScaffold turns trainRecipe (with patch_size 1) into a DC-DiT
+// trained from scratch.
+const scratchScaffold = `
 [scaffold]
 width_factor = 4
 norm_groups = 8
@@ -219,6 +216,13 @@ decoder_blocks = 1
 groups = 8
 ratio_batch_size = 0
 `
+
+// A DC-DiT trained from scratch ([model] with [scaffold]) writes a DC
+// checkpoint whose main network lives on the latent grid's own patch size.
+func TestTrainDCFromScratch(t *testing.T) {
+	dir := t.TempDir()
+	text := strings.Replace(trainRecipe, "patch_size = 2\n", "patch_size = 1\n", 1)
+	text = strings.Replace(text, "lr = 1e-3\n", "lr = 1e-3\nrho = [0.0, 0.3]\nmulti_budget_start = 1\n", 1) + scratchScaffold
 	sum, err := Run(load(t, dir, text), Options{Out: filepath.Join(dir, "out")})
 	if err != nil {
 		t.Fatal(err)
@@ -248,16 +252,6 @@ func TestUnsupportedSettings(t *testing.T) {
 // save.dtype stores the final model's tensors in that type, DiT and DC
 // models alike, and both load back (to float32).
 func TestSaveDType(t *testing.T) {
-	dc := `
-[scaffold]
-width_factor = 4
-norm_groups = 8
-encoder_blocks = 1
-decoder_blocks = 1
-[scaffold.router]
-groups = 8
-ratio_batch_size = 0
-`
 	tests := []struct {
 		name, dtype string
 		dc          bool
@@ -274,7 +268,7 @@ ratio_batch_size = 0
 			text := strings.Replace(trainRecipe, "every = 0\n", "every = 0\ndtype = \""+tt.dtype+"\"\n", 1)
 			if tt.dc {
 				text = strings.Replace(text, "patch_size = 2\n", "patch_size = 1\n", 1)
-				text = strings.Replace(text, "lr = 1e-3\n", "lr = 1e-3\nrho = [0.0]\n", 1) + dc
+				text = strings.Replace(text, "lr = 1e-3\n", "lr = 1e-3\nrho = [0.0]\n", 1) + scratchScaffold
 			}
 			sum, err := Run(load(t, dir, text), Options{Out: filepath.Join(dir, "out")})
 			if err != nil {
