@@ -50,8 +50,8 @@ func (pe *periodicEval) step(p distill.Progress) {
 	if pe.onStep != nil {
 		pe.onStep(p)
 	}
-	// The stage's last step is evaluated by the next stage's first
-	// periodic evaluation or by the final one.
+	// A stage's last step is left out: the final evaluation covers the
+	// last stage's, and an earlier stage's weights go on into the next.
 	if pe.err != nil || p.Step%pe.every != 0 || p.Step == p.Steps {
 		return
 	}
