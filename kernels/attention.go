@@ -103,6 +103,13 @@ func attentionScratch(offsets []int, heads, headDim int, z attnSizing) int {
 	return parallel.Workers(busy, 1) * z.perWorker(lmax, true)
 }
 
+// attnNeed panics with msg unless buf holds at least n elements.
+func attnNeed[T any](buf []T, n int, msg string) {
+	if len(buf) < n {
+		panic(msg)
+	}
+}
+
 // attnWorkers is how many workers the scratch ws can hold, capped by the
 // work available; fewer than one is a caller bug.
 func attnWorkers(busy, per, wsLen int) int {
@@ -160,15 +167,9 @@ func AttentionForward[T gemm.Float](out, lse, qkv []T, offsets []int, heads, hea
 func attentionForward[T gemm.Float](out, lse, qkv []T, offsets []int, heads, headDim int, scale T, ws []T, z attnSizing) {
 	n, lmax, busy := checkAttention(offsets, heads, headDim)
 	hd := heads * headDim
-	if len(qkv) < n*3*hd {
-		panic(errAttnQKV)
-	}
-	if len(out) < n*hd {
-		panic(errAttnOut)
-	}
-	if len(lse) < n*heads {
-		panic(errAttnLSE)
-	}
+	attnNeed(qkv, n*3*hd, errAttnQKV)
+	attnNeed(out, n*hd, errAttnOut)
+	attnNeed(lse, n*heads, errAttnLSE)
 	if lmax == 0 {
 		return
 	}
@@ -228,21 +229,11 @@ func AttentionBackward[T gemm.Float](dqkv, dout, out, lse, qkv []T, offsets []in
 func attentionBackward[T gemm.Float](dqkv, dout, out, lse, qkv []T, offsets []int, heads, headDim int, scale T, ws []T, z attnSizing) {
 	n, lmax, busy := checkAttention(offsets, heads, headDim)
 	hd := heads * headDim
-	if len(qkv) < n*3*hd {
-		panic(errAttnQKV)
-	}
-	if len(dqkv) < n*3*hd {
-		panic(errAttnDQKV)
-	}
-	if len(out) < n*hd {
-		panic(errAttnOut)
-	}
-	if len(dout) < n*hd {
-		panic(errAttnDOut)
-	}
-	if len(lse) < n*heads {
-		panic(errAttnLSE)
-	}
+	attnNeed(qkv, n*3*hd, errAttnQKV)
+	attnNeed(dqkv, n*3*hd, errAttnDQKV)
+	attnNeed(out, n*hd, errAttnOut)
+	attnNeed(dout, n*hd, errAttnDOut)
+	attnNeed(lse, n*heads, errAttnLSE)
 	if lmax == 0 {
 		return
 	}
@@ -364,15 +355,9 @@ func probsBase(offsets []int, heads int) []int {
 func AttentionForwardKeep[T gemm.Float](out, lse, probs, qkv []T, offsets []int, heads, headDim int, scale T, ws []T) {
 	n, lmax, busy := checkAttention(offsets, heads, headDim)
 	hd := heads * headDim
-	if len(qkv) < n*3*hd {
-		panic(errAttnQKV)
-	}
-	if len(out) < n*hd {
-		panic(errAttnOut)
-	}
-	if len(lse) < n*heads {
-		panic(errAttnLSE)
-	}
+	attnNeed(qkv, n*3*hd, errAttnQKV)
+	attnNeed(out, n*hd, errAttnOut)
+	attnNeed(lse, n*heads, errAttnLSE)
 	np := AttentionProbs(offsets, heads, headDim)
 	if np == 0 || len(probs) < np {
 		panic(errAttnProbs)
@@ -427,18 +412,10 @@ func attnForwardKeepPair[T gemm.Float](out, lse, p, qkv []T, r0, l, h, heads, d 
 func AttentionBackwardKept[T gemm.Float](dqkv, dout, out, probs, qkv []T, offsets []int, heads, headDim int, scale T, ws []T) {
 	n, lmax, busy := checkAttention(offsets, heads, headDim)
 	hd := heads * headDim
-	if len(qkv) < n*3*hd {
-		panic(errAttnQKV)
-	}
-	if len(dqkv) < n*3*hd {
-		panic(errAttnDQKV)
-	}
-	if len(out) < n*hd {
-		panic(errAttnOut)
-	}
-	if len(dout) < n*hd {
-		panic(errAttnDOut)
-	}
+	attnNeed(qkv, n*3*hd, errAttnQKV)
+	attnNeed(dqkv, n*3*hd, errAttnDQKV)
+	attnNeed(out, n*hd, errAttnOut)
+	attnNeed(dout, n*hd, errAttnDOut)
 	np := AttentionProbs(offsets, heads, headDim)
 	if np == 0 || len(probs) < np {
 		panic(errAttnProbs)

@@ -21,18 +21,7 @@ import (
 // y = z·σ(z). mean and rstd ([batch·groups], either may be nil) receive the
 // statistics, as GroupNormForward's.
 func GroupNormSiLUForward[T gemm.Float](y, mean, rstd, x, w, b []T, batch, tokens, channels, groups int, eps T) {
-	cpg := groupNormShape("GroupNormSiLUForward", batch, tokens, channels, groups)
-	n := batch * tokens * channels
-	ewNeedLen("GroupNormSiLUForward", "x", len(x), n)
-	ewNeedLen("GroupNormSiLUForward", "y", len(y), n)
-	ewNeedLen("GroupNormSiLUForward", "w", len(w), channels)
-	ewNeedLen("GroupNormSiLUForward", "b", len(b), channels)
-	if mean != nil {
-		normNeedStats("GroupNormSiLUForward", "mean", mean, batch*groups)
-	}
-	if rstd != nil {
-		normNeedStats("GroupNormSiLUForward", "rstd", rstd, batch*groups)
-	}
+	cpg, n := groupNormForwardArgs("GroupNormSiLUForward", y, mean, rstd, x, w, b, batch, tokens, channels, groups)
 	if n == 0 {
 		return
 	}

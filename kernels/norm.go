@@ -205,6 +205,21 @@ func groupNormShape(kernel string, batch, tokens, channels, groups int) int {
 	return channels / groups
 }
 
+// groupNormForwardArgs checks the arguments of a group-norm forward kernel
+// (mean and rstd may be nil) and returns the channels per group and the
+// element count.
+func groupNormForwardArgs[T gemm.Float](kernel string, y, mean, rstd, x, w, b []T, batch, tokens, channels, groups int) (cpg, n int) {
+	cpg = groupNormShape(kernel, batch, tokens, channels, groups)
+	n = batch * tokens * channels
+	ewNeedLen(kernel, "x", len(x), n)
+	ewNeedLen(kernel, "y", len(y), n)
+	ewNeedLen(kernel, "w", len(w), channels)
+	ewNeedLen(kernel, "b", len(b), channels)
+	normNeedStats(kernel, "mean", mean, batch*groups)
+	normNeedStats(kernel, "rstd", rstd, batch*groups)
+	return cpg, n
+}
+
 // GroupNormForward applies PyTorch's nn.GroupNorm(groups, channels, eps)
 // with affine weight w and bias b [channels] to batch token-major grids x
 // [batch·tokens, channels] (sample s owns rows s·tokens ≤ r < (s+1)·tokens).
@@ -212,14 +227,7 @@ func groupNormShape(kernel string, batch, tokens, channels, groups int) int {
 // the biased variance is used. It stores them in mean and rstd
 // [batch·groups] (index s·groups + g) when those are not nil. y may alias x.
 func GroupNormForward[T gemm.Float](y, mean, rstd, x, w, b []T, batch, tokens, channels, groups int, eps T) {
-	cpg := groupNormShape("GroupNormForward", batch, tokens, channels, groups)
-	n := batch * tokens * channels
-	ewNeedLen("GroupNormForward", "x", len(x), n)
-	ewNeedLen("GroupNormForward", "y", len(y), n)
-	ewNeedLen("GroupNormForward", "w", len(w), channels)
-	ewNeedLen("GroupNormForward", "b", len(b), channels)
-	normNeedStats("GroupNormForward", "mean", mean, batch*groups)
-	normNeedStats("GroupNormForward", "rstd", rstd, batch*groups)
+	cpg, _ := groupNormForwardArgs("GroupNormForward", y, mean, rstd, x, w, b, batch, tokens, channels, groups)
 	count := float64(tokens * cpg)
 	parallel.For(batch*groups, max(1, ewGrain/max(1, tokens*cpg)), func(lo, hi int) {
 		for item := lo; item < hi; item++ {
