@@ -249,8 +249,26 @@ func readReference(path string) (*refFile, error) {
 	if len(r.Best) == 0 {
 		return nil, fmt.Errorf(`compare: %s: no "best" (torch_reference.py) or "cases" (dcdit bench --json) list`, path)
 	}
+	// The figures divide ours: a zero-ish, negative or huge one would make
+	// ratios that are meaningless or infinite (and --json cannot hold Inf).
+	for i, c := range r.Best {
+		for _, f := range []struct {
+			key string
+			v   float64
+		}{{"ms", c.MS}, {"gflops", c.GFLOPS}, {"ns_per_param", c.NsPerParam}} {
+			if f.v != 0 && !(f.v >= minRefFigure && f.v <= maxRefFigure) {
+				return nil, fmt.Errorf("compare: %s: case %d (%.40q): %s = %g, want 0 (absent) or %g … %g", path, i, c.Name, f.key, f.v, minRefFigure, maxRefFigure)
+			}
+		}
+	}
 	return r, nil
 }
+
+// The range a reference's ms, gflops and ns_per_param must lie in.
+const (
+	minRefFigure = 1e-6
+	maxRefFigure = 1e9
+)
 
 // apply fills each case's reference figures and ratios and lists the
 // reference's cases, among those the filter selects, that did not run.
