@@ -69,6 +69,63 @@ func LookupDiTPreset(name string) (DiTPreset, bool) {
 // ditDefaultInputSize is DiT's default latent size (256 px images).
 const ditDefaultInputSize = 32
 
+// Bounds on what a DiT file may claim, checked before any of it sizes an
+// allocation: the latent side (MaxInputSize latents are 8192-pixel images
+// through DiT's 8× VAE), the hidden width, the head count and the depth.
+// Detection ignores (with a warning) a config.json or training-argument
+// latent size outside them; Validate refuses the rest.
+const (
+	MaxInputSize  = 1024
+	MaxHiddenSize = 1 << 16
+	MaxDiTDepth   = 1024
+)
+
+// Validate checks that a DiT of this configuration can be built and run:
+// every size positive and bounded, the heads dividing the hidden size (an
+// attention head count comes from a flag or from metadata, not from the
+// weights), a hidden size divisible by 4 (the 2-D sin-cos table) and a
+// latent size divisible by the patch size. Errors are one line.
+func (c *DiTConfig) Validate() error {
+	for _, f := range []struct {
+		name   string
+		v, max int
+	}{
+		{"depth", c.Depth, MaxDiTDepth}, {"hidden_size", c.HiddenSize, MaxHiddenSize},
+		{"num_heads", c.NumHeads, MaxHiddenSize}, {"patch_size", c.PatchSize, MaxInputSize},
+		{"in_channels", c.InChannels, MaxHiddenSize}, {"input_size", c.InputSize, MaxInputSize},
+		{"num_classes", c.NumClasses, 1 << 24}, {"frequency_embedding_size", c.FrequencySize, MaxHiddenSize},
+	} {
+		if f.v < 1 || f.v > f.max {
+			return fmt.Errorf("DiT config: %s = %d, want 1 … %d", f.name, f.v, f.max)
+		}
+	}
+	switch {
+	case !(c.MLPRatio > 0) || c.MLPHidden() < 1 || c.MLPHidden() > 16*MaxHiddenSize:
+		return fmt.Errorf("DiT config: mlp_ratio = %v gives an MLP width of %d, want 1 … %d", c.MLPRatio, c.MLPHidden(), 16*MaxHiddenSize)
+	case c.HiddenSize%c.NumHeads != 0:
+		return fmt.Errorf("DiT config: %d heads do not divide the hidden size %d (want one of %s)", c.NumHeads, c.HiddenSize, divisors(c.HiddenSize, 8))
+	case c.HiddenSize%4 != 0:
+		return fmt.Errorf("DiT config: hidden size %d: the 2-D sin-cos position table needs a multiple of 4", c.HiddenSize)
+	case c.InputSize%c.PatchSize != 0:
+		return fmt.Errorf("DiT config: input_size %d is not a multiple of patch_size %d", c.InputSize, c.PatchSize)
+	}
+	return nil
+}
+
+// divisors lists up to max divisors of n ("1, 2, 4, …").
+func divisors(n, max int) string {
+	var d []string
+	for k := 1; k <= n && len(d) < max; k++ {
+		if n%k == 0 {
+			d = append(d, fmt.Sprint(k))
+		}
+	}
+	if len(d) == max {
+		d = append(d, "…")
+	}
+	return strings.Join(d, ", ")
+}
+
 func detectDiT(r *Report, k keySet, in Input, layout Layout) (Expected, func(string) string) {
 	r.Architecture, r.Layout = DiT, layout
 	c := &DiTConfig{MLPRatio: 4, FrequencySize: 256}
@@ -141,13 +198,21 @@ func ditInputSize(r *Report, c *DiTConfig, k keySet, in Input, layout Layout) {
 			return
 		}
 	}
+	// A stated size sizes the position table that loading computes, so
+	// one outside [1, MaxInputSize] is reported and not used.
 	if n, ok := intFrom(in.Config, "sample_size"); ok {
-		c.InputSize = int(n)
-		return
+		if n >= 1 && n <= MaxInputSize {
+			c.InputSize = int(n)
+			return
+		}
+		r.warnf("config.json sample_size = %d is outside 1 … %d: ignored", n, MaxInputSize)
 	}
 	if n, ok := intFrom(in.Args, "image_size"); ok {
-		c.InputSize = int(n) / 8
-		return
+		if n >= 8 && n <= 8*MaxInputSize {
+			c.InputSize = int(n) / 8
+			return
+		}
+		r.warnf("training args image_size = %d is outside 8 … %d: ignored", n, 8*MaxInputSize)
 	}
 	c.InputSize = ditDefaultInputSize
 	r.warnf("input_size is not stored in this checkpoint; assuming DiT's default %d (256×256 images)", ditDefaultInputSize)
