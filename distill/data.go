@@ -8,9 +8,15 @@ import (
 // Dataset is a set of training latents with their class labels, held in
 // memory: Latents is [N, C, H, W] and Labels has N entries.
 type Dataset struct {
-	Latents  []float32
-	Labels   []int
-	C, H, W  int
+	Latents []float32
+	Labels  []int
+	C, H, W int
+	// Identity names the data in the run's fingerprint when it is cheaper
+	// to say how it was made than to read it (a generator's version, seed
+	// and size). Empty: a SHA-256 of the latents and labels, computed once.
+	Identity string
+
+	digest   string
 	perms    map[int][]int
 	permSeed uint64
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 
 	"github.com/nlpodyssey/spago/mat"
 
@@ -254,4 +256,37 @@ func mean(v []float32) float64 {
 		s += float64(x)
 	}
 	return s / float64(len(v))
+}
+
+// Settings implements Describer.
+func (o *DiTDiffusion) Settings() map[string]string {
+	return map[string]string{"kind": "dit_hybrid", "diffusion_steps": strconv.Itoa(o.Schedule.Steps())}
+}
+
+// Settings implements Describer: the loss and its terms, the budgets, the
+// schedule, and the model settings that shape the loss but not the
+// parameter layout.
+func (o *DCObjective) Settings() map[string]string {
+	cfg := o.Model.Config
+	rhos := make([]string, len(o.Budget.Rhos))
+	for i, r := range o.Budget.Rhos {
+		rhos[i] = num(r)
+	}
+	s := map[string]string{
+		"kind":               "dc",
+		"loss":               string(o.Loss),
+		"rho":                "[" + strings.Join(rhos, ", ") + "]",
+		"multi_budget_start": strconv.Itoa(o.Budget.Warmup),
+		"ratio_loss_weight":  num(o.RatioWeight),
+		"eps_only":           strconv.FormatBool(o.EpsOnly),
+		"diffusion_steps":    strconv.Itoa(o.Schedule.Steps()),
+		"target_n":           num(cfg.TargetN),
+		"ratio_batch_size":   strconv.Itoa(cfg.RatioBatchSize),
+		"dechunk_sigma":      num(cfg.Sigma),
+		"teacher":            "none",
+	}
+	if o.Teacher != nil {
+		s["teacher"] = fmt.Sprintf("%+v", *o.Teacher.Config)
+	}
+	return s
 }

@@ -29,24 +29,55 @@ import (
 // A checkpoint counts once the manifest names it, so a run killed while
 // saving resumes from the previous checkpoint.
 type runFolder struct {
-	dir, stage, fingerprint string
+	dir, stage string
+	settings   map[string]string // the fingerprint, see Trainer.settings
+	legacy     string            // the fingerprint before run.json held settings
 }
 
 // manifest is run.json.
 type manifest struct {
-	Stage       string   `json:"stage"`
-	Fingerprint string   `json:"fingerprint"`
-	Step        int      `json:"step"`
-	Checkpoints []string `json:"checkpoints"` // oldest first; the last is current
+	Stage string `json:"stage"`
+	// Fingerprint is a SHA-256 of Settings (of the legacy fingerprint in
+	// folders written before Settings was recorded).
+	Fingerprint string `json:"fingerprint"`
+	// Settings are the settings that decide the run's trajectory, so that
+	// a refused resume can say which ones changed.
+	Settings    map[string]string `json:"settings,omitempty"`
+	Step        int               `json:"step"`
+	Checkpoints []string          `json:"checkpoints"` // oldest first; the last is current
 }
 
-const manifestName = "run.json"
+const (
+	manifestName = "run.json"
+	metricsName  = "metrics.jsonl"
+)
 
 func (r *runFolder) path(name string) string { return filepath.Join(r.dir, name) }
 
-func (r *runFolder) hash() string {
-	h := sha256.Sum256([]byte(r.fingerprint))
+func (r *runFolder) hash() string { return fingerprintHash(r.settings) }
+
+func (r *runFolder) legacyHash() string {
+	h := sha256.Sum256([]byte(r.legacy))
 	return hex.EncodeToString(h[:])
+}
+
+// check refuses a folder that holds another run, naming what differs.
+func (r *runFolder) check(m *manifest) error {
+	where := r.path(manifestName)
+	switch {
+	case m.Stage != r.stage:
+		return fmt.Errorf("distill: %s holds another run: stage %q, not %q; resume needs the same recipe, or choose a new output folder", where, m.Stage, r.stage)
+	case m.Settings == nil && m.Fingerprint == r.legacyHash():
+		return nil // an older folder, as far as it recorded; Settings are added at the next save
+	case m.Settings == nil:
+		return fmt.Errorf("distill: %s holds another run (other settings or model; written by an older dcdit that did not record which); resume needs the same recipe, or choose a new output folder", where)
+	case m.Fingerprint != r.hash():
+		if d := settingsDiff(m.Settings, r.settings, 20); d != "" {
+			return fmt.Errorf("distill: %s holds another run: %s; resume needs the same settings, or choose a new output folder", where, d)
+		}
+		return fmt.Errorf("distill: %s holds another run (its fingerprint %s does not match its settings); choose a new output folder", where, m.Fingerprint)
+	}
+	return nil
 }
 
 func (r *runFolder) readManifest() (*manifest, error) {
@@ -83,8 +114,8 @@ func (r *runFolder) resume(data, ema []float32, opt *optim.AdamW) (int, error) {
 	if err != nil || m == nil {
 		return 0, err
 	}
-	if m.Stage != r.stage || m.Fingerprint != r.hash() {
-		return 0, fmt.Errorf("distill: %s holds another run (stage %s, other settings or model); resume needs the same recipe, or choose a new output folder", r.path(manifestName), m.Stage)
+	if err := r.check(m); err != nil {
+		return 0, err
 	}
 	path := r.path(m.Checkpoints[len(m.Checkpoints)-1])
 	f, err := safetensors.Open(path)
@@ -154,8 +185,9 @@ func (r *runFolder) save(step, keep int, data, ema []float32, opt *optim.AdamW) 
 		return err
 	}
 	if m == nil {
-		m = &manifest{Stage: r.stage, Fingerprint: r.hash()}
+		m = &manifest{Stage: r.stage}
 	}
+	m.Fingerprint, m.Settings = r.hash(), r.settings
 	if n := len(m.Checkpoints); n == 0 || m.Checkpoints[n-1] != name {
 		m.Checkpoints = append(m.Checkpoints, name)
 	}
@@ -195,7 +227,7 @@ type metricsLog struct {
 // what the interrupted one logged after its last checkpoint) and opens it
 // for appending.
 func (r *runFolder) openLog(start int) (*metricsLog, error) {
-	path := r.path("metrics.jsonl")
+	path := r.path(metricsName)
 	old, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("distill: %w", err)

@@ -1,6 +1,7 @@
 package distill
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/dcdit/dcdit/internal/atomicfile"
 	"github.com/dcdit/dcdit/optim"
 	"github.com/dcdit/dcdit/params"
 )
@@ -118,6 +120,16 @@ type Trainer struct {
 	Dir string
 	// OnStep, if set, is called after every step (progress display).
 	OnStep func(Progress)
+	// Identity names what else decides the stage's trajectory beyond its
+	// Config, its objective's settings, the data and the parameter layout
+	// (the recipe's settings, the teacher's identity, …): key → value. It
+	// is part of the fingerprint run.json records, so that resuming with
+	// any of it changed is refused, naming what changed.
+	Identity map[string]string
+	// Context, if set, stops the run between two steps once it is done;
+	// the folder keeps its last checkpoint, from which a later Run
+	// resumes.
+	Context context.Context
 
 	ema *optim.EMA
 }
@@ -154,6 +166,15 @@ func (t *Trainer) Run() (*Result, error) {
 	if err := os.MkdirAll(t.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("distill: run folder: %w", err)
 	}
+	lock, err := atomicfile.Lock(t.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("distill: stage %s: %w", cfg.Stage, err)
+	}
+	defer lock.Unlock()
+	// Held by us, the folder's temporary files are an interrupted run's.
+	if _, err := atomicfile.RemoveTemps(t.Dir, isRunFile); err != nil {
+		return nil, fmt.Errorf("distill: stage %s: %w", cfg.Stage, err)
+	}
 	mask, err := t.mask()
 	if err != nil {
 		return nil, err
@@ -175,7 +196,7 @@ func (t *Trainer) Run() (*Result, error) {
 			return nil, fmt.Errorf("distill: stage %s: %w", cfg.Stage, err)
 		}
 	}
-	run := &runFolder{dir: t.Dir, stage: cfg.Stage, fingerprint: t.fingerprint()}
+	run := &runFolder{dir: t.Dir, stage: cfg.Stage, settings: t.settings(), legacy: t.legacyFingerprint()}
 	res := &Result{Stage: cfg.Stage, Steps: cfg.Steps}
 	start, err := run.resume(t.Params.Data, t.EMAWeights(), opt)
 	if err != nil {
@@ -196,6 +217,9 @@ func (t *Trainer) Run() (*Result, error) {
 	x0, y := make([]float32, cfg.BatchSize*per), make([]int, cfg.BatchSize)
 	began := time.Now()
 	for step := start; step < cfg.Steps; step++ {
+		if t.Context != nil && t.Context.Err() != nil {
+			return nil, fmt.Errorf("distill: stage %s stopped before step %d: %w; %s", cfg.Stage, step+1, context.Cause(t.Context), run.lastGood())
+		}
 		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(step)))
 		t.Data.Batch(x0, y, cfg.Seed^0x5eedda7a, step)
 		for i := range y {
@@ -306,9 +330,10 @@ func (t *Trainer) groups(base optim.Hyper, mask *optim.Mask) []optim.Group {
 	return out
 }
 
-// fingerprint identifies the run: a resumed folder must hold the same
-// stage settings over the same parameter layout.
-func (t *Trainer) fingerprint() string {
+// legacyFingerprint is the fingerprint run.json held before it recorded
+// the settings themselves; folders written then still resume when it
+// matches.
+func (t *Trainer) legacyFingerprint() string {
 	c := t.Config
 	s := fmt.Sprintf("stage=%s steps=%d batch=%d lr=%g warmup=%d sched=%s/%g betas=%g,%g eps=%g wd=%g clip=%g ema=%g seed=%d drop=%g null=%d data=%d",
 		c.Stage, c.Steps, c.BatchSize, c.LR, c.Warmup, c.Schedule, c.MinLR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay, c.ClipNorm, c.EMADecay, c.Seed, c.LabelDropout, c.NullClass, t.Data.Len())

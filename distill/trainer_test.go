@@ -152,6 +152,10 @@ func (o *nanAfter) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Metric
 	return m, err
 }
 
+// Settings forwards the wrapped objective's, so that the NaN run and its
+// resume share a fingerprint.
+func (o *nanAfter) Settings() map[string]string { return o.inner.(Describer).Settings() }
+
 func TestNaNStopsAndKeepsTheCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	tr := ditTrainer(t, dir, 6)
