@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/dcdit/dcdit/internal/fixtures"
 	"github.com/dcdit/dcdit/loaders/arch"
 )
 
@@ -24,10 +25,10 @@ func TestBaselineFLOPsMatchPaper(t *testing.T) {
 			InChannels: 4, InputSize: 32, LearnSigma: true, NumClasses: 1000, MLPRatio: 4, FrequencySize: 256}
 		fwd := ForwardFLOPs(cfg, cfg.NumTokens()).Total()
 		got := SamplingFLOPs(fwd, 250, false) / 1e12
-		if rel := math.Abs(got-c.paper) / c.paper; rel > 0.01 {
+		if rel := math.Abs(got-c.paper) / c.paper; !fixtures.Within(rel, 0.01) {
 			t.Errorf("%s: %.3f TFLOPs/img, paper %.2f (%.2f%% off)", c.preset, got, c.paper, 100*rel)
 		}
-		if rel := math.Abs(SamplingFLOPs(fwd, 249, false)/1e12-c.paper) / c.paper; rel > 0.002 {
+		if rel := math.Abs(SamplingFLOPs(fwd, 249, false)/1e12-c.paper) / c.paper; !fixtures.Within(rel, 0.002) {
 			t.Errorf("%s: 249 steps are %.2f%% off the paper", c.preset, 100*rel)
 		}
 	}
@@ -35,7 +36,7 @@ func TestBaselineFLOPsMatchPaper(t *testing.T) {
 	p, _ := arch.LookupDiTPreset("DiT-XL/2")
 	cfg := &arch.DiTConfig{Depth: p.Depth, HiddenSize: p.Hidden, NumHeads: p.NumHeads, PatchSize: p.Patch, InChannels: 4,
 		InputSize: 32, LearnSigma: true, NumClasses: 1000, MLPRatio: 4, FrequencySize: 256}
-	if got := ForwardFLOPs(cfg, 256).Total() / 2e9; math.Abs(got-118.62) > 0.1 {
+	if got := ForwardFLOPs(cfg, 256).Total() / 2e9; !fixtures.Within(math.Abs(got-118.62), 0.1) {
 		t.Errorf("DiT-XL/2: %.2f G-MAC per forward, want 118.62", got)
 	}
 }
