@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/dcdit/dcdit/internal/fixtures"
+	"github.com/dcdit/dcdit/loaders/safetensors"
 )
 
 // tables pairs each fixture table suffix with the schedule field.
@@ -20,105 +23,150 @@ func tables(s *Schedule) map[string][]float64 {
 	}
 }
 
+// diffusionInputs are the inputs of a diffusion case's io.safetensors (its
+// README's table): the model outputs, latents, noise and timesteps fed to
+// each process, and the step counts of the extra respacings. Every other
+// tensor is an expected table or result. q_sample's tensors are named after
+// the sampling respacing.
+func diffusionInputs(c fixtures.Case) []string {
+	q := "q" + c.Config["sampling_respacing"].(string)
+	return []string{
+		"train_x_start", "train_noise", "train_t", "train_model_out",
+		"sample_x", "sample_noise", "sample_t", "sample_model_out",
+		q + "_x_start", q + "_noise", q + "_t",
+		"respace_*.count",
+	}
+}
+
+// computeDiffusion builds the case's schedules and runs its training
+// terms, sampling step and q_sample, recording every result the reference
+// provides.
+func computeDiffusion(t *testing.T, c fixtures.Case) *fixtures.Got {
+	t.Helper()
+	io := c.Open(t, "io.safetensors")
+	got := fixtures.NewGot()
+	kw := c.Config["create_diffusion_kwargs"].(map[string]any)
+	T := int(kw["diffusion_steps"].(float64))
+	train, err := Respaced(T, c.Config["training_respacing"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sampling := c.Config["sampling_respacing"].(string)
+	sample, err := Respaced(T, sampling)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const tableTol, tol = 1e-12, 5e-5
+	got.F64(fmt.Sprintf("raw_betas_linear_%d", T), LinearBetas(T), tableTol)
+	for prefix, s := range map[string]*Schedule{fmt.Sprintf("t%d", T): train, "t" + sampling: sample} {
+		for name, v := range tables(s) {
+			got.F64(prefix+"_"+name, v, tableTol)
+		}
+		got.Ints(prefix+"_timestep_map", s.TimestepMap)
+	}
+	// The extra respacings, discovered from their step counts.
+	f, err := safetensors.Open(filepath.Join(c.Dir, "io.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, info := range f.Tensors() {
+		key, ok := strings.CutSuffix(info.Name, ".count")
+		if !ok {
+			continue
+		}
+		s, err := Respaced(T, fmt.Sprint(io.Ints(info.Name)[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.F64(key+".betas", s.Betas, tableTol)
+		got.Ints(key+".timestep_map", s.TimestepMap)
+	}
+
+	shp := io.Shape("train_x_start")
+	sh := Shape{B: int(shp[0]), C: int(shp[1]), HW: int(shp[2] * shp[3])}
+	n := sh.B * sh.C * sh.HW
+
+	// Training: q_sample, p_mean_variance, the true posterior and the
+	// hybrid loss on the training diffusion.
+	tt, x0 := io.Ints("train_t"), io.F32("train_x_start")
+	xt := make([]float32, n)
+	if err := train.QSample(xt, x0, io.F32("train_noise"), tt, sh); err != nil {
+		t.Fatal(err)
+	}
+	got.F32("train_x_t", xt, tol)
+	mv, err := train.PMeanVariance(io.F32("train_model_out"), xt, tt, sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.F32("train_model_mean", mv.Mean, tol)
+	got.F32("train_model_log_var", mv.LogVariance, tol)
+	got.F32("train_pred_xstart", mv.PredXStart, tol)
+	// q_posterior_mean_variance, which the VB term compares p with: the
+	// schedule's float64 tables cast to float32 as the reference casts them.
+	trueMean, trueLogVar := make([]float32, n), make([]float32, n)
+	per := sh.C * sh.HW
+	for i := range trueMean {
+		tb := tt[i/per]
+		trueMean[i] = float32(train.PosteriorMeanCoef1[tb])*x0[i] + float32(train.PosteriorMeanCoef2[tb])*xt[i]
+		trueLogVar[i] = float32(train.PosteriorLogVarianceClipped[tb])
+	}
+	got.F32("train_true_mean", trueMean, tol)
+	got.F32("train_true_log_var", trueLogVar, tol)
+	losses, err := train.TrainingLosses(nil, io.F32("train_model_out"), x0, io.F32("train_noise"), tt, sh, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.F32("train_mse", losses.MSE, tol)
+	got.F32("train_vb", losses.VB, tol)
+	got.F32("train_loss", losses.Loss, tol)
+	got.Ints("train_model_t", mapped(train, tt))
+
+	// Sampling: one p_sample step of the respaced diffusion.
+	st := io.Ints("sample_t")
+	out := make([]float32, n)
+	smv, err := sample.PSample(out, io.F32("sample_model_out"), io.F32("sample_x"), io.F32("sample_noise"), st, sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.F32("sample_out", out, tol)
+	got.F32("sample_mean", smv.Mean, tol)
+	got.F32("sample_log_var", smv.LogVariance, tol)
+	got.F32("sample_pred_xstart", smv.PredXStart, tol)
+	got.Ints("sample_model_t", mapped(sample, st))
+
+	// q_sample on the respaced diffusion uses its own tables directly.
+	qp := "q" + sampling
+	q := make([]float32, n)
+	if err := sample.QSample(q, io.F32(qp+"_x_start"), io.F32(qp+"_noise"), io.Ints(qp+"_t"), sh); err != nil {
+		t.Fatal(err)
+	}
+	got.F32(qp+"_x_t", q, tol)
+	return got
+}
+
+// compareDiffusion checks a diffusion case's io.safetensors against got:
+// every tensor must be an input or compared.
+func compareDiffusion(c fixtures.Case, got *fixtures.Got, logf func(string, ...any)) []error {
+	return fixtures.Compare(filepath.Join(c.Dir, "io.safetensors"), diffusionInputs(c), got, logf)
+}
+
+// The schedules, respacings, training terms, sampling step and q_sample
+// reproduce the reference's.
 func TestFixtureDiffusion(t *testing.T) {
 	fixtures.Run(t, "diffusion", func(t *testing.T, c fixtures.Case) {
-		io := c.Open(t, "io.safetensors")
-		kw := c.Config["create_diffusion_kwargs"].(map[string]any)
-		T := int(kw["diffusion_steps"].(float64))
-		train, err := Respaced(T, c.Config["training_respacing"].(string))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sampling := c.Config["sampling_respacing"].(string)
-		sample, err := Respaced(T, sampling)
-		if err != nil {
-			t.Fatal(err)
-		}
-		within := func(name string, got, want []float64, tol float64) {
-			t.Helper()
-			if e := fixtures.RelErr(got, want); e > tol {
-				t.Errorf("%s: err %.3g > %.1g", name, e, tol)
-			}
-		}
-		within("raw_betas_linear", LinearBetas(T), io.F64(fmt.Sprintf("raw_betas_linear_%d", T)), 1e-12)
-		for prefix, s := range map[string]*Schedule{fmt.Sprintf("t%d", T): train, "t" + sampling: sample} {
-			for name, got := range tables(s) {
-				within(prefix+"_"+name, got, io.F64(prefix+"_"+name), 1e-12)
-			}
-			if want := io.Ints(prefix + "_timestep_map"); fmt.Sprint(want) != fmt.Sprint(s.TimestepMap) {
-				t.Errorf("%s_timestep_map = %v, want %v", prefix, s.TimestepMap, want)
-			}
-		}
-		for _, key := range []string{"respace_a", "respace_b"} {
-			if !io.Has(key + ".count") {
-				continue
-			}
-			s, err := Respaced(T, fmt.Sprint(io.Ints(key + ".count")[0]))
-			if err != nil {
-				t.Fatal(err)
-			}
-			within(key+".betas", s.Betas, io.F64(key+".betas"), 1e-12)
-			if want := io.Ints(key + ".timestep_map"); fmt.Sprint(want) != fmt.Sprint(s.TimestepMap) {
-				t.Errorf("%s.timestep_map = %v, want %v", key, s.TimestepMap, want)
-			}
-		}
+		fixtures.Report(t, compareDiffusion(c, computeDiffusion(t, c), t.Logf))
+	})
+}
 
-		shp := io.Shape("train_x_start")
-		sh := Shape{B: int(shp[0]), C: int(shp[1]), HW: int(shp[2] * shp[3])}
-		close32 := func(name string, got []float32) {
-			t.Helper()
-			if e := fixtures.RelErr(got, io.F32(name)); e > 5e-5 {
-				t.Errorf("%s: err %.3g > 5e-5", name, e)
-			}
-		}
-
-		// Training: q_sample, p_mean_variance and the hybrid loss on the
-		// full 1000-step diffusion.
-		tt := io.Ints("train_t")
-		xt := make([]float32, sh.B*sh.C*sh.HW)
-		if err := train.QSample(xt, io.F32("train_x_start"), io.F32("train_noise"), tt, sh); err != nil {
-			t.Fatal(err)
-		}
-		close32("train_x_t", xt)
-		mv, err := train.PMeanVariance(io.F32("train_model_out"), xt, tt, sh)
-		if err != nil {
-			t.Fatal(err)
-		}
-		close32("train_model_mean", mv.Mean)
-		close32("train_model_log_var", mv.LogVariance)
-		close32("train_pred_xstart", mv.PredXStart)
-		losses, err := train.TrainingLosses(nil, io.F32("train_model_out"), io.F32("train_x_start"), io.F32("train_noise"), tt, sh, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		close32("train_mse", losses.MSE)
-		close32("train_vb", losses.VB)
-		close32("train_loss", losses.Loss)
-		if mt := io.Ints("train_model_t"); fmt.Sprint(mapped(train, tt)) != fmt.Sprint(mt) {
-			t.Errorf("model timesteps %v, want %v", mapped(train, tt), mt)
-		}
-
-		// Sampling: one p_sample step of the respaced diffusion.
-		st := io.Ints("sample_t")
-		out := make([]float32, sh.B*sh.C*sh.HW)
-		smv, err := sample.PSample(out, io.F32("sample_model_out"), io.F32("sample_x"), io.F32("sample_noise"), st, sh)
-		if err != nil {
-			t.Fatal(err)
-		}
-		close32("sample_out", out)
-		close32("sample_mean", smv.Mean)
-		close32("sample_log_var", smv.LogVariance)
-		close32("sample_pred_xstart", smv.PredXStart)
-		if mt := io.Ints("sample_model_t"); fmt.Sprint(mapped(sample, st)) != fmt.Sprint(mt) {
-			t.Errorf("model timesteps %v, want %v", mapped(sample, st), mt)
-		}
-
-		// q_sample on the respaced diffusion uses its own tables directly.
-		q := make([]float32, sh.B*sh.C*sh.HW)
-		if err := sample.QSample(q, io.F32("q250_x_start"), io.F32("q250_noise"), io.Ints("q250_t"), sh); err != nil {
-			t.Fatal(err)
-		}
-		close32("q250_x_t", q)
+// A corrupted expected tensor (NaN, or one element 10% off) or a NaN input
+// in a copy of the case fails the comparison of TestFixtureDiffusion.
+func TestFixtureDiffusionMutations(t *testing.T) {
+	fixtures.Run(t, "diffusion", func(t *testing.T, c fixtures.Case) {
+		got := computeDiffusion(t, c)
+		fixtures.CheckMutations(t, c, "io.safetensors", diffusionInputs(c), func(mc fixtures.Case) []error {
+			return compareDiffusion(mc, got, nil)
+		})
 	})
 }
 
@@ -180,7 +228,7 @@ func TestTrainingLossGradient(t *testing.T) {
 		if !isV {
 			fd = (upMSE - downMSE) / (2 * h)
 		}
-		if math.Abs(fd-grad[i]) > 1e-6*math.Max(1, math.Abs(fd)) {
+		if !fixtures.Within(math.Abs(fd-grad[i]), 1e-6*math.Max(1, math.Abs(fd))) {
 			t.Errorf("∂loss/∂out[%d] (sample %d, t=%d, v=%v) = %.9g, finite differences %.9g", i, b, ts[b], isV, grad[i], fd)
 		}
 	}
