@@ -11,7 +11,6 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/dcdit/dcdit/dc"
@@ -92,7 +91,7 @@ func Save(path string, model *dc.Model, info Info) error {
 			}
 		}
 		sort.Strings(missing)
-		return fmt.Errorf("checkpoint: save %s: the model lacks %s", path, strings.Join(missing, ", "))
+		return fmt.Errorf("checkpoint: save %s: the model lacks %s", path, arch.JoinCapped(missing, ", ", maxListed))
 	}
 	cfgJSON, err := json.Marshal(meta)
 	if err != nil {
@@ -109,11 +108,17 @@ func Save(path string, model *dc.Model, info Info) error {
 	return nil
 }
 
+// maxListed is how many names an error message lists before it counts
+// the rest.
+const maxListed = 10
+
 // Load reads a DC checkpoint (a safetensors file, or a sharded folder or
 // index) and builds the model it describes. Everything is checked: the
 // metadata, every tensor's presence, shape and dtype, no tensor beyond the
-// format's, and the checksums when present. Errors name the file, the
-// tensor, what was expected and what was found.
+// format's, and the checksums when present (a file without them loads, with
+// a warning in the returned Meta's Warnings that the caller shows). Errors
+// name the file, the tensor, what was expected and what was found, in one
+// line that lists at most a few names.
 func Load(path string) (*dc.Model, *Meta, error) {
 	ck, err := loaders.Open(path)
 	if err != nil {
@@ -123,6 +128,13 @@ func Load(path string) (*dc.Model, *Meta, error) {
 	meta, err := ParseMeta(ck.Metadata)
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint: %s: %w", path, err)
+	}
+	found := make(map[string][]int, len(ck.Tensors))
+	for _, t := range ck.Tensors {
+		found[t.Name] = nil
+	}
+	if err := meta.CheckTensors(found); err != nil {
+		return nil, nil, fmt.Errorf("checkpoint: %s: __metadata__ %q: %w", path, ConfigKey, err)
 	}
 	expected := meta.Shapes()
 	var problems []string
@@ -152,9 +164,9 @@ func Load(path string) (*dc.Model, *Meta, error) {
 		ts[t.Name] = dc.Tensor{Shape: found}
 	}
 	if len(problems) > 0 {
-		return nil, nil, fmt.Errorf("checkpoint: %s: %s", path, strings.Join(problems, "; "))
+		return nil, nil, fmt.Errorf("checkpoint: %s: %s", path, arch.JoinCapped(problems, "; ", maxListed))
 	}
-	sums, err := parseSums(ck.Metadata)
+	sums, err := ParseChecksums(ck.Metadata)
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint: %s: %w", path, err)
 	}
@@ -188,7 +200,7 @@ func Load(path string) (*dc.Model, *Meta, error) {
 			}
 		}
 		sort.Strings(extra)
-		return nil, nil, fmt.Errorf("checkpoint: %s: __metadata__ %q lists checksums of absent tensors %s", path, ChecksumKey, strings.Join(extra, ", "))
+		return nil, nil, fmt.Errorf("checkpoint: %s: __metadata__ %q lists checksums of absent tensors %s", path, ChecksumKey, arch.JoinCapped(extra, ", ", maxListed))
 	}
 	bb, err := meta.newBackbone(ts)
 	if err != nil {
@@ -202,19 +214,23 @@ func Load(path string) (*dc.Model, *Meta, error) {
 	return model, meta, nil
 }
 
-// parseSums reads the checksum map, nil when the key is absent.
-func parseSums(md map[string]string) (map[string]string, error) {
+// ParseChecksums reads the __metadata__ "dcdit.crc32c" map (tensor name →
+// 8 hex digits), nil when the key is absent.
+func ParseChecksums(md map[string]string) (map[string]string, error) {
 	raw, ok := md[ChecksumKey]
 	if !ok {
 		return nil, nil
 	}
 	var sums map[string]string
-	if err := strictUnmarshal([]byte(raw), &sums); err != nil || sums == nil {
-		return nil, fmt.Errorf("__metadata__ %q is not a JSON object of tensor checksums: %v", ChecksumKey, err)
+	if err := strictUnmarshal([]byte(raw), &sums); err != nil {
+		return nil, fmt.Errorf("__metadata__ %q is not a JSON object of tensor checksums: %s", ChecksumKey, capped(err))
+	}
+	if sums == nil {
+		return nil, fmt.Errorf("__metadata__ %q is null, want a JSON object of tensor checksums", ChecksumKey)
 	}
 	for name, s := range sums {
 		if _, err := hex.DecodeString(s); err != nil || len(s) != 8 {
-			return nil, fmt.Errorf("__metadata__ %q: checksum %q of tensor %q is not 8 hex digits", ChecksumKey, s, name)
+			return nil, fmt.Errorf("__metadata__ %q: checksum %.20q of tensor %.200q is not 8 hex digits", ChecksumKey, s, name)
 		}
 	}
 	return sums, nil

@@ -49,6 +49,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 
@@ -87,7 +88,27 @@ type Meta struct {
 	// Base identifies the pretrained checkpoint the model was upcycled
 	// from; nil for models trained from scratch or converted.
 	Base *Base `json:"base"`
+	// Warnings are what ParseMeta found suspicious without refusing the
+	// file (no checksums); not stored.
+	Warnings []string `json:"-"`
 }
+
+// Bounds on the sizes a dcdit.config may state, checked before any of them
+// sizes an allocation (the scaffold's conv widths, the expected tensor
+// list, a sampling run's latents): a file is untrusted input, and a
+// grid_rows of 100000 must be an error, not an out-of-memory crash. The
+// grid is not stored in any tensor, so it gets an absolute bound: a
+// MaxGridSide latent grid is an 8192-pixel image through an 8× VAE. The
+// depth and block counts are also checked against the tensors present
+// (CheckTensors).
+const (
+	MaxGridSide = 1024
+	MaxWidth    = 1 << 16 // widths: enc_dec_dim, model_dim, cond_dim, router_dim, backbone width
+	MaxMLP      = 1 << 18 // mlp_hidden
+	MaxChannels = 4096    // in_channels, out_channels
+	MaxBlocks   = 1024    // backbone depth, encoder and decoder blocks
+	MaxClasses  = 1 << 24 // num_classes
+)
 
 // Backbone names the backbone's kind and holds its config; JSON
 // {"kind": ..., "config": {...}}.
@@ -143,7 +164,7 @@ func (b *Backbone) UnmarshalJSON(data []byte) error {
 	case "":
 		return errors.New("backbone: kind missing")
 	default:
-		return fmt.Errorf("backbone: unknown kind %q (this build reads %s)", raw.Kind, strings.Join(Kinds, ", "))
+		return fmt.Errorf("backbone: unknown kind %.40q (this build reads %s)", raw.Kind, strings.Join(Kinds, ", "))
 	}
 }
 
@@ -173,6 +194,17 @@ func strictUnmarshal(data []byte, v any) error {
 	return nil
 }
 
+// capped is err's message cut to maxErrLen bytes: JSON errors quote the
+// offending field names and values, which a file may make arbitrarily long.
+func capped(err error) string {
+	const maxErrLen = 300
+	msg := err.Error()
+	if len(msg) > maxErrLen {
+		msg = strings.ToValidUTF8(msg[:maxErrLen], "") + "…"
+	}
+	return strings.ReplaceAll(msg, "\n", " ")
+}
+
 // ParseMeta reads and validates the Meta in a checkpoint's __metadata__
 // (headers only). Errors say what is wrong without the file name.
 func ParseMeta(md map[string]string) (*Meta, error) {
@@ -184,28 +216,117 @@ func ParseMeta(md map[string]string) (*Meta, error) {
 		FormatVersion *json.RawMessage `json:"format_version"`
 	}
 	if err := json.Unmarshal([]byte(raw), &version); err != nil {
-		return nil, fmt.Errorf("__metadata__ %q is not a JSON object: %v", ConfigKey, err)
+		return nil, fmt.Errorf("__metadata__ %q is not a JSON object: %s", ConfigKey, capped(err))
 	}
 	if version.FormatVersion == nil {
 		return nil, fmt.Errorf("__metadata__ %q: format_version missing (this build reads %d)", ConfigKey, FormatVersion)
 	}
 	if v := string(*version.FormatVersion); v != fmt.Sprint(FormatVersion) {
-		return nil, fmt.Errorf("__metadata__ %q: unknown format_version %s (this build reads %d)", ConfigKey, v, FormatVersion)
+		return nil, fmt.Errorf("__metadata__ %q: unknown format_version %.40s (this build reads %d)", ConfigKey, v, FormatVersion)
 	}
 	m := &Meta{}
 	if err := strictUnmarshal([]byte(raw), m); err != nil {
-		return nil, fmt.Errorf("__metadata__ %q: %v", ConfigKey, err)
+		return nil, fmt.Errorf("__metadata__ %q: %s", ConfigKey, capped(err))
 	}
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("__metadata__ %q: %w", ConfigKey, err)
 	}
+	if _, ok := md[ChecksumKey]; !ok {
+		m.Warnings = append(m.Warnings, fmt.Sprintf("no __metadata__ %q: the tensors' integrity cannot be checked (dcdit always writes checksums; this file was written by another tool or had them removed)", ChecksumKey))
+	}
 	return m, nil
+}
+
+// checkBounds refuses sizes outside the format's bounds (see MaxGridSide),
+// before anything uses them.
+func (m *Meta) checkBounds() error {
+	s := &m.Scaffold
+	type field struct {
+		name   string
+		v, max int
+	}
+	fields := []field{
+		{"scaffold grid_rows", s.GridRows, MaxGridSide}, {"scaffold grid_cols", s.GridCols, MaxGridSide},
+		{"scaffold in_channels", s.InChannels, MaxChannels}, {"scaffold out_channels", s.OutChannels, MaxChannels},
+		{"scaffold enc_dec_dim", s.EncDecDim, MaxWidth}, {"scaffold model_dim", s.ModelDim, MaxWidth},
+		{"scaffold cond_dim", s.CondDim, MaxWidth}, {"scaffold router_dim", s.RouterDim, MaxWidth},
+		{"scaffold encoder_blocks", s.EncoderBlocks, MaxBlocks}, {"scaffold decoder_blocks", s.DecoderBlocks, MaxBlocks},
+		{"scaffold norm_groups", s.NormGroups, MaxWidth}, {"scaffold router_groups", s.RouterGroups, MaxWidth},
+	}
+	if c := m.Backbone.HNet; c != nil {
+		fields = append(fields, field{"backbone width", c.Width, MaxWidth}, field{"backbone depth", c.Depth, MaxBlocks},
+			field{"backbone heads", c.Heads, MaxWidth}, field{"backbone mlp_hidden", c.MLPHidden, MaxMLP},
+			field{"backbone frequency_size", c.FrequencySize, MaxWidth}, field{"backbone num_classes", c.NumClasses, MaxClasses},
+			field{"backbone patch_size", c.PatchSize, MaxGridSide})
+	}
+	for _, f := range fields {
+		if f.v > f.max {
+			return fmt.Errorf("%s = %d, want at most %d", f.name, f.v, f.max)
+		}
+	}
+	if s.RatioBatchSize > 1<<20 {
+		return fmt.Errorf("scaffold ratio_batch_size = %d, want at most %d", s.RatioBatchSize, 1<<20)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"dechunk_sigma", s.Sigma}, {"target_n", s.TargetN}, {"ratio_loss_weight", s.RatioLossWeight}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || math.Abs(f.v) > 1e6 {
+			return fmt.Errorf("scaffold %s = %v, want a finite value of at most 1e6", f.name, f.v)
+		}
+	}
+	if len(m.TrainedRhos) > 1024 {
+		return fmt.Errorf("trained_rhos lists %d values, want at most 1024", len(m.TrainedRhos))
+	}
+	return nil
+}
+
+// CheckTensors ties the stated block counts to the tensors present (found:
+// name → shape, the file's headers): the backbone's depth and the
+// encoder's and decoder's block counts must equal the numbered blocks the
+// file holds. It runs before the expected tensor list is built, so that a
+// depth of 100000 is one line saying so rather than a list of a million
+// missing tensors.
+func (m *Meta) CheckTensors(found map[string][]int) error {
+	counts := []struct {
+		what   string
+		prefix string
+		stated int
+	}{
+		{"backbone depth", hnet.Prefix + "layers.", m.Backbone.HNet.Depth},
+		{"scaffold encoder_blocks", "hnet.encoder.layers.", m.Scaffold.EncoderBlocks},
+		{"scaffold decoder_blocks", "hnet.decoder.layers.", m.Scaffold.DecoderBlocks},
+	}
+	for _, c := range counts {
+		if n := countBlocks(found, c.prefix); n != c.stated {
+			return fmt.Errorf("%s = %d, but the file holds %d numbered blocks %s0 … (tensors %sN.*)", c.what, c.stated, n, c.prefix, c.prefix)
+		}
+	}
+	return nil
+}
+
+// countBlocks counts the distinct block numbers prefix+"N." in names.
+func countBlocks(found map[string][]int, prefix string) int {
+	seen := map[string]bool{}
+	for name := range found {
+		rest, ok := strings.CutPrefix(name, prefix)
+		if !ok {
+			continue
+		}
+		if idx, _, ok := strings.Cut(rest, "."); ok && idx != "" && strings.Trim(idx, "0123456789") == "" {
+			seen[idx] = true
+		}
+	}
+	return len(seen)
 }
 
 // Validate checks the scaffold and backbone configs and their agreement.
 func (m *Meta) Validate() error {
 	if m.FormatVersion != FormatVersion {
 		return fmt.Errorf("format_version %d, want %d", m.FormatVersion, FormatVersion)
+	}
+	if err := m.checkBounds(); err != nil {
+		return err
 	}
 	if err := m.Scaffold.Validate(); err != nil {
 		return err
@@ -238,7 +359,7 @@ func (m *Meta) Validate() error {
 			return fmt.Errorf("backbone width %d differs from the scaffold's model_dim %d or cond_dim %d", c.Width, m.Scaffold.ModelDim, m.Scaffold.CondDim)
 		}
 	default:
-		return fmt.Errorf("unknown backbone kind %q (this build reads %s)", m.Backbone.Kind, strings.Join(Kinds, ", "))
+		return fmt.Errorf("unknown backbone kind %.40q (this build reads %s)", m.Backbone.Kind, strings.Join(Kinds, ", "))
 	}
 	for _, r := range m.TrainedRhos {
 		if !(r >= 0 && float32(r) < 1) {

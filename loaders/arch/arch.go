@@ -319,12 +319,36 @@ func account(r *Report, keys keySet, exp Expected) {
 	}
 }
 
-func abbreviate(names []string) string {
-	const show = 8
-	if len(names) <= show {
-		return strings.Join(names, ", ")
+func abbreviate(names []string) string { return JoinCapped(names, ", ", 8) }
+
+// JoinCapped joins items with sep, listing at most show of them and
+// counting the rest ("a, b, c … and 99,950 more"): error messages and
+// warnings that list names from a file stay one bounded line however many
+// names the file holds. Each item is also cut to 200 bytes.
+func JoinCapped(items []string, sep string, show int) string {
+	const maxItem = 200
+	n := min(len(items), max(show, 0))
+	parts := make([]string, n)
+	for i, it := range items[:n] {
+		if len(it) > maxItem {
+			it = strings.ToValidUTF8(it[:maxItem], "") + "…"
+		}
+		parts[i] = it
 	}
-	return strings.Join(names[:show], ", ") + fmt.Sprintf(", … (%d more)", len(names)-show)
+	out := strings.Join(parts, sep)
+	if rest := len(items) - n; rest > 0 {
+		out += fmt.Sprintf(" … and %s more", groupThousands(rest))
+	}
+	return out
+}
+
+// groupThousands writes n with comma thousands separators (99,950).
+func groupThousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 func equalShape(a, b []int64) bool {
