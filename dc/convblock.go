@@ -44,7 +44,7 @@ func convBlock(p *params.Set, prefix string, x, c mat.Tensor, g grid, groups int
 	h = ops.AddPerSample(h, temb, g.offsets())
 	h = ops.GroupNormSiLU(h, w("norm2.weight"), w("norm2.bias"), g.batch, groups, GroupNormEps)
 	h = g.conv3x3(h, w("conv2.weight"), w("conv2.bias"))
-	if skip := p.Get(prefix + "skip_proj.weight"); skip != nil {
+	if skip, ok := p.Lookup(prefix + "skip_proj.weight"); ok {
 		return ops.Add(h, ops.Conv1x1(x, skip, w("skip_proj.bias")))
 	}
 	return ops.Add(h, x)

@@ -11,6 +11,8 @@ package params
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/nlpodyssey/spago/mat"
@@ -74,8 +76,69 @@ func New(specs []Spec) (*Set, error) {
 	return set, nil
 }
 
-// Get returns the parameter called name, or nil.
-func (s *Set) Get(name string) *Param { return s.byName[name] }
+// Get returns the parameter called name. Model code asks for names it
+// knows the set holds, so an unknown name is a misspelling: Get panics with
+// a message naming it and the closest names the set does hold. (Returning
+// nil would panic later, far from the cause and without the name, because a
+// nil *Param stored in a mat.Tensor is not a nil interface and so passes
+// the ops' nil checks.) Names that may be absent (optional tensors, names
+// read from files) go through Lookup.
+func (s *Set) Get(name string) *Param {
+	if p, ok := s.byName[name]; ok {
+		return p
+	}
+	panic(s.unknown(name))
+}
+
+// Lookup returns the parameter called name and whether the set holds it.
+func (s *Set) Lookup(name string) (*Param, bool) {
+	p, ok := s.byName[name]
+	return p, ok
+}
+
+// unknown is Get's message for a name the set does not hold.
+func (s *Set) unknown(name string) string {
+	if len(s.list) == 0 {
+		return fmt.Sprintf("params: no parameter %q: the set is empty", name)
+	}
+	// The closest names by edit distance: a misspelling is usually one or
+	// two edits from the intended name.
+	best, closest := -1, []string(nil)
+	for _, p := range s.list {
+		d := editDistance(name, p.Name)
+		switch {
+		case best < 0 || d < best:
+			best, closest = d, []string{p.Name}
+		case d == best && len(closest) < 3:
+			closest = append(closest, p.Name)
+		}
+	}
+	quoted := make([]string, len(closest))
+	for i, c := range closest {
+		quoted[i] = strconv.Quote(c)
+	}
+	return fmt.Sprintf("params: no parameter %q among the set's %d; closest: %s", name, len(s.list), strings.Join(quoted, ", "))
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
 
 // Range returns where the parameter called name lies in Data and Grad.
 func (s *Set) Range(name string) (lo, hi int, ok bool) {

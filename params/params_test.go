@@ -41,7 +41,7 @@ func TestLayout(t *testing.T) {
 	w, b := s.Get("w"), s.Get("b")
 	wl, wh, _ := s.Range("w")
 	bl, bh, _ := s.Range("b")
-	if _, _, ok := s.Range("x"); wl != 0 || wh != 6 || bl != 6 || bh != 8 || s.Get("x") != nil || ok {
+	if _, _, ok := s.Range("x"); wl != 0 || wh != 6 || bl != 6 || bh != 8 || ok {
 		t.Fatalf("ranges w [%d,%d) b [%d,%d)", wl, wh, bl, bh)
 	}
 	b.Values()[1] = 5
@@ -50,6 +50,60 @@ func TestLayout(t *testing.T) {
 	}
 	if got := s.List(); len(got) != 2 || got[0] != w || got[1] != b {
 		t.Fatal("List is not in arena order")
+	}
+}
+
+// A name the set does not hold: Lookup says so, Get panics naming it and
+// the closest names the set holds instead of returning a nil *Param that
+// would crash later inside an op without a name.
+func TestUnknownName(t *testing.T) {
+	s, err := New([]Spec{{"blocks.0.attn.qkv.weight", 2, 3}, {"blocks.0.attn.qkv.bias", 2, 1}, {"blocks.0.mlp.fc1.weight", 1, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := s.Lookup("blocks.0.attn.qkv.bias"); !ok || p != s.Get("blocks.0.attn.qkv.bias") {
+		t.Fatal("Lookup does not find a held name")
+	}
+	empty, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		set  *Set
+		ask  string
+		want string
+	}{
+		{"misspelt", s, "blocks.0.attn.qvk.weight", `params: no parameter "blocks.0.attn.qvk.weight" among the set's 3; closest: "blocks.0.attn.qkv.weight"`},
+		{"wrong block", s, "blocks.1.attn.qkv.bias", `closest: "blocks.0.attn.qkv.bias"`},
+		{"far", s, "x", `closest: "blocks.0.attn.qkv.bias"`},
+		{"empty set", empty, "w", `params: no parameter "w": the set is empty`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if p, ok := tt.set.Lookup(tt.ask); ok || p != nil {
+				t.Errorf("Lookup(%q) = %v, %v; want nil, false", tt.ask, p, ok)
+			}
+			defer func() {
+				msg, _ := recover().(string)
+				if !strings.Contains(msg, tt.want) {
+					t.Errorf("Get(%q) panicked with %q, want it to contain %q", tt.ask, msg, tt.want)
+				}
+			}()
+			tt.set.Get(tt.ask)
+			t.Errorf("Get(%q) returned", tt.ask)
+		})
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		want int
+	}{{"", "", 0}, {"abc", "", 3}, {"qkv", "qvk", 2}, {"kitten", "sitting", 3}, {"w", "w", 0}} {
+		if got := editDistance(tt.a, tt.b); got != tt.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
 	}
 }
 

@@ -92,8 +92,8 @@ func Graft(teacher *dit.Model, s Scaffold, seed uint64) (*dc.Model, error) {
 		if name == hnet.Prefix+"rmsnorm.weight" {
 			fill(t.Data, 1)
 		} else {
-			p := teacher.Params.Get(src)
-			if p == nil || len(p.Values()) != n {
+			p, ok := teacher.Params.Lookup(src)
+			if !ok || len(p.Values()) != n {
 				return nil, fmt.Errorf("upcycle: the teacher lacks %q with %d values for %s", src, n, name)
 			}
 			copy(t.Data, p.Values())
@@ -163,8 +163,9 @@ func PatchEncoderPrior(cfg *dc.Config, ts map[string]dc.Tensor, teacher *dit.Mod
 	if cfg.EncoderBlocks < 1 || E == D {
 		return fmt.Errorf("upcycle: encoder init \"patch\": needs an encoder block that widens E = %d to D = %d", E, D)
 	}
-	w, b := teacher.Params.Get("x_embedder.proj.weight"), teacher.Params.Get("x_embedder.proj.bias")
-	if w == nil || b == nil || len(w.Values()) != D*C*p*p || len(b.Values()) != D {
+	w, okW := teacher.Params.Lookup("x_embedder.proj.weight")
+	b, okB := teacher.Params.Lookup("x_embedder.proj.bias")
+	if !okW || !okB || len(w.Values()) != D*C*p*p || len(b.Values()) != D {
 		return fmt.Errorf("upcycle: encoder init \"patch\": the teacher lacks its patch embedding x_embedder.proj [%d %d %d %d]", D, C, p, p)
 	}
 	tw, tb := w.Values(), b.Values()
