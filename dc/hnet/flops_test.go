@@ -22,7 +22,7 @@ func TestFLOPs(t *testing.T) {
 		for _, l := range []int{1, 37, m.Config.Tokens()} {
 			f := dit.ForwardFLOPs(dc, l)
 			want := f.Blocks + f.Attention + f.Embed - 2*float64(l)*float64(nc.Width) // minus the 1-channel patch embedding
-			if got := net.FLOPs([]int{l}); math.Abs(got-want) > 1e-9*want {
+			if got := net.FLOPs([]int{l}); !fixtures.Within(math.Abs(got-want), 1e-9*want) {
 				t.Errorf("main network over %d tokens: %g FLOPs, dit counts %g", l, got, want)
 			}
 		}

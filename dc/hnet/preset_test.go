@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/internal/fixtures"
 )
 
 // The presets reproduce the parameter counts of the paper's main table,
@@ -42,7 +43,7 @@ func TestPresetParameters(t *testing.T) {
 			}
 		}
 		got := float64(n) / 1e6
-		if truncated := math.Floor(got/c.unit+1e-9) * c.unit; math.Abs(truncated-c.paper) > 1e-9 {
+		if truncated := math.Floor(got/c.unit+1e-9) * c.unit; !fixtures.Within(math.Abs(truncated-c.paper), 1e-9) {
 			t.Errorf("%s at %d×%d: %.3f M parameters, the paper prints %v M", c.name, c.side, c.side, got, c.paper)
 		}
 	}
