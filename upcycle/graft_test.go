@@ -10,6 +10,7 @@ import (
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/internal/fixtures"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/ops"
 )
@@ -55,7 +56,7 @@ func TestGraftKeepsTheTeacher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := relErr(data(cGot), data(cWant)); e > 1e-6 {
+	if e := fixtures.RelErr(data(cGot), data(cWant)); !fixtures.Within(e, 1e-6) {
 		t.Fatalf("conditioning differs from the teacher's: %g", e)
 	}
 
@@ -79,7 +80,7 @@ func TestGraftKeepsTheTeacher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := relErr(data(got), data(want)); e > 5e-6 {
+	if e := fixtures.RelErr(data(got), data(want)); !fixtures.Within(e, 5e-6) {
 		t.Fatalf("grafted main network differs from the teacher's blocks: rel err %g", e)
 	}
 }
@@ -107,7 +108,7 @@ func TestInitScaffold(t *testing.T) {
 				t.Errorf("%s: max |w| %g, want zero", name, mx)
 			}
 		case name == "hnet.routing_module.residual_scorer.3.bias":
-			if got, want := float64(ta.Data[0]), -math.Log(3); math.Abs(got-want) > 1e-6 {
+			if got, want := float64(ta.Data[0]), -math.Log(3); !fixtures.Within(math.Abs(got-want), 1e-6) {
 				t.Errorf("router bias %g, want −ln 3 = %g", got, want)
 			}
 		case strings.HasSuffix(name, "norm1.weight") || strings.HasSuffix(name, "rmsnorm.weight"):
@@ -116,7 +117,7 @@ func TestInitScaffold(t *testing.T) {
 			}
 		case strings.HasSuffix(name, "conv1.weight"):
 			fan := ta.Shape[1] * ta.Shape[2] * ta.Shape[3]
-			if mx == 0 || mx > 1/math.Sqrt(float64(fan)) {
+			if mx == 0 || !fixtures.Within(mx, 1/math.Sqrt(float64(fan))) {
 				t.Errorf("%s: max |w| %g outside PyTorch's default bound", name, mx)
 			}
 			if equal(ta.Data, other[name].Data) {
@@ -184,15 +185,6 @@ func equal(a, b []float32) bool {
 		}
 	}
 	return true
-}
-
-func relErr(got, want []float32) float64 {
-	num, den := 0.0, 0.0
-	for i := range got {
-		num = max(num, math.Abs(float64(got[i])-float64(want[i])))
-		den = max(den, math.Abs(float64(want[i])))
-	}
-	return num / den
 }
 
 // With the predictability prior, a token on a sharp edge starts with a
@@ -289,7 +281,7 @@ func TestPatchEncoderPrior(t *testing.T) {
 						want[d] = float32(scale * e[d] / rms)
 					}
 					got := enc[(r*S+c)*D : (r*S+c+1)*D]
-					if err := relErr(got, want); err > 1e-5 {
+					if err := fixtures.RelErr(got, want); !fixtures.Within(err, 1e-5) {
 						t.Fatalf("token (%d, %d): relative error %.2g", r, c, err)
 					}
 				}
