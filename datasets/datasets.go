@@ -40,6 +40,17 @@ const (
 	MetaLabels = "dcdit.labels"
 )
 
+// MaxAbsLatent bounds the magnitude of a latent value that Read and Write
+// accept. VAE latents (scaled as DiT does) and the shapes data lie within a
+// few units; a finite outlier of 1e30 is a corrupt file, and one such value
+// would dominate every error measure computed on the data (a PSNR's peak,
+// a relative MSE's denominator).
+const MaxAbsLatent = 1e4
+
+// MaxClasses bounds the class count a file may state (dcdit.num_classes),
+// which sizes per-class tables downstream.
+const MaxClasses = 1 << 24
+
 // Set is a data set held in memory.
 type Set struct {
 	N, C, H, W int
@@ -129,10 +140,8 @@ func (s *Set) Validate() error {
 			return fmt.Errorf("datasets: label %d of sample %d outside [0, %d)", l, i, s.NumClasses)
 		}
 	}
-	for i, v := range s.Latents {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return fmt.Errorf("datasets: latent value %d is %v", i, v)
-		}
+	if err := s.checkLatents(); err != nil {
+		return fmt.Errorf("datasets: %w", err)
 	}
 	for _, name := range s.Classes {
 		if name == "" || strings.ContainsAny(name, ",\n") {
@@ -230,7 +239,7 @@ func ReadKeys(path, latentsKey, labelsKey string) (*Set, error) {
 		for i, field := range strings.Split(list, ",") {
 			l, err := strconv.ParseInt(strings.TrimSpace(field), 10, 64)
 			if err != nil {
-				return nil, fail("metadata %s: entry %d is %q, want an integer", MetaLabels, i, field)
+				return nil, fail("metadata %s: entry %d is %.40q, want an integer", MetaLabels, i, field)
 			}
 			labels = append(labels, l)
 		}
@@ -272,12 +281,17 @@ func ReadKeys(path, latentsKey, labelsKey string) (*Set, error) {
 	}
 	if names, ok := md[MetaClasses]; ok && names != "" {
 		s.Classes = strings.Split(names, ",")
+		for i, name := range s.Classes {
+			if name == "" || strings.Contains(name, "\n") {
+				return nil, fail("metadata %s: name %d is %.40q, want a non-empty name on one line", MetaClasses, i, name)
+			}
+		}
 	}
 	switch nc, ok := md[MetaNumClasses]; {
 	case ok:
 		n, err := strconv.Atoi(nc)
-		if err != nil || n < 1 {
-			return nil, fail("metadata %s = %q, want a positive integer", MetaNumClasses, nc)
+		if err != nil || n < 1 || n > MaxClasses {
+			return nil, fail("metadata %s = %.40q, want an integer 1 … %d", MetaNumClasses, nc, MaxClasses)
 		}
 		s.NumClasses = n
 	case s.Classes != nil:
@@ -291,13 +305,24 @@ func ReadKeys(path, latentsKey, labelsKey string) (*Set, error) {
 	if maxLabel >= s.NumClasses {
 		return nil, fail("label %d outside [0, %d) (%s)", maxLabel, s.NumClasses, MetaNumClasses)
 	}
-	for i, x := range s.Latents {
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			n := s.C * s.H * s.W
-			return nil, fail("latent value %v in sample %d (index %d)", x, i/n, i%n)
-		}
+	if err := s.checkLatents(); err != nil {
+		return nil, fail("%v", err)
 	}
 	return s, nil
+}
+
+// checkLatents rejects the first non-finite or implausibly large latent
+// value, naming its sample, its position in the sample and the value.
+func (s *Set) checkLatents() error {
+	n := max(s.C*s.H*s.W, 1)
+	for i, x := range s.Latents {
+		v := float64(x)
+		if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > MaxAbsLatent {
+			c, cell := (i%n)/max(s.H*s.W, 1), i%max(s.H*s.W, 1)
+			return fmt.Errorf("latent value %v in sample %d (index %d: channel %d, row %d, column %d): want a finite value within ±%g", x, i/n, i%n, c, cell/max(s.W, 1), cell%max(s.W, 1), MaxAbsLatent)
+		}
+	}
+	return nil
 }
 
 // DeriveEdges returns edge masks [N, H, W] computed from the latents: a

@@ -85,7 +85,7 @@ func TestWriteRejectsInvalid(t *testing.T) {
 		{"edges", func(s *Set) { s.Edges = s.Edges[:3] }, "edge-mask values"},
 		{"class names", func(s *Set) { s.Classes = s.Classes[:2] }, "2 class names for 4 classes"},
 		{"comma", func(s *Set) { s.Classes[0] = "a,b" }, "without commas"},
-		{"nan", func(s *Set) { s.Latents[5] = float32(math.NaN()) }, "latent value 5 is NaN"},
+		{"nan", func(s *Set) { s.Latents[5] = float32(math.NaN()) }, "latent value NaN in sample 0 (index 5"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -147,7 +147,14 @@ func TestReadErrors(t *testing.T) {
 		{"label vs classes", []safetensors.WriteTensor{lat, lab}, map[string]string{"dcdit.num_classes": "1"}, `label 1 outside [0, 1)`, false},
 		{"names vs count", []safetensors.WriteTensor{lat, lab}, map[string]string{"dcdit.num_classes": "3", "dcdit.classes": "a,b"}, `names 2 classes`, false},
 		{"nan", []safetensors.WriteTensor{{Name: "latents", DType: dtype.F32, Shape: []int64{2, 1, 1, 2}, Data: f32(0, 1, float32(math.Inf(1)), 3)}, lab}, nil,
-			`latent value +Inf in sample 1 (index 0)`, false},
+			`latent value +Inf in sample 1 (index 0: channel 0, row 0, column 0)`, false},
+		{"nan value", []safetensors.WriteTensor{{Name: "latents", DType: dtype.F32, Shape: []int64{2, 1, 1, 2}, Data: f32(0, float32(math.NaN()), 2, 3)}, lab}, nil,
+			`latent value NaN in sample 0 (index 1: channel 0, row 0, column 1)`, false},
+		{"finite outlier", []safetensors.WriteTensor{{Name: "latents", DType: dtype.F32, Shape: []int64{2, 1, 1, 2}, Data: f32(0, 1, 2, 1e30)}, lab}, nil,
+			`latent value 1e+30 in sample 1 (index 1: channel 0, row 0, column 1): want a finite value within ±10000`, false},
+		{"negative outlier", []safetensors.WriteTensor{{Name: "latents", DType: dtype.F32, Shape: []int64{2, 1, 1, 2}, Data: f32(-20000, 1, 2, 3)}, lab}, nil,
+			`latent value -20000 in sample 0`, false},
+		{"num classes huge", []safetensors.WriteTensor{lat, lab}, map[string]string{"dcdit.num_classes": "1000000000000"}, `dcdit.num_classes = "1000000000000", want an integer 1 … 16777216`, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
