@@ -2,16 +2,12 @@
 
 package kernels
 
-import (
-	"os"
-
-	"golang.org/x/sys/cpu"
-)
+import "golang.org/x/sys/cpu"
 
 // actAsm selects the AVX2 loops of GELU and of the softmax exponentials.
 // DCDIT_KERNELS=generic (as for package gemm) keeps the Go loops, which
 // compute the same values, so that tests and users can compare the two.
-var actAsm = cpu.X86.HasAVX2 && os.Getenv("DCDIT_KERNELS") != "generic"
+var actAsm = useAsm(cpu.X86.HasAVX2)
 
 // geluAVX2 is, for n a multiple of 8 (the caller does the rest),
 //

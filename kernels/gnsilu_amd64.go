@@ -4,8 +4,9 @@ package kernels
 
 import "golang.org/x/sys/cpu"
 
-// siluAsm selects the AVX2 loop of GroupNormSiLUForward.
-var siluAsm = cpu.X86.HasAVX2
+// siluAsm selects the AVX2 loop of GroupNormSiLUForward (not under
+// DCDIT_KERNELS=generic).
+var siluAsm = useAsm(cpu.X86.HasAVX2)
 
 // siluAffineAVX2 is, for n a multiple of 8 (the caller does the rest),
 //

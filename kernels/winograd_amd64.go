@@ -4,8 +4,9 @@ package kernels
 
 import "golang.org/x/sys/cpu"
 
-// winoAsm selects the AVX transform loops of the Winograd convolution.
-var winoAsm = cpu.X86.HasAVX
+// winoAsm selects the AVX transform loops of the Winograd convolution
+// (not under DCDIT_KERNELS=generic).
+var winoAsm = useAsm(cpu.X86.HasAVX)
 
 // winoBT4AVX is, for n a multiple of 8 (the caller handles the rest),
 //
