@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/dcdit/dcdit/internal/fixtures"
 )
 
 // actGELURef is PyTorch's formula for GELU(approximate="tanh"), verbatim.
@@ -30,7 +32,7 @@ func actInputs(rng *rand.Rand, n int, scale float64) []float64 {
 }
 
 func TestActConstants(t *testing.T) {
-	if got, want := float64(geluK), math.Sqrt(2/math.Pi); math.Abs(got-want) > 1e-16 {
+	if got, want := float64(geluK), math.Sqrt(2/math.Pi); !fixtures.Within(math.Abs(got-want), 1e-16) {
 		t.Errorf("√(2/π) = %.17g, want %.17g", got, want)
 	}
 	if geluC != 0.044715 {
@@ -39,18 +41,18 @@ func TestActConstants(t *testing.T) {
 	// z = −2u·log₂e must expand to x·(geluA + geluB·x²).
 	for _, x := range []float64{-3, -0.5, 0.25, 2} {
 		u := math.Sqrt(2/math.Pi) * (x + 0.044715*x*x*x)
-		if got, want := x*(geluA+geluB*x*x), -2*u*math.Log2E; math.Abs(got-want) > 1e-14*math.Abs(want) {
+		if got, want := x*(geluA+geluB*x*x), -2*u*math.Log2E; !fixtures.Within(math.Abs(got-want), 1e-14*math.Abs(want)) {
 			t.Errorf("GELU exponent at %v = %.17g, want %.17g", x, got, want)
 		}
 	}
 	// The minimax polynomials stay close to the Taylor series they improve
 	// on (a typo in a coefficient would not).
 	for i, c := range [][2]float64{{actP1, actT1}, {actP2, actT2}, {actP3, actT3}, {actQ1, actT1}, {actQ2, actT2}, {actQ3, actT3}, {actQ4, actT4}} {
-		if math.Abs(c[0]-c[1]) > 0.01*c[1] {
+		if !fixtures.Within(math.Abs(c[0]-c[1]), 0.01*c[1]) {
 			t.Errorf("minimax coefficient %d = %v, Taylor %v", i, c[0], c[1])
 		}
 	}
-	if got, want := float64(actT13), math.Pow(math.Ln2, 13)/6227020800; math.Abs(got-want) > 1e-15*want {
+	if got, want := float64(actT13), math.Pow(math.Ln2, 13)/6227020800; !fixtures.Within(math.Abs(got-want), 1e-15*want) {
 		t.Errorf("Taylor coefficient ln2¹³/13! = %.17g, want %.17g", got, want)
 	}
 	if math.Float32bits(actRound32) != 0x4B400000 || math.Float64bits(actRound64) != 0x4338000000000000 {
@@ -86,10 +88,10 @@ func TestActExp2Accuracy(t *testing.T) {
 		worstM32 = max(worstM32, math.Abs(float64(s32*q32+(s32-1))-want)/math.Abs(want))
 	}
 	t.Logf("max relative error: exp2 float32 %.3g float64 %.3g; expm1 float32 %.3g float64 %.3g", worst32, worst64, worstM32, worstM64)
-	if worst32 > 3e-7 || worstM32 > 2.5e-7 {
+	if !fixtures.Within(worst32, 3e-7) || !fixtures.Within(worstM32, 2.5e-7) {
 		t.Errorf("float32 relative error: exp2 %.3g (want ≤ 3e-7), expm1 %.3g (want ≤ 2.5e-7)", worst32, worstM32)
 	}
-	if worst64 > 5e-16 || worstM64 > 5e-16 {
+	if !fixtures.Within(worst64, 5e-16) || !fixtures.Within(worstM64, 5e-16) {
 		t.Errorf("float64 relative error: exp2 %.3g, expm1 %.3g, want ≤ 5e-16", worst64, worstM64)
 	}
 	if s, q := actExp2f(float32(math.NaN())); s*(1+q) == s*(1+q) {
@@ -129,10 +131,10 @@ func TestActTanhAccuracy(t *testing.T) {
 			worst32 = math.Inf(1)
 		}
 	}
-	if worst32 > 1e-6 {
+	if !fixtures.Within(worst32, 1e-6) {
 		t.Errorf("float32 tanh relative error %.3g > 1e-6", worst32)
 	}
-	if worst64 > 1e-15 {
+	if !fixtures.Within(worst64, 1e-15) {
 		t.Errorf("float64 tanh relative error %.3g > 1e-15", worst64)
 	}
 	t.Logf("max relative error: float32 %.3g, float64 %.3g", worst32, worst64)

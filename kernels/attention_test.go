@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/dcdit/dcdit/kernels/gemm"
+
+	"github.com/dcdit/dcdit/internal/fixtures"
 )
 
 // attnRef is a direct float64 transcription of packed attention: for each
@@ -112,10 +114,10 @@ func TestAttentionForwardMatchesReference(t *testing.T) {
 			lse := acNaNs[float64](n * c.heads)
 			ws := acNaNs[float64](attnScratch(c, off))
 			attentionForward(out, lse, qkv, off, c.heads, c.d, c.scale, ws, c.sizing())
-			if e := acRelErr(out, wantOut); e > 1e-13 {
+			if e := acRelErr(out, wantOut); !fixtures.Within(e, 1e-13) {
 				t.Errorf("float64 out: relative error %.3g", e)
 			}
-			if e := acRelErr(lse, wantLSE); e > 1e-13 {
+			if e := acRelErr(lse, wantLSE); !fixtures.Within(e, 1e-13) {
 				t.Errorf("float64 lse: relative error %.3g", e)
 			}
 
@@ -123,10 +125,10 @@ func TestAttentionForwardMatchesReference(t *testing.T) {
 			lse32 := acNaNs[float32](n * c.heads)
 			ws32 := acNaNs[float32](attnScratch(c, off))
 			attentionForward(out32, lse32, acToF32(qkv), off, c.heads, c.d, float32(c.scale), ws32, c.sizing())
-			if e := acRelErr(out32, wantOut); e > 1e-5 {
+			if e := acRelErr(out32, wantOut); !fixtures.Within(e, 1e-5) {
 				t.Errorf("float32 out: relative error %.3g", e)
 			}
-			if e := acRelErr(lse32, wantLSE); e > 1e-5 {
+			if e := acRelErr(lse32, wantLSE); !fixtures.Within(e, 1e-5) {
 				t.Errorf("float32 lse: relative error %.3g", e)
 			}
 		})
@@ -203,7 +205,7 @@ func TestAttentionFloat32MatchesFloat64(t *testing.T) {
 					got = append(got, dqkv[lo:lo+hd]...)
 					ref = append(ref, want[lo:lo+hd]...)
 				}
-				if e := acRelErr(got, ref); e > 1e-5 {
+				if e := acRelErr(got, ref); !fixtures.Within(e, 1e-5) {
 					t.Errorf("%s: float32 vs float64 relative error %.3g", name, e)
 				}
 			}
@@ -351,11 +353,11 @@ func TestExp32Accuracy(t *testing.T) {
 			x = float32(-rng.Float64()) // dense near 0, where softmax weights live
 		}
 		want := math.Exp(float64(x))
-		if e := math.Abs(float64(exp32(x))-want) / want; e > worst {
+		if e := math.Abs(float64(exp32(x))-want) / want; !fixtures.Within(e, worst) {
 			worst = e
 		}
 	}
-	if worst > 2e-7 {
+	if !fixtures.Within(worst, 2e-7) {
 		t.Errorf("exp32 relative error %.3g > 2e-7", worst)
 	}
 	if exp32(-88) != 0 || exp32(float32(math.Inf(-1))) != 0 {
@@ -367,7 +369,7 @@ func TestExp32Accuracy(t *testing.T) {
 	row := []float32{0, -1, -2, -100, float32(math.Inf(-1))}
 	sum := expShiftRow(row, 0.5)
 	want := math.Exp(-0.5) + math.Exp(-1.5) + math.Exp(-2.5)
-	if math.Abs(float64(sum)-want) > 1e-6 || row[3] != 0 || row[4] != 0 {
+	if !fixtures.Within(math.Abs(float64(sum)-want), 1e-6) || row[3] != 0 || row[4] != 0 {
 		t.Errorf("expShiftRow: sum %v want %v, row %v", sum, want, row)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/dcdit/dcdit/internal/fixtures"
 )
 
 // convRef is a direct float64 3×3 convolution (stride 1, zero padding 1)
@@ -93,7 +95,7 @@ func TestConv3x3ForwardMatchesReference(t *testing.T) {
 			ws := acNaNs[float64](conv3x3Scratch(c.batch, c.height, c.width, c.cin, c.cout, c.sizing()))
 			y := acNaNs[float64](c.tokens() * c.cout)
 			conv3x3Forward(y, x, w, bias, c.batch, c.height, c.width, c.cin, c.cout, ws, c.sizing())
-			if e := acRelErr(y, want); e > 1e-13 {
+			if e := acRelErr(y, want); !fixtures.Within(e, 1e-13) {
 				t.Errorf("float64: relative error %.3g", e)
 			}
 
@@ -104,7 +106,7 @@ func TestConv3x3ForwardMatchesReference(t *testing.T) {
 				bias32 = acToF32(bias)
 			}
 			conv3x3Forward(y32, acToF32(x), acToF32(w), bias32, c.batch, c.height, c.width, c.cin, c.cout, ws32, c.sizing())
-			if e := acRelErr(y32, want); e > 1e-5 {
+			if e := acRelErr(y32, want); !fixtures.Within(e, 1e-5) {
 				t.Errorf("float32: relative error %.3g", e)
 			}
 		})
@@ -164,7 +166,7 @@ func TestConv3x3Float32MatchesFloat64(t *testing.T) {
 				got  []float32
 				want []float64
 			}{{"dx", dx32, dx}, {"dw", dw32, dw}, {"dbias", dbias32, dbias}} {
-				if e := acRelErr(g.got, g.want); e > 1e-5 {
+				if e := acRelErr(g.got, g.want); !fixtures.Within(e, 1e-5) {
 					t.Errorf("%s: float32 vs float64 relative error %.3g", g.name, e)
 				}
 			}
@@ -317,7 +319,7 @@ func TestConv1x1(t *testing.T) {
 			want := conv1x1Ref(x, w, bias, c.tokens, c.cin, c.cout)
 			y := acNaNs[float64](c.tokens * c.cout)
 			Conv1x1Forward(y, x, w, bias, c.tokens, c.cin, c.cout)
-			if e := acRelErr(y, want); e > 1e-13 {
+			if e := acRelErr(y, want); !fixtures.Within(e, 1e-13) {
 				t.Errorf("forward: relative error %.3g", e)
 			}
 
@@ -353,7 +355,7 @@ func TestConv1x1(t *testing.T) {
 				got  []float32
 				want []float64
 			}{{"y", y32, want}, {"dx", dx32, dx}, {"dw", dw32, dw}, {"dbias", db32, db}} {
-				if e := acRelErr(g.got, g.want); e > 1e-5 {
+				if e := acRelErr(g.got, g.want); !fixtures.Within(e, 1e-5) {
 					t.Errorf("%s: float32 vs float64 relative error %.3g", g.name, e)
 				}
 			}

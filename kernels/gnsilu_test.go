@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/dcdit/dcdit/internal/fixtures"
 )
 
 var gnSiLUCases = []struct{ batch, tokens, channels, groups int }{
@@ -31,15 +33,15 @@ func TestGroupNormSiLUForward(t *testing.T) {
 
 			y, m, r := acNaNs[float64](n), acNaNs[float64](len(m0)), acNaNs[float64](len(r0))
 			GroupNormSiLUForward(y, m, r, x, w, b, c.batch, c.tokens, c.channels, c.groups, eps)
-			if e := acRelErr(y, want); e > 1e-13 {
+			if e := acRelErr(y, want); !fixtures.Within(e, 1e-13) {
 				t.Errorf("float64: relative error %.3g", e)
 			}
-			if e := max(acRelErr(m, m0), acRelErr(r, r0)); e > 1e-14 {
+			if e := max(acRelErr(m, m0), acRelErr(r, r0)); !fixtures.Within(e, 1e-14) {
 				t.Errorf("statistics differ from GroupNormForward's by %.3g", e)
 			}
 			y32 := acNaNs[float32](n)
 			GroupNormSiLUForward(y32, nil, nil, acToF32(x), acToF32(w), acToF32(b), c.batch, c.tokens, c.channels, c.groups, float32(eps))
-			if e := acRelErr(y32, want); e > 2e-6 {
+			if e := acRelErr(y32, want); !fixtures.Within(e, 2e-6) {
 				t.Errorf("float32: relative error %.3g", e)
 			}
 		})
@@ -101,7 +103,7 @@ func TestGroupNormSiLUBackward(t *testing.T) {
 			dx32, dw32, db32 := acNaNs[float32](n), acNaNs[float32](c.channels), acNaNs[float32](c.channels)
 			GroupNormSiLUBackward(dx32, dw32, db32, acToF32(r), acToF32(x), acToF32(mean), acToF32(rstd), acToF32(w), acToF32(b),
 				c.batch, c.tokens, c.channels, c.groups)
-			if e := max(acRelErr(dx32, dx), acRelErr(dw32, dw), acRelErr(db32, db)); e > 1e-5 {
+			if e := max(acRelErr(dx32, dx), acRelErr(dw32, dw), acRelErr(db32, db)); !fixtures.Within(e, 1e-5) {
 				t.Errorf("float32 gradients: relative error %.3g", e)
 			}
 		})

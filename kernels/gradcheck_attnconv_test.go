@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/dcdit/dcdit/internal/fixtures"
 )
 
 // Helpers shared by the attention and convolution tests.
@@ -36,25 +38,19 @@ func acNaNs[T float32 | float64](n int) []T {
 	return s
 }
 
-// acRelErr is max|got − want| / max|want|: an error relative to the scale of
-// the whole result, so that entries near zero do not dominate.
+// acRelErr is fixtures.RelErr for a result and a reference of possibly
+// different precisions: max|got − want| / max|want|, an error relative to
+// the scale of the whole result, so that entries near zero do not
+// dominate; +Inf when either side holds NaN or an infinity.
 func acRelErr[A, B float32 | float64](got []A, want []B) float64 {
-	if len(got) != len(want) {
-		return math.Inf(1)
+	g, w := make([]float64, len(got)), make([]float64, len(want))
+	for i, v := range got {
+		g[i] = float64(v)
 	}
-	var diff, scale float64
-	for i := range want {
-		d := math.Abs(float64(got[i]) - float64(want[i]))
-		if d != d {
-			return math.Inf(1)
-		}
-		diff = max(diff, d)
-		scale = max(scale, math.Abs(float64(want[i])))
+	for i, v := range want {
+		w[i] = float64(v)
 	}
-	if scale == 0 {
-		return diff
-	}
-	return diff / scale
+	return fixtures.RelErr(g, w)
 }
 
 // acGradCheck compares analytic, the gradient of loss with respect to x, with
@@ -87,7 +83,7 @@ func acGradCheck(t *testing.T, name string, x, analytic []float64, loss func() f
 		num[n] = (lp - lm) / (2 * h)
 		ana[n] = analytic[i]
 	}
-	if e := acRelErr(ana, num); e > 1e-6 {
+	if e := acRelErr(ana, num); !fixtures.Within(e, 1e-6) {
 		worst := 0
 		for n := range num {
 			if math.Abs(ana[n]-num[n]) > math.Abs(ana[worst]-num[worst]) {

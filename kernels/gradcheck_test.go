@@ -9,6 +9,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/dcdit/dcdit/internal/fixtures"
 )
 
 // fdParam is one input of a kernel under a gradient check. X is the input
@@ -108,7 +110,7 @@ func fdErrors(ny int, params []fdParam, forward func(y []float64), backward func
 				worst, worstAt, worstFD, worstG = e, i, fd, g
 			}
 		}
-		if worst > opt.Tol || math.IsNaN(worst) {
+		if !fixtures.Within(worst, opt.Tol) {
 			errs = append(errs, fmt.Errorf("gradient of %s: element %d: analytic %.10g, finite difference %.10g (error %.3g > %.3g)",
 				p.Name, worstAt, worstG, worstFD, worst, opt.Tol))
 		}
@@ -170,7 +172,7 @@ func fdCompare[T float32 | float64](t *testing.T, what string, got []T, want []f
 			}
 		}
 	}
-	if worst > tol || math.IsNaN(worst) {
+	if !fixtures.Within(worst, tol) {
 		t.Errorf("%s: element %d = %.9g, want %.9g (error %.3g > %.3g)", what, at, float64(got[at]), want[at], worst, tol)
 	}
 }

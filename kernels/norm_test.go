@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/dcdit/dcdit/internal/fixtures"
 )
 
 // normLayerRef is DiT's LayerNorm(elementwise_affine=False) in float64.
@@ -88,7 +90,7 @@ func TestLayerNormEps(t *testing.T) {
 	if rstd[0] != 1/math.Sqrt(1e-6) || y[0] != 0 {
 		t.Errorf("constant row: rstd %v y %v, want %v and 0", rstd[0], y[0], 1/math.Sqrt(1e-6))
 	}
-	if want := 1 / math.Sqrt(1e-6+1e-6); math.Abs(rstd[1]-want) > 1e-12*want {
+	if want := 1 / math.Sqrt(1e-6+1e-6); !fixtures.Within(math.Abs(rstd[1]-want), 1e-12*want) {
 		t.Errorf("rstd of ±1e-3 = %v, want 1/sqrt(var+eps) = %v", rstd[1], want)
 	}
 }
@@ -156,7 +158,7 @@ func TestRMSNormEps(t *testing.T) {
 	if rstd[0] != 1/math.Sqrt(1e-5) || y[0] != 0 {
 		t.Errorf("zero row: rstd %v, y %v", rstd[0], y[0])
 	}
-	if want := 1e-3 / math.Sqrt(1e-6+1e-5) * 2; math.Abs(y[2]-want) > 1e-15 {
+	if want := 1e-3 / math.Sqrt(1e-6+1e-5) * 2; !fixtures.Within(math.Abs(y[2]-want), 1e-15) {
 		t.Errorf("y = %v, want %v", y[2], want)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/dcdit/dcdit/internal/fixtures"
 )
 
 type winoCase struct {
@@ -55,7 +57,7 @@ func TestWinogradMatchesReference(t *testing.T) {
 			ws := acNaNs[float64](p.scratch(workersFor(p.blocks)))
 			y := acNaNs[float64](n * c.cout)
 			winograd3x3Forward(y, x, w, bias, c.batch, c.height, c.width, c.cin, c.cout, ws, c.sizing())
-			if e := acRelErr(y, want); e > 1e-13 {
+			if e := acRelErr(y, want); !fixtures.Within(e, 1e-13) {
 				t.Errorf("float64: relative error %.3g", e)
 			}
 			ws32 := acNaNs[float32](len(ws))
@@ -65,7 +67,7 @@ func TestWinogradMatchesReference(t *testing.T) {
 				bias32 = acToF32(bias)
 			}
 			winograd3x3Forward(y32, acToF32(x), acToF32(w), bias32, c.batch, c.height, c.width, c.cin, c.cout, ws32, c.sizing())
-			if e := acRelErr(y32, want); e > 2e-6 {
+			if e := acRelErr(y32, want); !fixtures.Within(e, 2e-6) {
 				t.Errorf("float32: relative error %.3g", e)
 			}
 		})
@@ -88,7 +90,7 @@ func TestConv3x3WinogradDispatch(t *testing.T) {
 
 	y := acNaNs[float64](n * cout)
 	Conv3x3Forward(y, x, wt, bias, batch, h, w, cin, cout, acNaNs[float64](Conv3x3Scratch(batch, h, w, cin, cout)))
-	if e := acRelErr(y, convRef(x, wt, bias, batch, h, w, cin, cout)); e > 1e-13 {
+	if e := acRelErr(y, convRef(x, wt, bias, batch, h, w, cin, cout)); !fixtures.Within(e, 1e-13) {
 		t.Errorf("forward: relative error %.3g", e)
 	}
 
@@ -96,10 +98,10 @@ func TestConv3x3WinogradDispatch(t *testing.T) {
 	Conv3x3Backward(dx, dw, db, dy, x, wt, batch, h, w, cin, cout, acNaNs[float64](Conv3x3Scratch(batch, h, w, cin, cout)))
 	dx2, dw2, db2 := acNaNs[float64](n*cin), acNaNs[float64](len(wt)), acNaNs[float64](cout)
 	conv3x3Backward(dx2, dw2, db2, dy, x, wt, batch, h, w, cin, cout, acNaNs[float64](conv3x3Scratch(batch, h, w, cin, cout, direct)), direct)
-	if e := acRelErr(dx, dx2); e > 1e-13 {
+	if e := acRelErr(dx, dx2); !fixtures.Within(e, 1e-13) {
 		t.Errorf("dx: relative error %.3g against the direct path", e)
 	}
-	if e := acRelErr(dw, dw2); e > 1e-13 {
+	if e := acRelErr(dw, dw2); !fixtures.Within(e, 1e-13) {
 		t.Errorf("dw: relative error %.3g against the direct path", e)
 	}
 	if e := acRelErr(db, db2); e != 0 {
@@ -206,12 +208,12 @@ func TestWinogradFilter(t *testing.T) {
 			ws := acNaNs[float64](winoFilterScratch(p, workersFor(gradChunks(p.blocks))))
 			dw := acNaNs[float64](len(want))
 			winoFilter(dw, dy, x, c.batch, c.height, c.width, c.cin, c.cout, ws)
-			if e := acRelErr(dw, want); e > 1e-13 {
+			if e := acRelErr(dw, want); !fixtures.Within(e, 1e-13) {
 				t.Errorf("float64: relative error %.3g", e)
 			}
 			dw32 := acNaNs[float32](len(want))
 			winoFilter(dw32, acToF32(dy), acToF32(x), c.batch, c.height, c.width, c.cin, c.cout, acNaNs[float32](len(ws)))
-			if e := acRelErr(dw32, want); e > 1e-5 {
+			if e := acRelErr(dw32, want); !fixtures.Within(e, 1e-5) {
 				t.Errorf("float32: relative error %.3g", e)
 			}
 		})

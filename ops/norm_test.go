@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/nlpodyssey/spago/mat"
+
+	"github.com/dcdit/dcdit/internal/fixtures"
 )
 
 func layerNormRef(rows, cols int, eps float64) func(d [][]float64) []float64 {
@@ -49,7 +51,7 @@ func TestLayerNorm(t *testing.T) {
 func TestLayerNormEps(t *testing.T) {
 	x := mat.NewDense[float64](mat.WithShape(1, 2), mat.WithBacking([]float64{-1e-3, 1e-3}))
 	got := mat.Data[float64](LayerNorm(x, 1e-6).Value())[1]
-	if want := 1e-3 / math.Sqrt(1e-6+1e-6); math.Abs(got-want) > 1e-12 {
+	if want := 1e-3 / math.Sqrt(1e-6+1e-6); !fixtures.Within(math.Abs(got-want), 1e-12) {
 		t.Errorf("LayerNorm([−1e-3, 1e-3])[1] = %v, want %v", got, want)
 	}
 }

@@ -1,9 +1,12 @@
 package gemm
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/dcdit/dcdit/internal/fixtures"
 )
 
 // viaPacked runs a product through kernel set ks with B packed first (into
@@ -92,7 +95,7 @@ func TestGemmPackedBPublic(t *testing.T) {
 	GemmPackedB(false, 4, 1, a, 6, pb, 0, c, 5)
 	naive(false, false, 4, 5, 6, 1, a, 6, b, 5, 0, want, 5)
 	for i := range c {
-		if d := c[i] - want[i]; d > 1e-12 || d < -1e-12 {
+		if d := c[i] - want[i]; !fixtures.Within(math.Abs(d), 1e-12) {
 			t.Fatalf("float64: c[%d] = %v, want %v", i, c[i], want[i])
 		}
 	}
