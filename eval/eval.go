@@ -95,8 +95,14 @@ type Options struct {
 	// NumSamples is the number of samples drawn per row for the PSNR and
 	// the elastic grid, in one batch; default 8.
 	NumSamples int
-	// Steps is the number of sampling steps (1000 respaced); default 10.
+	// Steps is the number of sampling steps (DiffusionSteps respaced);
+	// default 10.
 	Steps int
+	// DiffusionSteps is the length T of the diffusion the model and its
+	// teacher were trained with (default TrainSteps, DiT's 1000): the
+	// sampler respaces it, and the held-out inputs' and maps' timesteps
+	// lie in [0, T).
+	DiffusionSteps int
 	// BatchSize bounds the images per forward pass; default 16.
 	BatchSize int
 	// Seed draws the noise of the inputs and of the samplers.
@@ -221,6 +227,12 @@ func (o Options) withDefaults() (Options, error) {
 			*p = def
 		}
 	}
+	if o.DiffusionSteps == 0 {
+		o.DiffusionSteps = TrainSteps
+	}
+	if o.DiffusionSteps < 1 {
+		return o, fmt.Errorf("eval: a diffusion of %d steps, want at least 1", o.DiffusionSteps)
+	}
 	switch {
 	case len(o.Rhos) == 0:
 		return o, errors.New("eval: no tail-drop fraction to evaluate")
@@ -228,8 +240,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("eval: inputs %d, samples %d, batch %d, boundary rows %d: want each ≥ 1", o.NumInputs, o.NumSamples, o.BatchSize, o.NumBoundary)
 	case math.IsNaN(o.CFG) || math.IsInf(o.CFG, 0):
 		return o, fmt.Errorf("eval: guidance scale %v: want a finite scale", o.CFG)
-	case o.Steps < 1 || o.Steps > TrainSteps:
-		return o, fmt.Errorf("eval: %d sampling steps, want 1..%d", o.Steps, TrainSteps)
+	case o.Steps < 1 || o.Steps > o.DiffusionSteps:
+		return o, fmt.Errorf("eval: %d sampling steps, want 1..%d", o.Steps, o.DiffusionSteps)
 	}
 	for _, r := range o.Rhos {
 		if !(r >= 0 && r < 1) {
@@ -246,8 +258,8 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	for _, ts := range [][]int{o.EdgeTimesteps, o.BoundaryTimesteps} {
 		for _, t := range ts {
-			if t < 0 || t >= TrainSteps {
-				return o, fmt.Errorf("eval: timestep %d outside [0, %d)", t, TrainSteps)
+			if t < 0 || t >= o.DiffusionSteps {
+				return o, fmt.Errorf("eval: timestep %d outside [0, %d)", t, o.DiffusionSteps)
 			}
 		}
 	}
@@ -409,7 +421,7 @@ func (e *evaluator) noised(k int, t []int, stream uint64) ([]float32, []int, err
 		return nil, nil, err
 	}
 	xt := make([]float32, len(x0))
-	sched := ddpm.Linear(TrainSteps)
+	sched := ddpm.Linear(e.o.DiffusionSteps)
 	if err := sched.QSample(xt, x0, e.noise(stream, len(x0)), t, ddpm.Shape{B: k, C: e.cfg.InChannels, HW: e.L}); err != nil {
 		return nil, nil, fmt.Errorf("eval: %w", err)
 	}
@@ -417,11 +429,11 @@ func (e *evaluator) noised(k int, t []int, stream uint64) ([]float32, []int, err
 }
 
 // inputs builds the held-out noisy inputs: data samples 0..nIn−1 at
-// timesteps spread evenly over [0, 1000).
+// timesteps spread evenly over [0, DiffusionSteps).
 func (e *evaluator) inputs() error {
 	e.t = make([]int, e.nIn)
 	for i := range e.t {
-		e.t[i] = int((float64(i) + 0.5) * TrainSteps / float64(e.nIn))
+		e.t[i] = int((float64(i) + 0.5) * float64(e.o.DiffusionSteps) / float64(e.nIn))
 	}
 	var err error
 	e.xt, e.y, err = e.noised(e.nIn, e.t, 1)
@@ -549,7 +561,7 @@ func (e *evaluator) denoiser(s setting, kept func([]bool)) ddpm.Denoiser {
 // set's classes) from the run's seed, in one batch (so that the samples do
 // not depend on BatchSize).
 func (e *evaluator) sample(model ddpm.Denoiser, guide ddpm.Guidance) ([]float32, error) {
-	sched, err := ddpm.Respaced(TrainSteps, strconv.Itoa(e.o.Steps))
+	sched, err := ddpm.Respaced(e.o.DiffusionSteps, strconv.Itoa(e.o.Steps))
 	if err != nil {
 		return nil, fmt.Errorf("eval: %w", err)
 	}
@@ -650,7 +662,7 @@ func (e *evaluator) rows() error {
 		e.r.GridRows = append(e.r.GridRows, "rho="+strconv.FormatFloat(rho, 'g', -1, 64))
 		e.r.pics.grid = append(e.r.pics.grid, m.samples)
 	}
-	sched, err := ddpm.Respaced(TrainSteps, strconv.Itoa(e.o.Steps))
+	sched, err := ddpm.Respaced(e.o.DiffusionSteps, strconv.Itoa(e.o.Steps))
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}

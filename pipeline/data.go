@@ -40,20 +40,24 @@ func trainingData(r *recipes.Recipe, teacher *dit.Model, out string, seed uint64
 		if teacher == nil {
 			return nil, fmt.Errorf("pipeline: data source %q needs a [base] teacher", d.Source)
 		}
-		path := r.DataPath()
-		if path == "" {
-			path = filepath.Join(out, "data.safetensors")
+		// The cache lives in the output folder the run uses (--out may
+		// differ from save.dir), unless data.path names it.
+		path := filepath.Join(out, "data.safetensors")
+		if d.Path != "" {
+			path = r.DataPath()
 		}
-		return teacherData(path, teacher, d, seed, logf)
+		return teacherData(path, teacher, d, r.Diffusion.Steps, seed, logf)
 	}
 	return nil, fmt.Errorf("pipeline: unknown data source %q", d.Source)
 }
 
-// teacherData samples d.Samples latents from the teacher with DDPM
-// (labels cycling over d.Classes, or all classes), unless path already
-// holds samples drawn with the same settings.
-func teacherData(path string, teacher *dit.Model, d recipes.Data, seed uint64, logf func(string, ...any)) (*datasets.Set, error) {
-	key := fmt.Sprintf("teacher samples=%d steps=%d cfg=%g classes=%v seed=%d", d.Samples, d.SamplingSteps, d.CFG, d.Classes, seed)
+// teacherData samples d.Samples latents from the teacher with DDPM over
+// its diffusionSteps-step schedule respaced to d.SamplingSteps (labels
+// cycling over d.Classes, or all classes), unless path already holds
+// samples drawn with the same settings by the same teacher.
+func teacherData(path string, teacher *dit.Model, d recipes.Data, diffusionSteps int, seed uint64, logf func(string, ...any)) (*datasets.Set, error) {
+	key := fmt.Sprintf("teacher samples=%d steps=%d/%d cfg=%g classes=%v seed=%d teacher=%s",
+		d.Samples, d.SamplingSteps, diffusionSteps, d.CFG, d.Classes, seed, teacherIdentity(teacher))
 	if _, err := os.Stat(path); err == nil {
 		s, err := datasets.Read(path)
 		if err == nil && s.Metadata["dcdit.generated_by"] == key {
@@ -68,7 +72,7 @@ func teacherData(path string, teacher *dit.Model, d recipes.Data, seed uint64, l
 			classes = append(classes, k)
 		}
 	}
-	sched, err := ddpm.Respaced(1000, strconv.Itoa(d.SamplingSteps))
+	sched, err := ddpm.Respaced(diffusionSteps, strconv.Itoa(d.SamplingSteps))
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: data: %w", err)
 	}

@@ -15,8 +15,15 @@
 package pipeline
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,6 +35,7 @@ import (
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/dit/ddpm"
 	"github.com/dcdit/dcdit/eval"
+	"github.com/dcdit/dcdit/internal/atomicfile"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/params"
 	"github.com/dcdit/dcdit/recipes"
@@ -42,6 +50,9 @@ type Options struct {
 	OnStep func(distill.Progress)
 	// Log receives one line per phase (nil: silent).
 	Log io.Writer
+	// Context, if set, stops training between two steps once it is done
+	// (the stage keeps its last checkpoint; running again resumes).
+	Context context.Context
 }
 
 // Summary is what a run produced.
@@ -65,8 +76,12 @@ type model struct {
 	numClasses int // labels 0 … numClasses−1; numClasses is the null class
 }
 
-// Run executes the recipe r.
-func Run(r *recipes.Recipe, opts Options) (*Summary, error) {
+// Run executes the recipe r. It holds the output folder's lock while it
+// runs (a second run into the same folder is refused, naming the holder),
+// first removes what an interrupted run's saves left half-written, and
+// removes the folder again when it created it and fails before writing
+// anything into it.
+func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 	if err := unsupported(r); err != nil {
 		return nil, err
 	}
@@ -74,8 +89,28 @@ func Run(r *recipes.Recipe, opts Options) (*Summary, error) {
 	if out == "" {
 		out = r.Save.Dir
 	}
+	_, statErr := os.Stat(out)
+	created := errors.Is(statErr, fs.ErrNotExist)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, fmt.Errorf("pipeline: output folder: %w", err)
+	}
+	lock, err := atomicfile.Lock(out)
+	if err != nil {
+		if created {
+			removeEmptyDirs(out)
+		}
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	defer func() {
+		if uerr := lock.Unlock(); err == nil && uerr != nil {
+			err = fmt.Errorf("pipeline: %w", uerr)
+		}
+		if err != nil && created {
+			removeEmptyDirs(out)
+		}
+	}()
+	if err := cleanTemps(r, out); err != nil {
+		return nil, err
 	}
 	logf := func(format string, args ...any) {
 		if opts.Log != nil {
@@ -102,6 +137,7 @@ func Run(r *recipes.Recipe, opts Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	data.Identity = dataIdentity(r, set, seed)
 	if err := m.checkData(data, set.NumClasses); err != nil {
 		return nil, err
 	}
@@ -113,6 +149,7 @@ func Run(r *recipes.Recipe, opts Options) (*Summary, error) {
 			return nil, err
 		}
 	}
+	teacherID := teacherIdentity(teacher)
 	var ema []float32
 	for i := range r.Stages {
 		st := &r.Stages[i]
@@ -128,6 +165,8 @@ func Run(r *recipes.Recipe, opts Options) (*Summary, error) {
 			Data:      data,
 			Dir:       filepath.Join(out, "stages", st.Name),
 			OnStep:    opts.OnStep,
+			Identity:  stageIdentity(r, i, teacherID),
+			Context:   opts.Context,
 		}
 		var periodic *periodicEval
 		if r.Eval.Every > 0 && held != nil {
@@ -189,7 +228,8 @@ func evalData(r *recipes.Recipe, train *datasets.Set, size int, seed uint64) (*d
 func evalOptions(r *recipes.Recipe) eval.Options {
 	e := r.Eval
 	o := eval.Options{Rhos: e.Rho, NumInputs: e.HeldOut, NumSamples: e.Samples, Steps: e.SamplingSteps,
-		CFG: e.CFG, Seed: uint64(e.Seed), BoundaryTimesteps: e.BoundaryMapTimesteps}
+		CFG: e.CFG, Seed: uint64(e.Seed), BoundaryTimesteps: e.BoundaryMapTimesteps,
+		DiffusionSteps: r.Diffusion.Steps}
 	if len(e.LiteCFG) == 2 {
 		o.Lite = &eval.Lite{Cond: e.LiteCFG[0], Uncond: e.LiteCFG[1], Scale: e.LiteCFGScale}
 	}
@@ -339,4 +379,120 @@ func stageConfig(r *recipes.Recipe, st *recipes.Stage, m *model, seed uint64) di
 			Match: func(name string) bool { return recipes.InGroup(recipes.GroupRouter, name, isDC) }}}
 	}
 	return c
+}
+
+// stageIdentity is what stage i's fingerprint takes from the recipe
+// beyond the trainer's own settings: every recipe setting that shapes the
+// model, the data or the training up to and including this stage (earlier
+// stages make its starting point), keyed as the recipe writes them, and
+// the teacher's identity. Settings that cannot change the weights are left
+// out (names, logging, checkpoint cadence, the evaluation, the final
+// file's dtype), and paths give way to the content they name.
+func stageIdentity(r *recipes.Recipe, i int, teacher string) map[string]string {
+	id := map[string]string{"teacher": teacher}
+	for _, s := range r.Settings() {
+		if trajectoryKey(s.Key, i) {
+			id[s.Key] = s.Value
+		}
+	}
+	return id
+}
+
+// trajectoryKey says whether a recipe setting shapes stage i's trajectory.
+func trajectoryKey(key string, i int) bool {
+	switch key {
+	case "name", "description", "log_every", "base.path", "data.path":
+		return false
+	}
+	for _, prefix := range []string{"save.", "eval."} {
+		if strings.HasPrefix(key, prefix) {
+			return false
+		}
+	}
+	if rest, ok := strings.CutPrefix(key, "stage["); ok {
+		var j int
+		if _, err := fmt.Sscanf(rest, "%d]", &j); err != nil {
+			return true // unparsable: keep it, refusing too much beats resuming wrongly
+		}
+		return j <= i
+	}
+	return true
+}
+
+// teacherIdentity names the teacher by its configuration and a SHA-256 of
+// the weights it computes with (as loaded, so that another file with the
+// same weights counts as the same teacher, and only the tensors in use are
+// read: a few seconds at DiT-XL's size).
+func teacherIdentity(t *dit.Model) string {
+	if t == nil {
+		return "none"
+	}
+	h := sha256.New()
+	buf := make([]byte, 0, 1<<16)
+	for i, v := range t.Params.Data {
+		buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+		if len(buf) == cap(buf) || i == len(t.Params.Data)-1 {
+			h.Write(buf)
+			buf = buf[:0]
+		}
+	}
+	c := t.Config
+	return fmt.Sprintf("DiT depth %d, width %d, %d heads, patch %d, %d×%d×%d latents, %d classes, weights sha256 %s",
+		c.Depth, c.HiddenSize, c.NumHeads, c.PatchSize, c.InChannels, c.InputSize, c.InputSize, c.NumClasses, hex.EncodeToString(h.Sum(nil))[:16])
+}
+
+// dataIdentity names procedural data by its generator, seed and size,
+// which is cheaper than reading it; other data is left to distill, which
+// digests its content ("" here).
+func dataIdentity(r *recipes.Recipe, set *datasets.Set, seed uint64) string {
+	if r.Data.Source != recipes.SourceShapes {
+		return ""
+	}
+	return fmt.Sprintf("%s seed %d, %d samples of %d×%d", shapes.Version, seed, set.N, set.H, set.W)
+}
+
+// cleanTemps removes the temporary files of saves an interrupted run left
+// in the output folder, its stage folders and beside a cached data file:
+// only atomicfile's own (".NAME.tmp-DIGITS"), and only while the folder's
+// lock is held, so no live save is touched. distill cleans a stage's
+// folder again when the stage starts; doing it here also covers stages
+// that never start again.
+func cleanTemps(r *recipes.Recipe, out string) error {
+	dirs := []string{out}
+	if entries, err := os.ReadDir(filepath.Join(out, "stages")); err == nil {
+		for _, e := range entries {
+			if e.IsDir() {
+				dirs = append(dirs, filepath.Join(out, "stages", e.Name()))
+			}
+		}
+	}
+	for _, d := range dirs {
+		if _, err := atomicfile.RemoveTemps(d, nil); err != nil {
+			return fmt.Errorf("pipeline: %w", err)
+		}
+	}
+	if r.Data.Source == recipes.SourceTeacher && r.Data.Path != "" {
+		path := r.DataPath()
+		name := filepath.Base(path)
+		if _, err := atomicfile.RemoveTemps(filepath.Dir(path), func(target string) bool { return target == name }); err != nil {
+			return fmt.Errorf("pipeline: %w", err)
+		}
+	}
+	return nil
+}
+
+// removeEmptyDirs removes dir and the folders under it when they hold no
+// file at all, deepest first; a folder with anything in it stays, so this
+// never removes anything but empty folders.
+func removeEmptyDirs(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			removeEmptyDirs(filepath.Join(dir, e.Name()))
+		}
+	}
+	os.Remove(dir) // fails, as it should, when something is left
 }

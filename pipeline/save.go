@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"fmt"
-	"os"
 	"slices"
 
 	"github.com/dcdit/dcdit/dc/checkpoint"
@@ -13,18 +12,17 @@ import (
 
 // save writes the final model with its recipe.
 func (m *model) save(path string, r *recipes.Recipe) error {
-	text, err := os.ReadFile(r.File)
-	if err != nil {
-		return fmt.Errorf("pipeline: %w", err)
-	}
+	// The text the run was loaded from, not the file as it is now: it may
+	// have been edited while the stages ran.
+	text := r.Text
 	dt, err := saveDType(r.Save.DType)
 	if err != nil {
 		return err
 	}
 	if m.dit != nil {
-		return dit.SaveAs(path, m.dit, nil, map[string]string{"dcdit.recipe": string(text)}, dt)
+		return dit.SaveAs(path, m.dit, nil, map[string]string{"dcdit.recipe": text}, dt)
 	}
-	info := checkpoint.Info{Recipe: string(text), TrainedRhos: trainedRhos(r), DType: dt}
+	info := checkpoint.Info{Recipe: text, TrainedRhos: trainedRhos(r), DType: dt}
 	if r.Base != nil {
 		b, err := checkpoint.DescribeBase(r.BasePath(), false)
 		if err != nil {

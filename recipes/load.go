@@ -113,7 +113,7 @@ func Parse(file, text, dir string, opts LoadOptions) (_ *Recipe, err error) {
 	if p.typeErrors > 0 {
 		return nil, p.err()
 	}
-	r := &Recipe{File: file, Dir: dir, lines: p.lines, defaults: map[string]bool{}, overrides: map[string]string{}}
+	r := &Recipe{File: file, Dir: dir, Text: text, lines: p.lines, defaults: map[string]bool{}, overrides: map[string]string{}}
 	md, err := toml.Decode(text, r)
 	if err != nil {
 		// typeCheck accepts what the decoder accepts; keep its word anyway.

@@ -124,6 +124,9 @@ type Recipe struct {
 	// paths are resolved against.
 	File string `toml:"-"`
 	Dir  string `toml:"-"`
+	// Text is the recipe exactly as it was read: what a trained model
+	// embeds, even if the file changes while the run goes on.
+	Text string `toml:"-"`
 
 	defaults  map[string]bool   // display keys filled in by defaults
 	overrides map[string]string // display key → the flag that set it
