@@ -115,13 +115,14 @@ func (c *DiTConfig) Validate() error {
 // divisors lists up to max divisors of n ("1, 2, 4, …").
 func divisors(n, max int) string {
 	var d []string
-	for k := 1; k <= n && len(d) < max; k++ {
-		if n%k == 0 {
-			d = append(d, fmt.Sprint(k))
+	for k := 1; k <= n; k++ {
+		if n%k != 0 {
+			continue
 		}
-	}
-	if len(d) == max {
-		d = append(d, "…")
+		if len(d) == max {
+			return strings.Join(d, ", ") + ", …"
+		}
+		d = append(d, fmt.Sprint(k))
 	}
 	return strings.Join(d, ", ")
 }

@@ -176,8 +176,10 @@ func validate(cmd *cobra.Command, o *Options) error {
 // LoadModel loads the DC model to evaluate: a DC checkpoint through
 // dc/checkpoint (everything in its metadata), or a reference DC-DiT
 // state_dict through dc/hnet with the head count and de-chunk σ it does not
-// store. Any other checkpoint is an error naming what it holds.
-func LoadModel(path string, numHeads int, sigma float64) (*dc.Model, error) {
+// store. Any other checkpoint is an error naming what it holds. warn, when
+// not nil, receives what loading found suspicious (a DC checkpoint without
+// checksums).
+func LoadModel(path string, numHeads int, sigma float64, warn func(string)) (*dc.Model, error) {
 	ck, err := loaders.Open(path)
 	if err != nil {
 		return nil, err
@@ -190,8 +192,16 @@ func LoadModel(path string, numHeads int, sigma float64) (*dc.Model, error) {
 	rep := arch.Detect(in)
 	switch {
 	case rep.Layout == arch.DCLayout:
-		m, _, err := checkpoint.Load(path)
-		return m, err
+		m, meta, err := checkpoint.Load(path)
+		if err != nil {
+			return nil, err
+		}
+		for _, msg := range meta.Warnings {
+			if warn != nil {
+				warn(fmt.Sprintf("%s: %s", path, msg))
+			}
+		}
+		return m, nil
 	case rep.Architecture == arch.DCDiT:
 		if numHeads == 0 {
 			return nil, fmt.Errorf("%s is a reference DC-DiT state_dict: it does not store its head count, pass --num-heads", path)
@@ -209,6 +219,11 @@ func LoadTeacher(path string, numHeads int, warn func(string)) (*dit.Model, erro
 	if err != nil {
 		return nil, fmt.Errorf("--teacher: %w", err)
 	}
+	// The head count comes from --teacher-heads or the file's metadata, not
+	// from the weights: check it (and the rest) before the model runs.
+	if err := w.Config.Validate(); err != nil {
+		return nil, fmt.Errorf("--teacher %s: %w", path, err)
+	}
 	for _, msg := range w.Warnings {
 		// The learned-sigma note describes the layout the sampler expects.
 		if warn != nil && !strings.HasPrefix(msg, "learned sigma:") {
@@ -225,14 +240,14 @@ func Run(opts *Options) error {
 			return err
 		}
 	}
-	m, err := LoadModel(opts.Checkpoint, opts.NumHeads, opts.Sigma)
-	if err != nil {
-		return err
-	}
 	warn := func(msg string) {
 		if !opts.Quiet {
 			fmt.Fprintf(opts.IO.Err, "warning: %s\n", msg)
 		}
+	}
+	m, err := LoadModel(opts.Checkpoint, opts.NumHeads, opts.Sigma, warn)
+	if err != nil {
+		return err
 	}
 	teacher, err := LoadTeacher(opts.Teacher, opts.TeacherHeads, warn)
 	if err != nil {

@@ -40,6 +40,13 @@ func describeDC(res *Result, ck *loaders.Checkpoint, layout arch.Layout, numHead
 		if numHeads > 0 {
 			res.Warnings = append(res.Warnings, "--num-heads is ignored: DC checkpoints store their head count")
 		}
+		res.Warnings = append(res.Warnings, m.Warnings...)
+		// Block counts beyond the tensors present would make the expected
+		// list (and the missing-tensor report) as long as the metadata says.
+		if err := m.CheckTensors(shapes); err != nil {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("not a valid DC checkpoint: __metadata__ %q: %v", checkpoint.ConfigKey, err))
+			return
+		}
 		expected = m.Shapes()
 		res.Config = m
 		res.FLOPsPerRho = m.FLOPsPerRho(flopsSteps)
@@ -143,13 +150,7 @@ func int64s(v []int) []int64 {
 	return out
 }
 
-func abbreviate(names []string) string {
-	const show = 8
-	if len(names) <= show {
-		return strings.Join(names, ", ")
-	}
-	return strings.Join(names[:show], ", ") + fmt.Sprintf(", … (%d more)", len(names)-show)
-}
+func abbreviate(names []string) string { return arch.JoinCapped(names, ", ", 8) }
 
 // writeDCConfig prints a DC config's rows: scaffold, backbone, trained ρ,
 // base, recipe.

@@ -94,6 +94,11 @@ func runDC(opts *Options, layout arch.Layout) error {
 	if err != nil {
 		return err
 	}
+	for _, msg := range meta.Warnings {
+		if !opts.Quiet {
+			fmt.Fprintf(opts.IO.Err, "warning: %s: %s\n", opts.Checkpoint, msg)
+		}
+	}
 	cfg := m.Config
 	classes := meta.Backbone.HNet.NumClasses
 	for _, c := range opts.Classes {

@@ -212,6 +212,11 @@ func runDiT(opts *Options) error {
 	if err != nil {
 		return err
 	}
+	// The head count comes from --num-heads or the file's metadata, not
+	// from the weights: check it (and the rest) before the model runs.
+	if err := w.Config.Validate(); err != nil {
+		return fmt.Errorf("sample: %s: %w", opts.Checkpoint, err)
+	}
 	cfg := w.Config
 	for _, c := range opts.Classes {
 		if c >= cfg.NumClasses {
