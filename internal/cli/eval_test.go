@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -22,14 +23,63 @@ import (
 	"github.com/dcdit/dcdit/loaders/safetensors"
 )
 
+// dcTiny is what the eval tests need to know of the first dcdit-tiny
+// fixture case (the model dctest.Checkpoint saves), read from its
+// config.json: no size or count of a particular case is written into the
+// tests, since other fixture sets of the same format run too.
+type dcTiny struct {
+	size, channels, classes int
+	heads                   string // the main network's, for --num-heads
+}
+
+func dcTinyCase(t *testing.T) dcTiny {
+	t.Helper()
+	c := dctest.Cases(t)[0]
+	get := func(key string) int {
+		t.Helper()
+		v, ok := c.Int(key)
+		if !ok || v <= 0 {
+			t.Fatalf("%s: config.json has no positive integer %q", c.Dir, key)
+		}
+		return v
+	}
+	d := dcTiny{size: get("input_size"), channels: get("in_channels"), classes: get("num_classes")}
+	if rows, cols := get("num_rows"), get("num_cols"); rows != d.size || cols != d.size {
+		t.Fatalf("%s: a %d×%d grid; the eval tests need square latents of side input_size %d", c.Dir, rows, cols, d.size)
+	}
+	hc, _ := c.Config["hnet"].(map[string]any)
+	heads, _ := hc["num_heads"].([]any)
+	h, ok := 0.0, len(heads) > 0
+	if ok {
+		h, ok = heads[len(heads)-1].(float64)
+	}
+	if !ok || h <= 0 {
+		t.Fatalf("%s: config.json lacks hnet.num_heads", c.Dir)
+	}
+	d.heads = strconv.Itoa(int(h))
+	// The data comes from the shapes generator, whose latents have a fixed
+	// channel count and whose labels cover its classes.
+	if d.channels != shapes.Channels || d.classes < len(shapes.Classes) {
+		t.Fatalf("%s: %d latent channels and %d classes; the shapes data has %d channels and %d classes",
+			c.Dir, d.channels, d.classes, shapes.Channels, len(shapes.Classes))
+	}
+	return d
+}
+
+// teacherHeads is the random teacher's head count: the file does not
+// store it, so every eval passes --teacher-heads.
+const teacherHeads = "4"
+
 // randomTeacherFile writes a random DiT matching the dcdit-tiny fixture's
-// latents (16×16×4, 10 classes, learned sigma; 4 heads, which the file
-// does not store) in the original naming, with its adaLN-Zero layers
-// randomised so that it predicts something.
+// latents and classes (learned sigma; a width and head count of its own)
+// in the original naming, with its adaLN-Zero layers randomised so that it
+// predicts something.
 func randomTeacherFile(t *testing.T) string {
 	t.Helper()
-	cfg := &arch.DiTConfig{Depth: 2, HiddenSize: 64, NumHeads: 4, PatchSize: 2, InChannels: 4, InputSize: 16,
-		LearnSigma: true, NumClasses: 10, MLPRatio: 2, FrequencySize: 256}
+	d := dcTinyCase(t)
+	heads, _ := strconv.Atoi(teacherHeads)
+	cfg := &arch.DiTConfig{Depth: 2, HiddenSize: 64, NumHeads: heads, PatchSize: 2, InChannels: d.channels, InputSize: d.size,
+		LearnSigma: true, NumClasses: d.classes, MLPRatio: 2, FrequencySize: 256}
 	m, err := dit.Init(cfg, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +116,10 @@ func randomTeacherFile(t *testing.T) string {
 
 func shapesFile(t *testing.T, n int) string {
 	t.Helper()
-	g, _ := shapes.New(16, 9)
+	g, err := shapes.New(dcTinyCase(t).size, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s, err := g.Set(n)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +138,7 @@ func TestEval(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "eval", "run")
 	small := []string{"--num", "4", "--samples", "2", "--steps", "2", "--seed", "1"}
 
-	args := append([]string{"eval", model, "--teacher", teacher, "--teacher-heads", "4", "--data", data, "--out", out, "--rho", "0,0.5", "--lite", "0,0.8", "--lite-cfg", "2"}, small...)
+	args := append([]string{"eval", model, "--teacher", teacher, "--teacher-heads", teacherHeads, "--data", data, "--out", out, "--rho", "0,0.5", "--lite", "0,0.8", "--lite-cfg", "2"}, small...)
 	code, stdout, stderr := run(t, args...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -133,7 +186,7 @@ func TestEval(t *testing.T) {
 	}
 
 	// --json prints the same object as eval.json, timings aside.
-	args = append([]string{"eval", model, "--teacher", teacher, "--teacher-heads", "4", "--data", data, "--rho", "0,0.5", "--lite", "0,0.8", "--lite-cfg", "2", "--json", "-q"}, small...)
+	args = append([]string{"eval", model, "--teacher", teacher, "--teacher-heads", teacherHeads, "--data", data, "--rho", "0,0.5", "--lite", "0,0.8", "--lite-cfg", "2", "--json", "-q"}, small...)
 	code, stdout, stderr = run(t, args...)
 	if code != 0 || stderr != "" {
 		t.Fatalf("--json: exit %d, stderr %q", code, stderr)
@@ -167,7 +220,7 @@ func TestEvalErrors(t *testing.T) {
 	notFolder := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(notFolder, []byte("x"), 0o644)
 	base := func(extra ...string) []string {
-		return append([]string{"eval", model, "--teacher", teacher, "--teacher-heads", "4", "--data", data, "--num", "2", "--samples", "1", "--steps", "1", "--no-lite"}, extra...)
+		return append([]string{"eval", model, "--teacher", teacher, "--teacher-heads", teacherHeads, "--data", data, "--num", "2", "--samples", "1", "--steps", "1", "--no-lite"}, extra...)
 	}
 	cases := []struct {
 		name string
@@ -184,9 +237,9 @@ func TestEvalErrors(t *testing.T) {
 		{"steps", base("--steps", "0"), exitUsage, "--steps 0"},
 		{"two args", []string{"eval", model, model, "--teacher", teacher, "--data", data}, exitUsage, "takes 1 argument"},
 		{"teacher is DC", []string{"eval", model, "--teacher", model, "--data", data, "--no-lite"}, exitError, "--teacher"},
-		{"model is DiT", []string{"eval", teacher, "--teacher", teacher, "--teacher-heads", "4", "--data", data}, exitError, "holds a dit checkpoint"},
+		{"model is DiT", []string{"eval", teacher, "--teacher", teacher, "--teacher-heads", teacherHeads, "--data", data}, exitError, "holds a dit checkpoint"},
 		{"reference without heads", []string{"eval", ref, "--teacher", teacher, "--data", data}, exitError, "pass --num-heads"},
-		{"data is a model", []string{"eval", model, "--teacher", teacher, "--teacher-heads", "4", "--data", teacher}, exitError, `no tensor "latents"`},
+		{"data is a model", []string{"eval", model, "--teacher", teacher, "--teacher-heads", teacherHeads, "--data", teacher}, exitError, `no tensor "latents"`},
 		{"out is a file", base("--out", notFolder), exitError, "is a file, want a folder"},
 		{"missing model", base()[:1], exitUsage, "takes 1 argument"},
 	}
@@ -200,7 +253,7 @@ func TestEvalErrors(t *testing.T) {
 	}
 
 	// A reference state_dict with --num-heads evaluates.
-	code, stdout, stderr := run(t, "eval", ref, "--num-heads", "4", "--teacher", teacher, "--teacher-heads", "4", "--data", data,
+	code, stdout, stderr := run(t, "eval", ref, "--num-heads", dcTinyCase(t).heads, "--teacher", teacher, "--teacher-heads", teacherHeads, "--data", data,
 		"--num", "2", "--samples", "1", "--steps", "1", "--no-lite", "--rho", "0", "--json")
 	if code != 0 {
 		t.Fatalf("reference state_dict: exit %d: %s", code, stderr)

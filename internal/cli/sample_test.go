@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -16,22 +17,62 @@ import (
 	"github.com/dcdit/dcdit/loaders/safetensors"
 )
 
-// ditTiny is the dit-tiny fixture's weights (input 8, 4 channels, 10
-// classes; heads are not stored, so every run passes --num-heads 4).
-func ditTiny(t *testing.T) string {
+// tinyDiT is what the sample tests need to know of the first dit-tiny
+// fixture case, read from its config.json: no size, head count or class
+// count of a particular case is written into the tests, since other
+// fixture sets of the same format run too.
+type tinyDiT struct {
+	weights  string // the original-naming weights file
+	dir      string // the case folder
+	heads    string // --num-heads (heads are not stored in the weights)
+	channels int    // latent channels
+	size     int    // latent side
+	classes  int    // number of classes (the null class is one more)
+}
+
+// ditTinyCase reads the first dit-tiny case under the fixture root.
+func ditTinyCase(t *testing.T) tinyDiT {
 	t.Helper()
 	root, err := fixtures.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(root, "dit-tiny", "weights.safetensors")
+	cases, err := fixtures.Discover(root, "dit-tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) == 0 {
+		t.Fatalf("no dit-tiny fixture case under %s", root)
+	}
+	c := cases[0]
+	get := func(key string) int {
+		t.Helper()
+		v, ok := c.Int(key)
+		if !ok || v <= 0 {
+			t.Fatalf("%s: config.json has no positive integer %q", c.Dir, key)
+		}
+		return v
+	}
+	return tinyDiT{weights: filepath.Join(c.Dir, "weights.safetensors"), dir: c.Dir, heads: strconv.Itoa(get("num_heads")),
+		channels: get("in_channels"), size: get("input_size"), classes: get("num_classes")}
 }
+
+// ditTiny is the dit-tiny fixture's weights file.
+func ditTiny(t *testing.T) string { return ditTinyCase(t).weights }
+
+// shape is the latents shape of n samples.
+func (d tinyDiT) shape(n int) []int64 {
+	return []int64{int64(n), int64(d.channels), int64(d.size), int64(d.size)}
+}
+
+// class maps a label of the tests to one of the case's classes.
+func (d tinyDiT) class(i int) string { return strconv.Itoa(i % d.classes) }
 
 // tinyDiffusers lays the fixture's diffusers-named weights out as a
 // diffusers model folder, with the config.json that tells heads and size.
 func tinyDiffusers(t *testing.T) string {
 	t.Helper()
-	src := filepath.Dir(ditTiny(t))
+	src := ditTinyCase(t).dir
 	var fixture struct {
 		Diffusers json.RawMessage `json:"diffusers_config"`
 	}
@@ -104,25 +145,30 @@ func readLatents(t *testing.T, path string) ([]int64, []byte, map[string]string)
 }
 
 func TestSampleOutput(t *testing.T) {
-	tiny := ditTiny(t)
+	d := ditTinyCase(t)
+	tiny, heads := d.weights, d.heads
+	a, b, c9, c2, c3 := d.class(1), d.class(7), d.class(9), d.class(2), d.class(3)
+	// DiT's forward_with_cfg guides 3 channels (all of them with
+	// --cfg-all-channels): the reference's choice, not the case's.
+	guided := strconv.Itoa(min(3, d.channels))
 	cases := []struct {
 		name  string
 		args  []string
 		shape []int64
 		meta  map[string]string
 	}{
-		{"defaults", []string{tiny, "--num-heads", "4", "--steps", "5"}, []int64{1, 4, 8, 8},
-			map[string]string{"dcdit.classes": "0", "dcdit.num": "1", "dcdit.labels": "0", "dcdit.steps": "5", "dcdit.cfg": "4", "dcdit.cfg_channels": "3", "dcdit.seed": "0", "dcdit.sampler": "ddpm", "dcdit.checkpoint": tiny}},
-		{"classes x num", []string{tiny, "--num-heads", "4", "--steps", "3", "--class", "1,7", "--num", "3", "--seed", "42"}, []int64{6, 4, 8, 8},
-			map[string]string{"dcdit.classes": "1,7", "dcdit.num": "3", "dcdit.labels": "1,1,1,7,7,7", "dcdit.steps": "3", "dcdit.seed": "42"}},
-		{"repeated --class", []string{tiny, "--num-heads", "4", "--steps", "2", "--class", "9", "--class", "2"}, []int64{2, 4, 8, 8},
-			map[string]string{"dcdit.classes": "9,2", "dcdit.labels": "9,2"}},
-		{"no guidance", []string{tiny, "--num-heads", "4", "--steps", "2", "--cfg", "1"}, []int64{1, 4, 8, 8},
+		{"defaults", []string{tiny, "--num-heads", heads, "--steps", "5"}, d.shape(1),
+			map[string]string{"dcdit.classes": "0", "dcdit.num": "1", "dcdit.labels": "0", "dcdit.steps": "5", "dcdit.cfg": "4", "dcdit.cfg_channels": guided, "dcdit.seed": "0", "dcdit.sampler": "ddpm", "dcdit.checkpoint": tiny}},
+		{"classes x num", []string{tiny, "--num-heads", heads, "--steps", "3", "--class", a + "," + b, "--num", "3", "--seed", "42"}, d.shape(6),
+			map[string]string{"dcdit.classes": a + "," + b, "dcdit.num": "3", "dcdit.labels": strings.Join([]string{a, a, a, b, b, b}, ","), "dcdit.steps": "3", "dcdit.seed": "42"}},
+		{"repeated --class", []string{tiny, "--num-heads", heads, "--steps", "2", "--class", c9, "--class", c2}, d.shape(2),
+			map[string]string{"dcdit.classes": c9 + "," + c2, "dcdit.labels": c9 + "," + c2}},
+		{"no guidance", []string{tiny, "--num-heads", heads, "--steps", "2", "--cfg", "1"}, d.shape(1),
 			map[string]string{"dcdit.cfg": "1", "dcdit.cfg_channels": "0"}},
-		{"all channels", []string{tiny, "--num-heads", "4", "--steps", "2", "--cfg", "1.5", "--cfg-all-channels"}, []int64{1, 4, 8, 8},
-			map[string]string{"dcdit.cfg": "1.5", "dcdit.cfg_channels": "4"}},
-		{"diffusers folder", []string{tinyDiffusers(t), "--steps", "2", "--class", "3"}, []int64{1, 4, 8, 8},
-			map[string]string{"dcdit.labels": "3"}},
+		{"all channels", []string{tiny, "--num-heads", heads, "--steps", "2", "--cfg", "1.5", "--cfg-all-channels"}, d.shape(1),
+			map[string]string{"dcdit.cfg": "1.5", "dcdit.cfg_channels": strconv.Itoa(d.channels)}},
+		{"diffusers folder", []string{tinyDiffusers(t), "--steps", "2", "--class", c3}, d.shape(1),
+			map[string]string{"dcdit.labels": c3}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -152,8 +198,8 @@ func TestSampleOutput(t *testing.T) {
 // The same seed and flags give bit-identical latents; anything that should
 // change them does.
 func TestSampleDeterminism(t *testing.T) {
-	tiny := ditTiny(t)
-	base := []string{tiny, "--num-heads", "4", "--steps", "4", "--class", "1,2", "--num", "2"}
+	d := ditTinyCase(t)
+	base := []string{d.weights, "--num-heads", d.heads, "--steps", "4", "--class", d.class(1) + "," + d.class(2), "--num", "2"}
 	latents := func(extra ...string) []byte {
 		t.Helper()
 		out, code, _, stderr := sampleRun(t, append(slices.Clone(base), extra...)...)
@@ -192,9 +238,9 @@ func TestSampleDeterminism(t *testing.T) {
 }
 
 func TestSamplePNG(t *testing.T) {
-	tiny := ditTiny(t)
+	d := ditTinyCase(t)
 	pngPath := filepath.Join(t.TempDir(), "preview.png")
-	_, code, stdout, stderr := sampleRun(t, tiny, "--num-heads", "4", "--steps", "2", "--class", "1,2,3", "--num", "2", "--png", pngPath)
+	_, code, stdout, stderr := sampleRun(t, d.weights, "--num-heads", d.heads, "--steps", "2", "--class", d.class(1)+","+d.class(2)+","+d.class(3), "--num", "2", "--png", pngPath)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -210,19 +256,22 @@ func TestSamplePNG(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s is not a PNG: %v", pngPath, err)
 	}
-	// One row per class, --num columns, each 8×8 latent drawn at 8×.
-	if b := img.Bounds(); b.Dx() != 2*64 || b.Dy() != 3*64 {
-		t.Errorf("preview is %dx%d, want 128x192", b.Dx(), b.Dy())
+	// One row per class, --num columns, each latent drawn at 8× (the
+	// VAE's factor).
+	tile := 8 * d.size
+	if b := img.Bounds(); b.Dx() != 2*tile || b.Dy() != 3*tile {
+		t.Errorf("preview is %dx%d, want %dx%d", b.Dx(), b.Dy(), 2*tile, 3*tile)
 	}
 }
 
 func TestSampleQuiet(t *testing.T) {
-	_, code, stdout, stderr := sampleRun(t, ditTiny(t), "--num-heads", "4", "--steps", "2", "--quiet")
+	d := ditTinyCase(t)
+	_, code, stdout, stderr := sampleRun(t, d.weights, "--num-heads", d.heads, "--steps", "2", "--quiet")
 	if code != 0 || stdout != "" || stderr != "" {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 0 and silence", code, stdout, stderr)
 	}
 	// Without --num-heads the head count is assumed, and said so.
-	_, code, _, stderr = sampleRun(t, ditTiny(t), "--steps", "1")
+	_, code, _, stderr = sampleRun(t, d.weights, "--steps", "1")
 	if code != 0 || !strings.Contains(stderr, "warning: num_heads is not stored") || strings.Contains(stderr, "learned sigma") {
 		t.Errorf("exit %d, stderr %q; want the head-count warning only", code, stderr)
 	}
@@ -231,7 +280,9 @@ func TestSampleQuiet(t *testing.T) {
 // Bad input exits 1 and usage mistakes exit 2, each with one line naming
 // the culprit, and no output file is left behind.
 func TestSampleErrors(t *testing.T) {
-	tiny := ditTiny(t)
+	d := ditTinyCase(t)
+	tiny, heads := d.weights, d.heads
+	nc := strconv.Itoa(d.classes)
 	dir := t.TempDir()
 	aFile := filepath.Join(dir, "file")
 	if err := os.WriteFile(aFile, []byte("x"), 0o644); err != nil {
@@ -245,11 +296,11 @@ func TestSampleErrors(t *testing.T) {
 	}{
 		{"missing checkpoint", []string{filepath.Join(dir, "nope.safetensors")}, 1, []string{"nope.safetensors"}},
 		{"not a DiT", []string{filepath.Join(testdata, "checkpoints", "zimage-comfy.safetensors")}, 1, []string{"zimage-comfy.safetensors", "not a DiT"}},
-		{"class out of range", []string{tiny, "--num-heads", "4", "--class", "3,10"}, 1, []string{"--class 10", "10 classes", "0..9"}},
-		{"out folder missing", []string{tiny, "--num-heads", "4", "--out", filepath.Join(dir, "no", "x.safetensors")}, 1, []string{"--out", filepath.Join(dir, "no"), "does not exist"}},
-		{"out under a file", []string{tiny, "--num-heads", "4", "--out", filepath.Join(aFile, "x.safetensors")}, 1, []string{"--out", aFile, "not a folder"}},
-		{"out is a folder", []string{tiny, "--num-heads", "4", "--out", dir}, 1, []string{"--out", dir, "is a folder"}},
-		{"png folder missing", []string{tiny, "--num-heads", "4", "--png", filepath.Join(dir, "no", "p.png")}, 1, []string{"--png", "does not exist"}},
+		{"class out of range", []string{tiny, "--num-heads", heads, "--class", d.class(3) + "," + nc}, 1, []string{"--class " + nc, nc + " classes", "0.." + strconv.Itoa(d.classes-1)}},
+		{"out folder missing", []string{tiny, "--num-heads", heads, "--out", filepath.Join(dir, "no", "x.safetensors")}, 1, []string{"--out", filepath.Join(dir, "no"), "does not exist"}},
+		{"out under a file", []string{tiny, "--num-heads", heads, "--out", filepath.Join(aFile, "x.safetensors")}, 1, []string{"--out", aFile, "not a folder"}},
+		{"out is a folder", []string{tiny, "--num-heads", heads, "--out", dir}, 1, []string{"--out", dir, "is a folder"}},
+		{"png folder missing", []string{tiny, "--num-heads", heads, "--png", filepath.Join(dir, "no", "p.png")}, 1, []string{"--png", "does not exist"}},
 		{"steps 0", []string{tiny, "--steps", "0"}, 2, []string{"--steps 0", "1..1000"}},
 		{"steps 1001", []string{tiny, "--steps", "1001"}, 2, []string{"--steps 1001"}},
 		{"num 0", []string{tiny, "--num", "0"}, 2, []string{"--num 0"}},
