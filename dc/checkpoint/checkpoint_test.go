@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -201,6 +202,28 @@ func TestLoadErrors(t *testing.T) {
 	backbone := func(cfg map[string]any) map[string]any {
 		return cfg["backbone"].(map[string]any)["config"].(map[string]any)
 	}
+	// The victim's shape and the backbone's width come from the checkpoint
+	// (the fixture case's sizes), so the edits below are wrong for any case.
+	f, err := safetensors.Open(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vt, ok := f.Tensor(victim)
+	var goodCfg map[string]any
+	jerr := json.Unmarshal([]byte(f.Metadata()["dcdit.config"]), &goodCfg)
+	f.Close()
+	if !ok || len(vt.Shape) != 1 || vt.Shape[0] < 2 || jerr != nil {
+		t.Fatalf("%s: want a 1-D %s of 2 or more values and a dcdit.config (%v)", good, victim, jerr)
+	}
+	n := vt.Shape[0]
+	width, _ := backbone(goodCfg)["width"].(float64)
+	if width <= 0 {
+		t.Fatalf("%s: dcdit.config has no backbone width", good)
+	}
+	badHeads := 3 // the smallest head count that does not divide the width
+	for int(width)%badHeads == 0 {
+		badHeads++
+	}
 	cases := []struct {
 		name string
 		path func() string
@@ -231,24 +254,24 @@ func TestLoadErrors(t *testing.T) {
 			return rewrite(t, good, editConfig(t, func(c map[string]any) { backbone(c)["num_heads"] = 4 }))
 		}, []string{`unknown field "num_heads"`}},
 		{"heads do not divide", func() string {
-			return rewrite(t, good, editConfig(t, func(c map[string]any) { backbone(c)["heads"] = 7 }))
-		}, []string{"7 heads"}},
+			return rewrite(t, good, editConfig(t, func(c map[string]any) { backbone(c)["heads"] = badHeads }))
+		}, []string{fmt.Sprintf("%d heads", badHeads)}},
 		{"widths disagree", func() string {
-			return rewrite(t, good, editConfig(t, func(c map[string]any) { backbone(c)["width"] = 128 }))
-		}, []string{"backbone width 128", "model_dim"}},
+			return rewrite(t, good, editConfig(t, func(c map[string]any) { backbone(c)["width"] = 2 * width }))
+		}, []string{fmt.Sprintf("backbone width %d", 2*int(width)), "model_dim"}},
 		{"bad rho", func() string {
 			return rewrite(t, good, editConfig(t, func(c map[string]any) { c["trained_rhos"] = []float64{0, 1} }))
 		}, []string{"trained_rhos", "0 ≤ ρ < 1"}},
 		{"missing tensor", func() string {
 			return rewrite(t, good, func(ts map[string]safetensors.WriteTensor, _ map[string]string) { delete(ts, victim) })
-		}, []string{"edited.safetensors", `tensor "` + victim + `" missing`, "want shape [32]"}},
+		}, []string{"edited.safetensors", `tensor "` + victim + `" missing`, fmt.Sprintf("want shape [%d]", n)}},
 		{"mis-shaped tensor", func() string {
 			return rewrite(t, good, func(ts map[string]safetensors.WriteTensor, _ map[string]string) {
 				v := ts[victim]
-				v.Shape, v.Data = []int64{16}, v.Data[:64]
+				v.Shape, v.Data = []int64{n / 2}, v.Data[:4*(n/2)]
 				ts[victim] = v
 			})
-		}, []string{`tensor "` + victim + `": shape [16], want [32]`}},
+		}, []string{fmt.Sprintf(`tensor %q: shape [%d], want [%d]`, victim, n/2, n)}},
 		{"unexpected tensor", func() string {
 			return rewrite(t, good, func(ts map[string]safetensors.WriteTensor, _ map[string]string) {
 				ts["pos_embed"] = safetensors.WriteTensor{Name: "pos_embed", DType: ts[victim].DType, Shape: []int64{1}, Data: make([]byte, 4)}
