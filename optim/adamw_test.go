@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/dcdit/dcdit/internal/fixtures"
 )
 
 // ref64 is PyTorch's AdamW formula in float64, one element at a time.
@@ -83,13 +85,13 @@ func TestAdamWAgainstFloat64Reference(t *testing.T) {
 						tolP := 3*unitRoundoff*decayed + 12*unitRoundoff*math.Abs(wp-float64(before[i])*(1-h.LR*h.WeightDecay))
 						tolM := 3 * unitRoundoff * (math.Abs(h.Beta1*float64(m0[k])) + math.Abs((1-h.Beta1)*float64(g[i])))
 						tolV := 3 * unitRoundoff * (h.Beta2*float64(v0[k]) + (1-h.Beta2)*float64(g[i])*float64(g[i]))
-						if d := math.Abs(float64(p[i]) - wp); d > tolP {
+						if d := math.Abs(float64(p[i]) - wp); !fixtures.Within(d, tolP) {
 							t.Fatalf("step %d: p[%d] = %.9g, float64 reference %.9g (|diff| %.3g > %.3g)", step, i, p[i], wp, d, tolP)
 						}
-						if d := math.Abs(float64(st.M[k]) - wm); d > tolM {
+						if d := math.Abs(float64(st.M[k]) - wm); !fixtures.Within(d, tolM) {
 							t.Fatalf("step %d: m[%d] = %.9g, float64 reference %.9g (|diff| %.3g > %.3g)", step, i, st.M[k], wm, d, tolM)
 						}
-						if d := math.Abs(float64(st.V[k]) - wv); d > tolV {
+						if d := math.Abs(float64(st.V[k]) - wv); !fixtures.Within(d, tolV) {
 							t.Fatalf("step %d: v[%d] = %.9g, float64 reference %.9g (|diff| %.3g > %.3g)", step, i, st.V[k], wv, d, tolV)
 						}
 						k++

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/dcdit/dcdit/internal/fixtures"
 )
 
 func TestClip(t *testing.T) {
@@ -66,7 +68,7 @@ func TestClip(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if math.Abs(got-norm) > 1e-12*norm {
+				if !fixtures.Within(math.Abs(got-norm), 1e-12*norm) {
 					t.Errorf("norm = %.15g, want %.15g", got, norm)
 				}
 				coef := float32(c.maxNorm / (norm + 1e-6))
@@ -80,7 +82,7 @@ func TestClip(t *testing.T) {
 					}
 				}
 				if c.scaled {
-					if after := clipper.Norm(g); math.Abs(after-c.maxNorm) > 1e-5*c.maxNorm {
+					if after := clipper.Norm(g); !fixtures.Within(math.Abs(after-c.maxNorm), 1e-5*c.maxNorm) {
 						t.Errorf("norm after clipping = %v, want %v", after, c.maxNorm)
 					}
 				}
@@ -94,10 +96,10 @@ func TestClip(t *testing.T) {
 func TestClipHugeGradients(t *testing.T) {
 	g := []float32{3e38, -3e38}
 	norm, err := ClipGradNorm(g, AllTrainable(2), 1)
-	if err != nil || math.Abs(norm-3e38*math.Sqrt2) > 1e-6*norm {
+	if err != nil || !fixtures.Within(math.Abs(norm-3e38*math.Sqrt2), 1e-6*norm) {
 		t.Fatalf("norm %v, err %v; want %v", norm, err, 3e38*math.Sqrt2)
 	}
-	if math.Abs(float64(g[0])-math.Sqrt(0.5)) > 1e-6 || math.Abs(float64(g[1])+math.Sqrt(0.5)) > 1e-6 {
+	if !fixtures.Within(math.Abs(float64(g[0])-math.Sqrt(0.5)), 1e-6) || !fixtures.Within(math.Abs(float64(g[1])+math.Sqrt(0.5)), 1e-6) {
 		t.Errorf("clipped grads %v, want ±0.7071", g)
 	}
 }

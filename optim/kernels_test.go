@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/dcdit/dcdit/internal/fixtures"
 )
 
 // The assembly must give exactly the generic loops' bits, for every length
@@ -70,7 +72,7 @@ func TestKernelsMatchGeneric(t *testing.T) {
 				}
 
 				got, ref := ks.sumSquares(g0), sumSquaresGeneric(g0)
-				if math.Abs(got-ref) > 1e-14*ref {
+				if !fixtures.Within(math.Abs(got-ref), 1e-14*ref) {
 					t.Fatalf("sumSquares n=%d = %v, generic gives %v", n, got, ref)
 				}
 			}
@@ -88,7 +90,7 @@ func TestSumSquaresAccuracy(t *testing.T) {
 	x[0] = 1e3
 	want := 1e6 + 1e7*float64(float32(1e-3))*float64(float32(1e-3))
 	eachKernels(t, func(t *testing.T) {
-		if got := active.sumSquares(x); math.Abs(got-want) > 1e-9*want {
+		if got := active.sumSquares(x); !fixtures.Within(math.Abs(got-want), 1e-9*want) {
 			t.Errorf("sumSquares = %.15g, want %.15g", got, want)
 		}
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 	"github.com/dcdit/dcdit/internal/dctest"
+	"github.com/dcdit/dcdit/internal/fixtures"
 )
 
 const testdata = "../../../testdata"
@@ -144,11 +145,11 @@ func TestBaselinesMatchPaper(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !guided.CFG || math.Abs(guided.TFLOPsPerImage-2*res.TFLOPsPerImage) > 1e-9*res.TFLOPsPerImage {
+			if !guided.CFG || !fixtures.Within(math.Abs(guided.TFLOPsPerImage-2*res.TFLOPsPerImage), 1e-9*res.TFLOPsPerImage) {
 				t.Errorf("--cfg: %v TFLOPs, want twice %v", guided.TFLOPsPerImage, res.TFLOPsPerImage)
 			}
 			b := res.Budgets[0]
-			if sum := sumParts(b.Parts); math.Abs(sum-b.ForwardGFLOPs) > 1e-9*sum || b.Rho != nil {
+			if sum := sumParts(b.Parts); !fixtures.Within(math.Abs(sum-b.ForwardGFLOPs), 1e-9*sum) || b.Rho != nil {
 				t.Errorf("parts sum to %v, forward %v; rho %v", sum, b.ForwardGFLOPs, b.Rho)
 			}
 		})
@@ -187,23 +188,23 @@ func TestDCPreset(t *testing.T) {
 			t.Errorf("ρ %v: %v GFLOPs, not below the previous %v", *b.Rho, b.ForwardGFLOPs, prev)
 		}
 		prev = b.ForwardGFLOPs
-		if sum := sumParts(b.Parts); math.Abs(sum-b.ForwardGFLOPs) > 1e-9*sum {
+		if sum := sumParts(b.Parts); !fixtures.Within(math.Abs(sum-b.ForwardGFLOPs), 1e-9*sum) {
 			t.Errorf("ρ %v: parts sum to %v, forward %v", *b.Rho, sum, b.ForwardGFLOPs)
 		}
 		main := (&hnet.Network{Config: net}).FLOPs([]int{want[i]}) / 1e9
 		for _, part := range b.Parts {
-			if part.Name == "main network" && math.Abs(part.GFLOPs-main) > 1e-9*main {
+			if part.Name == "main network" && !fixtures.Within(math.Abs(part.GFLOPs-main), 1e-9*main) {
 				t.Errorf("ρ %v: main network %v GFLOPs, hnet counts %v", *b.Rho, part.GFLOPs, main)
 			}
 		}
-		if math.Abs(b.TFLOPsPerImage-250*b.ForwardGFLOPs/1e3) > 1e-9*b.TFLOPsPerImage {
+		if !fixtures.Within(math.Abs(b.TFLOPsPerImage-250*b.ForwardGFLOPs/1e3), 1e-9*b.TFLOPsPerImage) {
 			t.Errorf("ρ %v: %v TFLOPs per image for %v GFLOPs per forward", *b.Rho, b.TFLOPsPerImage, b.ForwardGFLOPs)
 		}
 	}
 	// The reference README's DC-DiT-S: 124 / 93 / 63 GFLOP per forward of
 	// a batch of 8 with the router keeping about a quarter of the tokens.
 	for i, ref := range []float64{124, 93, 63} {
-		if got := 8 * res.Budgets[i].ForwardGFLOPs; math.Abs(got-ref) > 0.02*ref {
+		if got := 8 * res.Budgets[i].ForwardGFLOPs; !fixtures.Within(math.Abs(got-ref), 0.02*ref) {
 			t.Errorf("ρ %v: %.1f GFLOP per batch of 8, the reference README says %v", *res.Budgets[i].Rho, got, ref)
 		}
 	}
@@ -232,11 +233,11 @@ func TestDCGuidanceAndAssumptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := plain.Budgets[0].ForwardGFLOPs
-	if got := cfg.Budgets[0].StepGFLOPs; math.Abs(got-2*f) > 1e-9*f {
+	if got := cfg.Budgets[0].StepGFLOPs; !fixtures.Within(math.Abs(got-2*f), 1e-9*f) {
 		t.Errorf("--cfg step %v GFLOPs, want 2 × %v", got, f)
 	}
 	lb := lite.Budgets[0]
-	if !lite.CFG || lb.KeptTokensUncond != 26 || *lb.RhoUncond != 0.9 || math.Abs(lb.StepGFLOPs-f-uncond.ForwardGFLOPs) > 1e-9*f {
+	if !lite.CFG || lb.KeptTokensUncond != 26 || *lb.RhoUncond != 0.9 || !fixtures.Within(math.Abs(lb.StepGFLOPs-f-uncond.ForwardGFLOPs), 1e-9*f) {
 		t.Errorf("Lite-CFG budget %+v; want step = %v + %v with 26 unconditional tokens", lb, f, uncond.ForwardGFLOPs)
 	}
 	if lb.ForwardGFLOPs != f {
@@ -290,7 +291,7 @@ func TestCheckpoints(t *testing.T) {
 		if r.Architecture != "dcdit" || r.Tokens != L || r.Budgets[0].KeptTokens != kept {
 			t.Errorf("%s: %+v", name, r)
 		}
-		if got := r.Budgets[0].ForwardGFLOPs; math.Abs(got-want) > 1e-9*want {
+		if got := r.Budgets[0].ForwardGFLOPs; !fixtures.Within(math.Abs(got-want), 1e-9*want) {
 			t.Errorf("%s: %v GFLOPs per forward, the loaded model counts %v", name, got, want)
 		}
 	}
