@@ -130,7 +130,7 @@ func TestAdamWTrajectory(t *testing.T) {
 	for i := range p {
 		// Each step moves p by about lr; errors of a few roundings of |p|
 		// per step may accumulate.
-		if d := math.Abs(float64(p[i]) - p64[i]); d > 4*steps*unitRoundoff*math.Max(1, math.Abs(p64[i])) {
+		if d := math.Abs(float64(p[i]) - p64[i]); !fixtures.Within(d, 4*steps*unitRoundoff*math.Max(1, math.Abs(p64[i]))) {
 			t.Errorf("p[%d] = %.9g after %d steps, float64 trajectory %.9g", i, p[i], steps, p64[i])
 		}
 	}
@@ -246,7 +246,7 @@ func TestAdamWMatchesTorch(t *testing.T) {
 				{"m", m[i], gold.M[i], gmax},
 				{"v", v[i], gold.V[i], gmax * gmax},
 			} {
-				if d := math.Abs(float64(x.got) - float64(x.want)); d > 8*unitRoundoff*x.scale {
+				if d := math.Abs(float64(x.got) - float64(x.want)); !fixtures.Within(d, 8*unitRoundoff*x.scale) {
 					t.Errorf("%s[%d] = %.9g, torch %.9g (|diff| %.3g > %.3g)", x.name, i, x.got, x.want, d, 8*unitRoundoff*x.scale)
 				}
 			}

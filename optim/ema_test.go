@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/dcdit/dcdit/internal/fixtures"
 )
 
 func TestEMA(t *testing.T) {
@@ -42,7 +44,7 @@ func TestEMA(t *testing.T) {
 				for i, w := range e.Weights() {
 					// Four steps of two roundings each, plus the rounding of
 					// decay and 1−decay, relative to the terms' size (≤ ~4).
-					if d := math.Abs(float64(w) - ref[i]); d > 16*unitRoundoff*4 {
+					if d := math.Abs(float64(w) - ref[i]); !fixtures.Within(d, 16*unitRoundoff*4) {
 						t.Fatalf("ema[%d] = %.9g, float64 reference %.9g", i, w, ref[i])
 					}
 				}
