@@ -45,6 +45,8 @@ func FuzzReadIndex(f *testing.F) {
 	}
 	f.Add([]byte(`{"weight_map": {"a": "../x.safetensors"}}`))
 	f.Add([]byte(`{"metadata": {"total_size": -1}, "weight_map": {}}`))
+	// Regression: a shard name holding a newline made a two-line error.
+	f.Add([]byte(`{"weight_map": {"a": "x\ny.safetensors", "a": "z.safetensors"}}`))
 	path := filepath.Join(f.TempDir(), "model"+IndexSuffix)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
@@ -65,7 +67,7 @@ func FuzzReadIndex(f *testing.F) {
 			t.Fatalf("accepted total_size %d", ix.TotalSize)
 		}
 		for name, shard := range ix.WeightMap {
-			if shard == "" || shard == "." || shard == ".." || strings.ContainsAny(shard, `/\`) || filepath.Base(shard) != shard {
+			if shard == "" || shard == "." || shard == ".." || strings.ContainsAny(shard, "/\\\n\r") || filepath.Base(shard) != shard {
 				t.Fatalf("tensor %q: accepted shard %q outside the index's folder", name, shard)
 			}
 		}

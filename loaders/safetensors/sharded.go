@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode"
 
 	"github.com/dcdit/dcdit/internal/atomicfile"
 )
@@ -101,13 +102,16 @@ func decodeWeightMap(text []byte) (map[string]string, error) {
 		name := tok.(string) // object keys are always strings
 		var shard string
 		if err := dec.Decode(&shard); err != nil {
-			return nil, fmt.Errorf("tensor %q: shard must be a file name string: %v", name, err)
+			return nil, fmt.Errorf("tensor %.200q: shard must be a file name string: %v", name, err)
 		}
 		if prev, dup := wm[name]; dup {
-			return nil, fmt.Errorf("tensor %q is listed twice (in %s and %s)", name, prev, shard)
+			return nil, fmt.Errorf("tensor %.200q is listed twice (in %.200q and %.200q)", name, prev, shard)
 		}
-		if shard == "" || shard != filepath.Base(shard) || shard == "." || shard == ".." || strings.ContainsAny(shard, `/\`) {
-			return nil, fmt.Errorf("tensor %q: shard %q is not a plain file name in the index's folder", name, shard)
+		// Control characters are refused too: the name is printed in
+		// messages that must stay on one line.
+		if shard == "" || shard != filepath.Base(shard) || shard == "." || shard == ".." || strings.ContainsAny(shard, `/\`) ||
+			strings.ContainsFunc(shard, unicode.IsControl) {
+			return nil, fmt.Errorf("tensor %.200q: shard %.200q is not a plain file name in the index's folder", name, shard)
 		}
 		wm[name] = shard
 	}
