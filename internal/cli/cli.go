@@ -17,6 +17,7 @@ import (
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/data"
 	"github.com/dcdit/dcdit/internal/cli/evaluate"
+	"github.com/dcdit/dcdit/internal/cli/featnet"
 	"github.com/dcdit/dcdit/internal/cli/flops"
 	"github.com/dcdit/dcdit/internal/cli/inspect"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
@@ -87,6 +88,7 @@ compute budget chosen at inference time.`,
 	root.AddCommand(inspect.NewCmd(io, nil), sample.NewCmd(io, nil), bench.NewCmd(io, nil), newVersionCmd(io))
 	root.AddCommand(data.NewCmd(io, nil))
 	root.AddCommand(evaluate.NewCmd(io, nil))
+	root.AddCommand(featnet.NewCmd(io, nil, nil))
 	root.AddCommand(flops.NewCmd(io, nil))
 	root.AddCommand(recipe.NewCmd(io, nil))
 	root.AddCommand(train.NewUpcycleCmd(io, nil), train.NewTrainCmd(io, nil))
