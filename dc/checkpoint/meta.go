@@ -40,7 +40,12 @@
 // format_version, an unknown backbone kind, unknown JSON fields, and any
 // missing, mis-shaped or unexpected tensor, naming the file, the tensor, and
 // what was expected and found; when "dcdit.crc32c" is present (Save always
-// writes it) every tensor's bytes are checked against it.
+// writes it) every tensor's bytes are checked against it, and a file
+// without it loads with a warning (Meta.Warnings). A file is untrusted
+// input: every size in dcdit.config is bounded (MaxGridSide, MaxWidth,
+// MaxBlocks, …) before it sizes anything, the block counts must match the
+// numbered blocks the file holds (Meta.CheckTensors), and errors that list
+// tensors name a few and count the rest.
 package checkpoint
 
 import (
