@@ -27,6 +27,10 @@ func TestLoadBoundsMetadata(t *testing.T) {
 	}{
 		{"grid rows", scaffold("grid_rows", 100000), []string{"grid_rows = 100000", "at most 1024"}},
 		{"grid cols", scaffold("grid_cols", 1<<40), []string{"grid_cols = 1099511627776"}},
+		{"grid times width", func(c map[string]any) {
+			sc := c["scaffold"].(map[string]any)
+			sc["grid_rows"], sc["grid_cols"], sc["router_dim"] = 1024, 1024, 2048
+		}, []string{"grid 1024×1024 at width 2048", "at most 1073741824"}},
 		{"encoder blocks", scaffold("encoder_blocks", 1000000000), []string{"encoder_blocks = 1000000000"}},
 		{"width", scaffold("enc_dec_dim", 1<<30), []string{"enc_dec_dim = 1073741824"}},
 		{"depth huge", backbone("depth", 100000), []string{"depth = 100000", "at most 1024"}},

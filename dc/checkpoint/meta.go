@@ -113,6 +113,9 @@ const (
 	MaxChannels = 4096    // in_channels, out_channels
 	MaxBlocks   = 1024    // backbone depth, encoder and decoder blocks
 	MaxClasses  = 1 << 24 // num_classes
+	// MaxActivations bounds grid_rows·grid_cols·(widest scaffold width):
+	// one sample's activations at one layer, 4 GiB in float32.
+	MaxActivations = 1 << 30
 )
 
 // Backbone names the backbone's kind and holds its config; JSON
@@ -268,6 +271,11 @@ func (m *Meta) checkBounds() error {
 		if f.v > f.max {
 			return fmt.Errorf("%s = %d, want at most %d", f.name, f.v, f.max)
 		}
+	}
+	// The grid is in no tensor, but the widths are (Load checks every
+	// shape): one sample's activations at the widest layer must fit.
+	if w := max(s.EncDecDim, s.ModelDim, s.RouterDim); s.GridRows*s.GridCols*w > MaxActivations {
+		return fmt.Errorf("scaffold grid %d×%d at width %d: %d activations per sample and layer, want at most %d", s.GridRows, s.GridCols, w, s.GridRows*s.GridCols*w, MaxActivations)
 	}
 	if s.RatioBatchSize > 1<<20 {
 		return fmt.Errorf("scaffold ratio_batch_size = %d, want at most %d", s.RatioBatchSize, 1<<20)
