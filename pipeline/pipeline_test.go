@@ -236,12 +236,20 @@ func TestTrainDCFromScratch(t *testing.T) {
 	}
 }
 
-// Settings the pipeline cannot honour yet fail before any work.
+// Settings the pipeline cannot honour fail before any work: the recipe
+// itself is refused.
 func TestUnsupportedSettings(t *testing.T) {
 	dir := t.TempDir()
 	text := trainRecipe + "[eval]\nevery = 2\n"
-	_, err := Run(load(t, dir, text), Options{Out: filepath.Join(dir, "out")})
-	if err == nil || !strings.Contains(err.Error(), `eval.every = 2`) {
+	path := filepath.Join(dir, "recipe.toml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := recipes.Load(path, recipes.LoadOptions{})
+	if err == nil {
+		_, err = Run(r, Options{Out: filepath.Join(dir, "out")})
+	}
+	if err == nil || !strings.Contains(err.Error(), `eval.every`) {
 		t.Fatalf("err = %v, want eval.every named", err)
 	}
 	if _, statErr := os.Stat(filepath.Join(dir, "out", "stages")); statErr == nil {

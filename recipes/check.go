@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/dcdit/dcdit/loaders/arch"
@@ -45,6 +46,7 @@ func check(p *problems, r *Recipe) {
 	positive(p, "save.keep", r.Save.Keep)
 	oneOf(p, "save.dtype", r.Save.DType, "f32", "bf16", "f16")
 	checkEval(p, r)
+	checkIgnored(p, r)
 }
 
 func checkBase(p *problems, r *Recipe) {
@@ -391,4 +393,78 @@ func oneOf(p *problems, key, v string, choices ...string) bool {
 	}
 	p.bad(key, v, "%s", msg)
 	return false
+}
+
+// checkIgnored refuses settings written in the file that the run would
+// accept and then not use, so that a recipe never says more than what
+// runs: data settings of another source, a decay floor without a decay,
+// a multi-budget warm-up without budgets to draw, an EMA that no one
+// reads, and evaluation settings of a run that is not evaluated.
+func checkIgnored(p *problems, r *Recipe) {
+	written := func(key string) bool { return !r.defaults[key] && (p.lines == nil || p.lines.has(key)) }
+	d := &r.Data
+	bySource := []struct {
+		key    string
+		source []string
+		why    string
+	}{
+		{"data.path", []string{SourceFile, SourceTeacher}, "procedural data has no file"},
+		{"data.latents_key", []string{SourceFile}, "only a data file has tensors to name"},
+		{"data.labels_key", []string{SourceFile}, "only a data file has tensors to name"},
+		{"data.samples", []string{SourceTeacher, SourceShapes}, "a data file has as many samples as it holds"},
+		{"data.sampling_steps", []string{SourceTeacher}, "only the teacher samples"},
+		{"data.cfg", []string{SourceTeacher}, "only the teacher samples"},
+		{"data.classes", []string{SourceTeacher}, "only the teacher's samples take classes"},
+	}
+	for _, b := range bySource {
+		if written(b.key) && !slices.Contains(b.source, d.Source) {
+			p.add(b.key, "found in a recipe with data.source = %q, expected it only with source %s: %s",
+				d.Source, quoteJoin(b.source), b.why)
+		}
+	}
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		k := func(name string) string { return indexKey("stage", i) + "." + name }
+		if written(k("min_lr")) && st.LRSchedule == ScheduleConstant {
+			p.add(k("min_lr"), "found with lr_schedule = %q, expected min_lr only with \"cosine\" or \"linear\" (a constant rate never reaches it)", st.LRSchedule)
+		}
+		if written(k("multi_budget_start")) && len(st.Rho) == 1 && st.MultiBudgetStart > 0 {
+			p.add(k("multi_budget_start"), "found %d with rho = %s, expected it only with more than one ρ to draw from (the stage trains at ρ = %s throughout)",
+				st.MultiBudgetStart, show(st.Rho), show(st.Rho[0]))
+		}
+		if written(k("ema_decay")) && st.EMADecay > 0 && i < len(r.Stages)-1 && r.Eval.Every == 0 {
+			p.add(k("ema_decay"), "found %s in stage %d of %d, expected 0: the next stage starts from the trained weights, so only the last stage's EMA is used (or set eval.every, which evaluates it)",
+				show(st.EMADecay), i+1, len(r.Stages))
+		}
+	}
+	evaluated := r.Base != nil && r.Scaffold != nil
+	for _, s := range r.Settings() {
+		if !strings.HasPrefix(s.Key, "eval.") || !written(s.Key) {
+			continue
+		}
+		switch {
+		case !evaluated:
+			p.add(s.Key, "found in a recipe without %s, expected no [eval] settings: only a DC model ([scaffold]) upcycled from a [base] teacher is evaluated", missingForEval(r))
+		case s.Key == "eval.lite_cfg_scale" && len(r.Eval.LiteCFG) == 0:
+			p.add(s.Key, "found with an empty eval.lite_cfg, expected it only with a Lite-CFG pair to guide")
+		}
+	}
+}
+
+func missingForEval(r *Recipe) string {
+	switch {
+	case r.Base == nil && r.Scaffold == nil:
+		return "[base] and [scaffold]"
+	case r.Base == nil:
+		return "[base]"
+	}
+	return "[scaffold]"
+}
+
+func quoteJoin(v []string) string {
+	q := make([]string, len(v))
+	for i, s := range v {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, " or ")
 }

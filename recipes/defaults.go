@@ -91,16 +91,17 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 	if r.Model != nil {
 		m := r.Model
 		setDefault(d, "model.preset", &m.Preset, "")
+		patch := 2
 		if p, ok := arch.LookupDiTPreset(m.Preset); ok {
 			setDefault(d, "model.depth", &m.Depth, p.Depth)
 			setDefault(d, "model.hidden_size", &m.HiddenSize, p.Hidden)
 			setDefault(d, "model.num_heads", &m.NumHeads, p.NumHeads)
-			setDefault(d, "model.patch_size", &m.PatchSize, p.Patch)
+			patch = p.Patch
 		}
-		patch := 2
 		if scaffold {
-			patch = 1
+			patch = 1 // positions on the latent grid, as the reference DC-DiT
 		}
+		// Set once: a second setDefault would overwrite the first.
 		setDefault(d, "model.patch_size", &m.PatchSize, patch)
 		setDefault(d, "model.in_channels", &m.InChannels, 4)
 		setDefault(d, "model.input_size", &m.InputSize, 32)

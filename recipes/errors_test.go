@@ -194,7 +194,7 @@ func TestRecipeErrors(t *testing.T) {
 			text: edit(validRecipe, "[scaffold]\nnorm_groups = 8\n", "", 1),
 			want: []want{{"stage[0].kind", `"distill" without [scaffold]`, `kind = "distill"`, 1}, {"stage[1].rho", "expected [0.0] without [scaffold]", "rho", 1}}},
 		{name: "missing data file",
-			text: edit(validRecipe, "samples = 64\n", "source = \"file\"\npath = \"latents.safetensors\"\n", 1),
+			text: edit(validRecipe, "samples = 64\nsampling_steps = 10\n", "source = \"file\"\npath = \"latents.safetensors\"\n", 1),
 			want: []want{{"data.path", "the data file latents.safetensors does not exist", "path = \"latents", 1}}, only: true},
 		{name: "teacher data without a teacher",
 			text: edit(edit(validRecipe, "[base]\npath = \"base.safetensors\"\n", "[model]\npreset = \"DiT-S/2\"\ninput_size = 8\n", 1), "samples = 64\n", "source = \"teacher\"\n", 1),
@@ -220,13 +220,13 @@ func TestRecipeErrors(t *testing.T) {
 			},
 			want: []want{{"base.path", "found a Z-Image checkpoint (upcycling Z-Image is not supported yet), expected a DiT", "path =", 1}}, only: true},
 		{name: "data file of the wrong shape",
-			text: edit(validRecipe, "samples = 64\n", "source = \"file\"\npath = \"latents.safetensors\"\n", 1),
+			text: edit(validRecipe, "samples = 64\nsampling_steps = 10\n", "source = \"file\"\npath = \"latents.safetensors\"\n", 1),
 			setup: func(t *testing.T, dir string) {
 				writeLatents(t, filepath.Join(dir, "latents.safetensors"), []int64{10, 4, 16, 16}, false)
 			},
 			want: []want{{"data.latents_key", "has shape [10 4 16 16], expected [N, 4, 8, 8]", "[data]", 1}}, only: true},
 		{name: "data file without labels",
-			text: edit(validRecipe, "samples = 64\n", "source = \"file\"\npath = \"latents.safetensors\"\n", 1),
+			text: edit(validRecipe, "samples = 64\nsampling_steps = 10\n", "source = \"file\"\npath = \"latents.safetensors\"\n", 1),
 			setup: func(t *testing.T, dir string) {
 				writeLatents(t, filepath.Join(dir, "latents.safetensors"), []int64{10, 4, 8, 8}, true)
 			},

@@ -221,7 +221,7 @@ func TestFromScratch(t *testing.T) {
 // A data file's header sizes the data; its labels may be a tensor or the
 // metadata `dcdit sample` writes.
 func TestPlanDataFile(t *testing.T) {
-	text := edit(validRecipe, "samples = 64\n", "source = \"file\"\npath = \"latents.safetensors\"\n", 1)
+	text := edit(validRecipe, "samples = 64\nsampling_steps = 10\n", "source = \"file\"\npath = \"latents.safetensors\"\n", 1)
 	path := recipeDir(t, text)
 	writeLatents(t, filepath.Join(filepath.Dir(path), "latents.safetensors"), []int64{48, 4, 8, 8}, false)
 	_, pl, err := Check(path, LoadOptions{})

@@ -161,8 +161,8 @@ type Model struct {
 	// PatchSize is the patch side of a fixed-patch DiT. With a scaffold
 	// it is the grid unit of the position embedding relative to the
 	// latent grid (1: positions on the latent grid, as the reference
-	// DC-DiT). Default: the preset's, else 2 without a scaffold and 1
-	// with one.
+	// DC-DiT). Default: 1 with a scaffold; without one the preset's,
+	// else 2.
 	PatchSize int `toml:"patch_size"`
 	// InChannels is the latent channel count C. Default: 4.
 	InChannels int `toml:"in_channels"`
