@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/dcdit/dcdit/internal/mmapfile"
+	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/pytorch"
 	"github.com/dcdit/dcdit/loaders/safetensors"
@@ -261,7 +262,7 @@ func findWeights(dir string) (string, error) {
 				}
 			}
 		}
-		return "", fmt.Errorf("open checkpoint: %s holds several candidate weight files (%s); name one of them", dir, strings.Join(group.names, ", "))
+		return "", fmt.Errorf("open checkpoint: %s holds several candidate weight files (%s); name one of them", dir, arch.JoinCapped(group.names, ", ", 8))
 	}
 	return "", fmt.Errorf("open checkpoint: %s: %w (looked for *%s, *.safetensors, *.pt, *.pth, *.bin, *.ckpt)", dir, ErrNoWeights, safetensors.IndexSuffix)
 }

@@ -203,7 +203,7 @@ func Inspect(path string, numHeads int) (*Result, error) {
 		describeDC(res, ck, rep.Layout, numHeads)
 	}
 	if ck.Training != nil {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("training checkpoint: using the %q state dict (top-level keys: %s)", ck.Training.Selected, strings.Join(ck.Training.TopLevel, ", ")))
+		res.Warnings = append(res.Warnings, fmt.Sprintf("training checkpoint: using the %q state dict (top-level keys: %s)", ck.Training.Selected, arch.JoinCapped(ck.Training.TopLevel, ", ", 8)))
 	}
 	// Empty lists and maps print as [] and {} in --json, never null.
 	if res.Metadata == nil {
@@ -269,7 +269,7 @@ func writeTable(w io.Writer, r *Result, withTensors bool) {
 		}
 	}
 	if r.Training != nil {
-		row("training", "state dict %q of {%s}", r.Training.Selected, strings.Join(r.Training.TopLevel, ", "))
+		row("training", "state dict %q of {%s}", r.Training.Selected, arch.JoinCapped(r.Training.TopLevel, ", ", 8))
 	}
 	if len(r.Metadata) > 0 {
 		for i, k := range slices.Sorted(maps.Keys(r.Metadata)) {
