@@ -3,9 +3,13 @@
 package train
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -53,8 +57,11 @@ OUT/model.safetensors and evaluates it.
 
 Each stage keeps its checkpoints, metrics log (metrics.jsonl) and manifest in
 OUT/stages/NAME. Running the same command again resumes where it stopped: the
-same step, optimiser state, EMA, random streams and data position. A NaN or
-infinite loss stops the run and leaves the last good checkpoint in place.`,
+same step, optimiser state, EMA, random streams and data position. A recipe
+edited in any setting that changes the training is refused, naming each
+changed setting. A NaN or infinite loss stops the run and leaves the last good
+checkpoint in place; so does Ctrl-C. While it runs, OUT is locked: a second
+run into it is refused, naming the process that holds it.`,
 		Example: `  dcdit upcycle recipes/toy-dit.toml --out runs/toy
   dcdit recipe plan recipes/dit-xl-2-256.toml   # check a recipe first`,
 		Args: cmdutil.ExactArgs(1, "the RECIPE"),
@@ -96,7 +103,12 @@ func Run(opts *Options) error {
 	case !opts.upcycle && r.Base != nil:
 		return fmt.Errorf("%s: the recipe has a [base]: use 'dcdit upcycle' (train starts from [model])", opts.Recipe)
 	}
-	po := pipeline.Options{Out: opts.Out}
+	// Ctrl-C or SIGTERM stops between two steps: the stage keeps its last
+	// checkpoint and the folder's lock is released, so the same command
+	// resumes.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	po := pipeline.Options{Out: opts.Out, Context: ctx}
 	if !opts.Quiet {
 		po.Log = opts.IO.Err
 		po.OnStep = stepReporter(opts.IO)
