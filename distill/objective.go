@@ -112,6 +112,32 @@ type DCObjective struct {
 	// EpsOnly restricts distillation to the ε channels (the first C);
 	// otherwise every output channel, learned σ included, is matched.
 	EpsOnly bool
+	// WeightCap, when > 0, weights each sample's distillation distance by
+	// 1 + min(√((1−ᾱ_t)/ᾱ_t), WeightCap), normalised to mean 1 over the
+	// timesteps: the sampler turns an ε error at t into an error of
+	// √((1−ᾱ_t)/ᾱ_t) times it in its estimate of x0, so a uniform weight
+	// spends the capacity where sampling forgives it (low t) and starves
+	// the steps whose errors it amplifies (high t).
+	WeightCap float64
+}
+
+// timestepWeights returns each sample's distillation weight (nil: all 1).
+func (o *DCObjective) timestepWeights(t []int) []float64 {
+	if !(o.WeightCap > 0) {
+		return nil
+	}
+	ratio := o.Schedule.SqrtRecipm1AlphasCumprod
+	w := func(t int) float64 { return 1 + min(ratio[t], o.WeightCap) }
+	var z float64
+	for s := range ratio {
+		z += w(s)
+	}
+	z /= float64(len(ratio))
+	ws := make([]float64, len(t))
+	for i, v := range t {
+		ws[i] = w(v) / z
+	}
+	return ws
 }
 
 // Step implements Objective.
@@ -154,6 +180,9 @@ func (o *DCObjective) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Met
 			m.Loss = distanceCols(grad, out, target, cfg.OutChannels, cfg.InChannels, o.Loss == DistillL1)
 		} else {
 			m.Loss = distance(grad, out, target, o.Loss == DistillL1)
+		}
+		if ws := o.timestepWeights(t); ws != nil {
+			m.Loss = weighSamples(grad, out, target, ws, cfg.OutChannels, cfg.InChannels, o.EpsOnly, o.Loss == DistillL1)
 		}
 	case Hybrid:
 		img := dc.FromTokens(out, B, cfg.OutChannels, cfg.GridRows, cfg.GridCols)
@@ -234,6 +263,33 @@ func distance(grad, out, target []float32, l1 bool) float64 {
 	return s / n
 }
 
+// weighSamples scales each sample's share of grad (rows [B·L, cols],
+// sample b's rows contiguous) by its weight and returns the weighted
+// distance, the mean over the matched values of w_b·|d| (L1) or w_b·d².
+func weighSamples(grad, out, target []float32, ws []float64, cols, k int, epsOnly, l1 bool) float64 {
+	per := len(grad) / len(ws)
+	matched := cols
+	if epsOnly {
+		matched = k
+	}
+	var s float64
+	for b, w := range ws {
+		for i := b * per; i < (b+1)*per; i++ {
+			if epsOnly && i%cols >= k {
+				continue
+			}
+			grad[i] *= float32(w)
+			d := float64(out[i]) - float64(target[i])
+			if l1 {
+				s += w * math.Abs(d)
+			} else {
+				s += w * d * d
+			}
+		}
+	}
+	return s / float64(len(ws)*per/cols*matched)
+}
+
 // distanceCols is distance over the first k of every row's cols values,
 // leaving the other gradients at zero.
 func distanceCols(grad, out, target []float32, cols, k int, l1 bool) float64 {
@@ -279,6 +335,7 @@ func (o *DCObjective) Settings() map[string]string {
 		"multi_budget_start": strconv.Itoa(o.Budget.Warmup),
 		"ratio_loss_weight":  num(o.RatioWeight),
 		"eps_only":           strconv.FormatBool(o.EpsOnly),
+		"weight_cap":         num(o.WeightCap),
 		"diffusion_steps":    strconv.Itoa(o.Schedule.Steps()),
 		"target_n":           num(cfg.TargetN),
 		"ratio_batch_size":   strconv.Itoa(cfg.RatioBatchSize),

@@ -19,6 +19,14 @@
 //     the conditional branch at one ρ and the unconditional at another;
 //     either is compared with the teacher at the same guidance scale
 //     (DiT's forward_with_cfg, first 3 channels);
+//   - with a feature network (Options.Features), the samples as a
+//     distribution: the Fréchet distance (FID's formula) of their features
+//     to the features of the data set's first NumSamples samples, and the
+//     fraction classified as the label they were drawn for; beside them
+//     the network's accuracy on the data and the Fréchet distance between
+//     two disjoint halves of the data (the floor at that sample count);
+//   - the kept tokens of each sampling step, per row (the paper's temporal
+//     finding: noisy steps need fewer tokens);
 //   - the edge density ratio: with the data set's edge masks (or, without
 //     them, masks derived from the latents: cells whose 4-neighbour differs
 //     by more than DeriveEdgesFraction of the value range), at ρ = 0 on
@@ -31,7 +39,8 @@
 // Run returns a Report (JSON via encoding/json, a text table via
 // WriteTable) that also holds what the pictures need: WriteBoundaryPNG
 // draws where the router kept tokens, WriteTrajectoryPNG the same along
-// the ρ = 0 sampling run, WriteElasticGridPNG the samples across ρ.
+// the ρ = 0 sampling run, WriteElasticGridPNG the samples across ρ and
+// WriteParetoPNG the Fréchet distance against compute.
 package eval
 
 import (
@@ -47,6 +56,7 @@ import (
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/dit/ddpm"
+	"github.com/dcdit/dcdit/eval/featnet"
 	"github.com/dcdit/dcdit/params"
 )
 
@@ -69,7 +79,20 @@ const (
 	defaultSteps       = 10
 	defaultBatchSize   = 16
 	defaultNumBoundary = 4
+	// maxGridSamples bounds the elastic grid's default columns.
+	maxGridSamples = 20
 )
+
+// FeatureNet is the network samples are scored with: features for the
+// Fréchet distance and a class for the accuracy (package featnet's Net).
+type FeatureNet interface {
+	// Features returns n×Dim() features of n latents [n, c, h, w].
+	Features(latents []float32, n, c, h, w int) ([]float64, error)
+	// Classify returns the class of each of n latents.
+	Classify(latents []float32, n, c, h, w int) ([]int, error)
+	// Dim is the feature width.
+	Dim() int
+}
 
 // Lite configures the Lite-CFG row: the conditional branch at tail-drop
 // fraction Cond, the unconditional one at Uncond, guidance scale Scale.
@@ -92,9 +115,15 @@ type Options struct {
 	// NumInputs is the number of held-out noisy inputs (data samples
 	// 0..NumInputs−1, fewer if the data set is smaller); default 64.
 	NumInputs int
-	// NumSamples is the number of samples drawn per row for the PSNR and
-	// the elastic grid, in one batch; default 8.
+	// NumSamples is the number of samples drawn per row (in one batch)
+	// for the PSNR, the Fréchet distance and the class accuracy; default 8.
 	NumSamples int
+	// GridSamples is the elastic grid's columns, each row's first samples
+	// (default min(NumSamples, 20)).
+	GridSamples int
+	// Features, when set, scores the samples as a distribution (Fréchet
+	// distance to the data, class accuracy).
+	Features FeatureNet
 	// Steps is the number of sampling steps (DiffusionSteps respaced);
 	// default 10.
 	Steps int
@@ -129,6 +158,30 @@ type Row struct {
 	MsPerImage     float64 `json:"ms_per_image"`
 	EpsRelMSE      float64 `json:"eps_rel_mse"`
 	SamplePSNR     float64 `json:"sample_psnr_db"`
+	Quality
+	// KeptPerStep is the mean kept tokens per image of the conditional
+	// branch at each sampling step, first (noisiest) to last; the steps'
+	// timesteps are Report.SamplingTimesteps.
+	KeptPerStep []float64 `json:"kept_per_step"`
+}
+
+// Quality scores samples as a distribution (with Options.Features; null
+// without): FD is the Fréchet distance of their features to the data's,
+// ClassAccuracy the fraction classified as the label they were drawn for.
+type Quality struct {
+	FD            *float64 `json:"fd"`
+	ClassAccuracy *float64 `json:"class_accuracy"`
+}
+
+// FeatureNetStats describes the feature network on the evaluation's data.
+type FeatureNetStats struct {
+	// Accuracy is the fraction of data samples classified as their label.
+	Accuracy float64 `json:"accuracy"`
+	Dim      int     `json:"dim"`
+	// Samples is the data samples the reference statistics hold;
+	// FloorSamples the size of each half behind data_fd_floor.
+	Samples      int `json:"samples"`
+	FloorSamples int `json:"floor_samples"`
 }
 
 // LiteRow is the Lite-CFG pair's results. Kept tokens are per branch;
@@ -145,8 +198,11 @@ type LiteRow struct {
 	MsPerImage       float64 `json:"ms_per_image"`
 	EpsRelMSE        float64 `json:"eps_rel_mse"`
 	SamplePSNR       float64 `json:"sample_psnr_db"`
+	Quality
 	// TeacherGFLOPsPerImage is the guided teacher's cost (two forwards).
 	TeacherGFLOPsPerImage float64 `json:"teacher_gflops_per_image"`
+	// TeacherQuality scores the teacher's samples at this row's scale.
+	TeacherQuality Quality `json:"teacher_quality"`
 }
 
 // TeacherRow is the fixed-patch teacher's cost on the same inputs, in the
@@ -155,6 +211,7 @@ type TeacherRow struct {
 	Tokens         int     `json:"tokens"`
 	GFLOPsPerImage float64 `json:"gflops_per_image"`
 	MsPerImage     float64 `json:"ms_per_image"`
+	Quality
 }
 
 // EdgeStats are the counts behind the edge density ratio.
@@ -180,6 +237,11 @@ type Report struct {
 	// is no edge cell.
 	EdgeDensityRatio *float64   `json:"edge_density_ratio"`
 	Edges            *EdgeStats `json:"edges,omitempty"`
+	// FeatureNet and DataFDFloor are set with Options.Features.
+	FeatureNet  *FeatureNetStats `json:"feature_net,omitempty"`
+	DataFDFloor *float64         `json:"data_fd_floor,omitempty"`
+	// SamplingTimesteps are the sampler's timesteps, first to last.
+	SamplingTimesteps []int `json:"sampling_timesteps"`
 
 	Tokens     int        `json:"tokens"` // grid positions L
 	CFG        float64    `json:"cfg"`    // the rows' guidance scale (≤ 1: none)
@@ -233,7 +295,12 @@ func (o Options) withDefaults() (Options, error) {
 	if o.DiffusionSteps < 1 {
 		return o, fmt.Errorf("eval: a diffusion of %d steps, want at least 1", o.DiffusionSteps)
 	}
+	if o.GridSamples == 0 {
+		o.GridSamples = min(o.NumSamples, maxGridSamples)
+	}
 	switch {
+	case o.GridSamples < 1 || o.GridSamples > o.NumSamples:
+		return o, fmt.Errorf("eval: %d grid columns of %d samples per row: want 1..%d", o.GridSamples, o.NumSamples, o.NumSamples)
 	case len(o.Rhos) == 0:
 		return o, errors.New("eval: no tail-drop fraction to evaluate")
 	case o.NumInputs < 1 || o.NumSamples < 1 || o.BatchSize < 1 || o.NumBoundary < 1:
@@ -310,8 +377,19 @@ func Run(m *dc.Model, teacher *dit.Model, data *datasets.Set, opts Options) (*Re
 	}
 	r.pics.c, r.pics.h, r.pics.w = e.cfg.InChannels, e.cfg.GridRows, e.cfg.GridCols
 	e.r = r
+	if e.sched, err = ddpm.Respaced(o.DiffusionSteps, strconv.Itoa(o.Steps)); err != nil {
+		return nil, fmt.Errorf("eval: %w", err)
+	}
+	for s := e.sched.Steps() - 1; s >= 0; s-- {
+		r.SamplingTimesteps = append(r.SamplingTimesteps, e.sched.TimestepMap[s])
+	}
 	if err := e.inputs(); err != nil {
 		return nil, err
+	}
+	if o.Features != nil {
+		if err := e.realStats(); err != nil {
+			return nil, err
+		}
 	}
 	if err := e.rows(); err != nil {
 		return nil, err
@@ -342,6 +420,11 @@ type evaluator struct {
 
 	L, n, nIn   int
 	done, total int
+	sched       *ddpm.Schedule
+
+	// real holds the feature statistics of the data's first NumSamples
+	// samples (with Options.Features).
+	real featnet.Moments
 
 	// The held-out inputs.
 	xt []float32 // [nIn, C, H, W]
@@ -356,6 +439,7 @@ type reference struct {
 	eps     []float32 // ε on the held-out inputs [nIn, C, H, W]
 	samples []float32 // [NumSamples, C, H, W]
 	ms      float64   // wall time per (guided) image on the inputs
+	quality Quality
 }
 
 // setting is one way to run the DC model: the conditional branch at
@@ -372,6 +456,8 @@ type measured struct {
 	gflops, ms           float64 // per (guided) image: both branches
 	epsRelMSE, psnr      float64
 	samples              []float32
+	quality              Quality
+	keptPerStep          []float64
 }
 
 func (e *evaluator) batches(n int) int { return (n + e.o.BatchSize - 1) / e.o.BatchSize }
@@ -473,6 +559,9 @@ func (e *evaluator) reference(scale float64) (*reference, error) {
 	if ref.samples, err = e.sample(e.teacher, guide); err != nil {
 		return nil, fmt.Errorf("eval: teacher: %w", err)
 	}
+	if ref.quality, err = e.score(ref.samples); err != nil {
+		return nil, fmt.Errorf("eval: teacher: %w", err)
+	}
 	e.refs[scale] = ref
 	return ref, nil
 }
@@ -543,8 +632,9 @@ func (e *evaluator) forward(s setting, x []float32, t, y []int) ([]float32, *dc.
 }
 
 // denoiser runs the DC model under s for the sampler; kept, if set,
-// receives each call's kept mask of the (conditional) samples.
-func (e *evaluator) denoiser(s setting, kept func([]bool)) ddpm.Denoiser {
+// receives each call's kept mask of the (conditional) samples, and
+// perStep each call's mean kept tokens per conditional sample.
+func (e *evaluator) denoiser(s setting, kept func([]bool), perStep *[]float64) ddpm.Denoiser {
 	return func(x []float32, t []int, y []int) ([]float32, error) {
 		out, res, err := e.forward(s, x, t, y)
 		if err != nil {
@@ -553,6 +643,11 @@ func (e *evaluator) denoiser(s setting, kept func([]bool)) ddpm.Denoiser {
 		if kept != nil {
 			kept(res.Chunks.Kept[:len(y)*e.L])
 		}
+		sum := 0
+		for _, k := range res.Chunks.NumKept[:len(y)] {
+			sum += k
+		}
+		*perStep = append(*perStep, float64(sum)/float64(len(y)))
 		return out[:len(y)*2*e.n], nil
 	}
 }
@@ -561,15 +656,8 @@ func (e *evaluator) denoiser(s setting, kept func([]bool)) ddpm.Denoiser {
 // set's classes) from the run's seed, in one batch (so that the samples do
 // not depend on BatchSize).
 func (e *evaluator) sample(model ddpm.Denoiser, guide ddpm.Guidance) ([]float32, error) {
-	sched, err := ddpm.Respaced(e.o.DiffusionSteps, strconv.Itoa(e.o.Steps))
-	if err != nil {
-		return nil, fmt.Errorf("eval: %w", err)
-	}
-	labels := make([]int, e.o.NumSamples)
-	for i := range labels {
-		labels[i] = i % e.data.NumClasses
-	}
-	x, err := sched.Sample(model, ddpm.Shape{B: len(labels), C: e.cfg.InChannels, HW: e.L}, ddpm.SampleOptions{
+	labels := e.sampleLabels()
+	x, err := e.sched.Sample(model, ddpm.Shape{B: len(labels), C: e.cfg.InChannels, HW: e.L}, ddpm.SampleOptions{
 		Classes: labels, Guidance: guide, Seed: e.o.Seed,
 		Progress: func(done, total int) { e.step() },
 	})
@@ -615,10 +703,13 @@ func (e *evaluator) measure(s setting, record func([]bool)) (*measured, error) {
 		gflops: flops / n / 1e9, ms: ms(elapsed) / n,
 		epsRelMSE: relMSE(eps, ref.eps),
 	}
-	if m.samples, err = e.sample(e.denoiser(s, record), ddpm.Guidance{}); err != nil {
+	if m.samples, err = e.sample(e.denoiser(s, record, &m.keptPerStep), ddpm.Guidance{}); err != nil {
 		return nil, err
 	}
 	m.psnr = psnr(m.samples, ref.samples, e.r.DataRange[1]-e.r.DataRange[0])
+	if m.quality, err = e.score(m.samples); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -633,14 +724,14 @@ func (e *evaluator) rows() error {
 		return err
 	}
 	tc := e.tc.Config
-	e.r.Teacher = TeacherRow{Tokens: tc.NumTokens(), GFLOPsPerImage: dit.ForwardFLOPs(tc, tc.NumTokens()).Total() / 1e9, MsPerImage: ref.ms}
+	e.r.Teacher = TeacherRow{Tokens: tc.NumTokens(), GFLOPsPerImage: dit.ForwardFLOPs(tc, tc.NumTokens()).Total() / 1e9, MsPerImage: ref.ms, Quality: ref.quality}
 	name := "teacher"
 	if scale > 1 {
 		e.r.Teacher.GFLOPsPerImage *= 2
 		name += " cfg=" + scaleName(scale)
 	}
 	e.r.GridRows = append(e.r.GridRows, name)
-	e.r.pics.grid = append(e.r.pics.grid, ref.samples)
+	e.r.pics.grid = append(e.r.pics.grid, e.gridOf(ref.samples))
 	for i, rho := range e.o.Rhos {
 		// The first row's sampling run is the trajectory picture's.
 		var record func([]bool)
@@ -658,17 +749,12 @@ func (e *evaluator) rows() error {
 		if scale > 1 {
 			kept = (m.keptCond + m.keptUncond) / 2
 		}
-		e.r.Rows = append(e.r.Rows, Row{Rho: rho, KeptTokens: kept, GFLOPsPerImage: m.gflops, MsPerImage: m.ms, EpsRelMSE: m.epsRelMSE, SamplePSNR: m.psnr})
+		e.r.Rows = append(e.r.Rows, Row{Rho: rho, KeptTokens: kept, GFLOPsPerImage: m.gflops, MsPerImage: m.ms, EpsRelMSE: m.epsRelMSE, SamplePSNR: m.psnr,
+			Quality: m.quality, KeptPerStep: m.keptPerStep})
 		e.r.GridRows = append(e.r.GridRows, "rho="+strconv.FormatFloat(rho, 'g', -1, 64))
-		e.r.pics.grid = append(e.r.pics.grid, m.samples)
+		e.r.pics.grid = append(e.r.pics.grid, e.gridOf(m.samples))
 	}
-	sched, err := ddpm.Respaced(e.o.DiffusionSteps, strconv.Itoa(e.o.Steps))
-	if err != nil {
-		return fmt.Errorf("eval: %w", err)
-	}
-	for s := sched.Steps() - 1; s >= 0; s-- {
-		e.r.pics.trajT = append(e.r.pics.trajT, sched.TimestepMap[s])
-	}
+	e.r.pics.trajT = e.r.SamplingTimesteps
 	return nil
 }
 
@@ -683,15 +769,16 @@ func (e *evaluator) lite() error {
 	e.r.LiteCFG = &LiteRow{
 		RhoCond: l.Cond, RhoUncond: l.Uncond, Scale: l.Scale,
 		KeptTokens: (m.keptCond + m.keptUncond) / 2, KeptTokensCond: m.keptCond, KeptTokensUncond: m.keptUncond,
-		GFLOPsPerImage: m.gflops, MsPerImage: m.ms, EpsRelMSE: m.epsRelMSE, SamplePSNR: m.psnr,
+		GFLOPsPerImage: m.gflops, MsPerImage: m.ms, EpsRelMSE: m.epsRelMSE, SamplePSNR: m.psnr, Quality: m.quality,
 		TeacherGFLOPsPerImage: 2 * dit.ForwardFLOPs(tc, tc.NumTokens()).Total() / 1e9,
+		TeacherQuality:        e.refs[l.Scale].quality,
 	}
 	if l.Scale != e.o.CFG {
 		e.r.GridRows = append(e.r.GridRows, "teacher cfg="+scaleName(l.Scale))
-		e.r.pics.grid = append(e.r.pics.grid, e.refs[l.Scale].samples)
+		e.r.pics.grid = append(e.r.pics.grid, e.gridOf(e.refs[l.Scale].samples))
 	}
 	e.r.GridRows = append(e.r.GridRows, fmt.Sprintf("lite cfg=%s rho=%g/%g", scaleName(l.Scale), l.Cond, l.Uncond))
-	e.r.pics.grid = append(e.r.pics.grid, m.samples)
+	e.r.pics.grid = append(e.r.pics.grid, e.gridOf(m.samples))
 	return nil
 }
 

@@ -229,13 +229,27 @@ func TestJSONShape(t *testing.T) {
 	if err := json.Unmarshal(obj["rows"], &rows); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"eps_rel_mse", "gflops_per_image", "kept_tokens", "ms_per_image", "rho", "sample_psnr_db"}
+	// Without a feature network fd and class_accuracy are null;
+	// kept_per_step is a list of numbers, one per sampling step.
+	want := []string{"class_accuracy", "eps_rel_mse", "fd", "gflops_per_image", "kept_per_step", "kept_tokens", "ms_per_image", "rho", "sample_psnr_db"}
 	for _, row := range rows {
 		var keys []string
 		for k, v := range row {
 			keys = append(keys, k)
-			if _, ok := v.(float64); !ok {
-				t.Errorf("%s = %v, want a number", k, v)
+			switch k {
+			case "fd", "class_accuracy":
+				if v != nil {
+					t.Errorf("%s = %v without a feature network, want null", k, v)
+				}
+			case "kept_per_step":
+				steps, ok := v.([]any)
+				if !ok || len(steps) != opts.Steps {
+					t.Errorf("%s = %v, want %d numbers", k, v, opts.Steps)
+				}
+			default:
+				if _, ok := v.(float64); !ok {
+					t.Errorf("%s = %v, want a number", k, v)
+				}
 			}
 		}
 		slices.Sort(keys)

@@ -29,8 +29,10 @@ func (r *Report) JSON() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// WriteFiles writes eval.json and the three pictures into dir (which must
-// exist), each atomically, and returns their paths.
+// WriteFiles writes eval.json and the pictures into dir (which must
+// exist), each atomically, and returns their paths: the boundary maps,
+// the trajectory and the elastic grid, and pareto.png when the report has
+// Fréchet distances.
 func (r *Report) WriteFiles(dir string) ([]string, error) {
 	js, err := r.JSON()
 	if err != nil {
@@ -44,7 +46,10 @@ func (r *Report) WriteFiles(dir string) ([]string, error) {
 	for _, p := range []struct {
 		name  string
 		write func(string) error
-	}{{BoundaryFile, r.WriteBoundaryPNG}, {TrajectoryFile, r.WriteTrajectoryPNG}, {GridFile, r.WriteElasticGridPNG}} {
+	}{{BoundaryFile, r.WriteBoundaryPNG}, {TrajectoryFile, r.WriteTrajectoryPNG}, {GridFile, r.WriteElasticGridPNG}, {ParetoFile, r.WriteParetoPNG}} {
+		if p.name == ParetoFile && r.Teacher.FD == nil {
+			continue
+		}
 		path := filepath.Join(dir, p.name)
 		if err := p.write(path); err != nil {
 			return written, err

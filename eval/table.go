@@ -12,17 +12,32 @@ import (
 // teacher, the Lite-CFG pair and the edge density ratio.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "ρ\tkept tokens\tGFLOPs/img\tms/img\tε rel MSE\tsample PSNR dB\t\n")
+	fmt.Fprintf(tw, "ρ\tkept tokens\tGFLOPs/img\tms/img\tε rel MSE\tsample PSNR dB\tFD\tclass acc\t\n")
 	for _, row := range r.Rows {
-		fmt.Fprintf(tw, "%g\t%.1f / %d\t%.4g\t%.3g\t%.4g\t%.2f\t\n", row.Rho, row.KeptTokens, r.Tokens, row.GFLOPsPerImage, row.MsPerImage, row.EpsRelMSE, row.SamplePSNR)
+		fmt.Fprintf(tw, "%g\t%.1f / %d\t%.4g\t%.3g\t%.4g\t%.2f\t%s\t%s\t\n", row.Rho, row.KeptTokens, r.Tokens, row.GFLOPsPerImage, row.MsPerImage, row.EpsRelMSE, row.SamplePSNR,
+			optional(row.FD, "%.2f"), optional(row.ClassAccuracy, "%.3f"))
 	}
-	fmt.Fprintf(tw, "teacher\t%d / %d\t%.4g\t%.3g\t\t\t\n", r.Teacher.Tokens, r.Tokens, r.Teacher.GFLOPsPerImage, r.Teacher.MsPerImage)
+	fmt.Fprintf(tw, "teacher\t%d / %d\t%.4g\t%.3g\t\t\t%s\t%s\t\n", r.Teacher.Tokens, r.Tokens, r.Teacher.GFLOPsPerImage, r.Teacher.MsPerImage,
+		optional(r.Teacher.FD, "%.2f"), optional(r.Teacher.ClassAccuracy, "%.3f"))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if l := r.LiteCFG; l != nil {
-		fmt.Fprintf(w, "Lite-CFG (scale %g, ρ cond %g / uncond %g): kept %.1f / %.1f tokens, %.4g GFLOPs/img (teacher with CFG %.4g), %.3g ms/img, ε rel MSE %.4g, sample PSNR %.2f dB\n",
+		fmt.Fprintf(w, "Lite-CFG (scale %g, ρ cond %g / uncond %g): kept %.1f / %.1f tokens, %.4g GFLOPs/img (teacher with CFG %.4g), %.3g ms/img, ε rel MSE %.4g, sample PSNR %.2f dB",
 			l.Scale, l.RhoCond, l.RhoUncond, l.KeptTokensCond, l.KeptTokensUncond, l.GFLOPsPerImage, l.TeacherGFLOPsPerImage, l.MsPerImage, l.EpsRelMSE, l.SamplePSNR)
+		if l.FD != nil {
+			fmt.Fprintf(w, ", FD %.2f (teacher %s), class accuracy %s (teacher %s)", *l.FD, optional(l.TeacherQuality.FD, "%.2f"),
+				optional(l.ClassAccuracy, "%.3f"), optional(l.TeacherQuality.ClassAccuracy, "%.3f"))
+		}
+		fmt.Fprintln(w)
+	}
+	if f := r.FeatureNet; f != nil {
+		fmt.Fprintf(w, "feature network: accuracy %.4f on %d data samples, %d features; data FD floor %s (two halves of %d)\n",
+			f.Accuracy, 2*f.FloorSamples, f.Dim, optional(r.DataFDFloor, "%.2f"), f.FloorSamples)
+	}
+	if len(r.Rows) > 0 && len(r.Rows[0].KeptPerStep) > 0 {
+		fmt.Fprintf(w, "kept tokens per sampling step at ρ = %g (t = %d → %d): %s\n", r.Rows[0].Rho, r.SamplingTimesteps[0],
+			r.SamplingTimesteps[len(r.SamplingTimesteps)-1], formatSeries(r.Rows[0].KeptPerStep))
 	}
 	switch e := r.Edges; {
 	case e == nil:
@@ -42,4 +57,21 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	_, err := fmt.Fprintf(w, "%d held-out inputs over t ∈ [0, 1000); %d samples per row, %d DDPM steps, seed %d\n", r.NumInputs, r.NumSamples, r.Steps, r.Seed)
 	return err
+}
+
+// optional formats a measured value, or "-" when it was not measured.
+func optional(v *float64, format string) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *v)
+}
+
+// formatSeries prints a series of values with one decimal.
+func formatSeries(v []float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = strconv.FormatFloat(x, 'f', 1, 64)
+	}
+	return strings.Join(parts, " ")
 }

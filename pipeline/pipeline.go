@@ -35,6 +35,7 @@ import (
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/dit/ddpm"
 	"github.com/dcdit/dcdit/eval"
+	"github.com/dcdit/dcdit/eval/featnet"
 	"github.com/dcdit/dcdit/internal/atomicfile"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/params"
@@ -144,9 +145,17 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 	sched := ddpm.Linear(r.Diffusion.Steps)
 	sum := &Summary{Out: out}
 	var held *datasets.Set
+	var features eval.FeatureNet
 	if m.dc != nil && teacher != nil {
 		if held, err = evalData(r, set, teacher.Config.InputSize, seed); err != nil {
 			return nil, err
+		}
+		if path := r.FeatureNetPath(); path != "" {
+			net, err := featnet.Load(path)
+			if err != nil {
+				return nil, fmt.Errorf("pipeline: eval.feature_net: %w", err)
+			}
+			features = net
 		}
 	}
 	teacherID := teacherIdentity(teacher)
@@ -170,7 +179,7 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 		}
 		var periodic *periodicEval
 		if r.Eval.Every > 0 && held != nil {
-			periodic = &periodicEval{every: r.Eval.Every, model: m, teacher: teacher, data: held, opts: evalOptions(r),
+			periodic = &periodicEval{every: r.Eval.Every, model: m, teacher: teacher, data: held, opts: evalOptions(r, features),
 				trainer: tr, path: filepath.Join(out, EvalLogFile), logf: logf, onStep: opts.OnStep}
 			tr.OnStep = periodic.step
 		}
@@ -201,7 +210,7 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 		return sum, nil
 	}
 	logf("evaluating against the teacher at ρ %v", r.Eval.Rho)
-	if sum.Eval, err = eval.Run(m.dc, teacher, held, evalOptions(r)); err != nil {
+	if sum.Eval, err = eval.Run(m.dc, teacher, held, evalOptions(r, features)); err != nil {
 		return nil, fmt.Errorf("pipeline: evaluation: %w", err)
 	}
 	if sum.Files, err = sum.Eval.WriteFiles(out); err != nil {
@@ -221,15 +230,19 @@ func evalData(r *recipes.Recipe, train *datasets.Set, size int, seed uint64) (*d
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: evaluation data: %w", err)
 	}
-	return g.Set(max(r.Eval.HeldOut, r.Eval.Samples, 1))
+	// Class-balanced, twice the samples per row: the Fréchet distance's
+	// reference and the second set that measures its floor, each with the
+	// class counts of the samples.
+	return g.BalancedSet(max(r.Eval.HeldOut, 2*r.Eval.Samples, 1))
 }
 
-// evalOptions maps the recipe's [eval] onto package eval's options.
-func evalOptions(r *recipes.Recipe) eval.Options {
+// evalOptions maps the recipe's [eval] onto package eval's options, with
+// the feature network eval.feature_net names (nil: none).
+func evalOptions(r *recipes.Recipe, features eval.FeatureNet) eval.Options {
 	e := r.Eval
 	o := eval.Options{Rhos: e.Rho, NumInputs: e.HeldOut, NumSamples: e.Samples, Steps: e.SamplingSteps,
 		CFG: e.CFG, Seed: uint64(e.Seed), BoundaryTimesteps: e.BoundaryMapTimesteps,
-		DiffusionSteps: r.Diffusion.Steps}
+		DiffusionSteps: r.Diffusion.Steps, Features: features}
 	if len(e.LiteCFG) == 2 {
 		o.Lite = &eval.Lite{Cond: e.LiteCFG[0], Uncond: e.LiteCFG[1], Scale: e.LiteCFGScale}
 	}
@@ -257,6 +270,9 @@ func unsupported(r *recipes.Recipe) error {
 func loadTeacher(r *recipes.Recipe) (*dit.Model, *dit.Weights, error) {
 	if r.Base == nil {
 		return nil, nil, nil
+	}
+	if err := checkBaseSchedule(r); err != nil {
+		return nil, nil, err
 	}
 	w, err := dit.Load(r.BasePath(), dit.LoadOptions{NumHeads: r.Base.NumHeads})
 	if err != nil {
@@ -354,7 +370,7 @@ func (m *model) objective(r *recipes.Recipe, st *recipes.Stage, teacher *dit.Mod
 	}
 	o := &distill.DCObjective{Model: m.dc, Teacher: teacher, Schedule: sched, Loss: distill.DCLoss(st.Loss),
 		Budget: distill.Budget{Rhos: st.Rho, Warmup: st.MultiBudgetStart}, RatioWeight: st.RatioLossWeight,
-		EpsOnly: st.Target == "eps"}
+		EpsOnly: st.Target == "eps", WeightCap: st.TimestepWeightCap}
 	if st.Kind == recipes.KindDistill && teacher == nil {
 		return nil, fmt.Errorf("pipeline: stage %s: distillation needs a [base] teacher", st.Name)
 	}

@@ -223,7 +223,13 @@ func checkStages(p *problems, r *Recipe) {
 		case st.Kind == KindDistill:
 			oneOf(p, k("loss"), st.Loss, LossL1, LossL2)
 			oneOf(p, k("target"), st.Target, "output", "eps")
+			if !(st.TimestepWeightCap >= 0) || math.IsInf(st.TimestepWeightCap, 0) {
+				p.bad(k("timestep_weight_cap"), st.TimestepWeightCap, "a finite number ≥ 0 (0: uniform)")
+			}
 		default:
+			if st.TimestepWeightCap != 0 {
+				p.add(k("timestep_weight_cap"), "found %v in a %s stage, expected it only in distill stages", st.TimestepWeightCap, st.Kind)
+			}
 			oneOf(p, k("loss"), st.Loss, LossHybrid)
 			if st.Target != "" {
 				p.add(k("target"), "found %q in a %s stage, expected target only in distill stages", st.Target, st.Kind)
@@ -357,6 +363,11 @@ func checkEval(p *problems, r *Recipe) {
 		}
 	}
 	atLeast(p, "eval.every", e.Every, 0)
+	if e.FeatureNet != "" {
+		if _, err := os.Stat(r.FeatureNetPath()); err != nil {
+			p.add("eval.feature_net", "the feature network %s does not exist (resolved: %s)", e.FeatureNet, r.FeatureNetPath())
+		}
+	}
 }
 
 // defaultNote says whether a value came from the file or a default.

@@ -165,6 +165,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 		setDefault(d, k("min_lr"), &st.MinLR, 0)
 		setDefault(d, k("warmup_steps"), &st.WarmupSteps, 0)
 		setDefault(d, k("loss"), &st.Loss, kd.loss)
+		setDefault(d, k("timestep_weight_cap"), &st.TimestepWeightCap, 0)
 		if st.Kind == KindDistill {
 			setDefault(d, k("target"), &st.Target, "output")
 		} else {
@@ -216,6 +217,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 	setDefault(d, "eval.boundary_map_timesteps", &r.Eval.BoundaryMapTimesteps, []int{999, 500, 100})
 	setDefault(d, "eval.every", &r.Eval.Every, 0)
 	setDefault(d, "eval.seed", &r.Eval.Seed, r.Seed)
+	setDefault(d, "eval.feature_net", &r.Eval.FeatureNet, "")
 }
 
 // BasePath returns base.path resolved against the recipe's folder ("" when

@@ -328,6 +328,11 @@ type Stage struct {
 	// channel, including learned-σ ones) or "eps" (the first C
 	// channels). Distill only. Default: "output".
 	Target string `toml:"target"`
+	// TimestepWeightCap, when > 0, weights each sample's distillation
+	// distance by 1 + min(√((1−ᾱ_t)/ᾱ_t), cap), normalised to mean 1 over
+	// the timesteps: how much the sampler amplifies an ε error at t in
+	// its estimate of x0, capped. Distill only. Default: 0 (uniform).
+	TimestepWeightCap float64 `toml:"timestep_weight_cap"`
 	// Trainable lists the parameters to train: group names (see
 	// GroupNames) or glob patterns over the model's parameter names
 	// ("hnet.encoder.*"). Default: by kind.
@@ -420,6 +425,21 @@ type Eval struct {
 	// Seed seeds the held-out inputs and sampling noise. Default: the
 	// recipe's seed.
 	Seed int64 `toml:"seed"`
+	// FeatureNet is a feature network (package eval/featnet, e.g. the
+	// bundled testdata/featnet/model.safetensors) that scores each row's
+	// samples as a distribution: Fréchet distance to held-out data and
+	// class accuracy, with pareto.png. Relative to the recipe's folder.
+	// Default: "" (no distribution measures).
+	FeatureNet string `toml:"feature_net"`
+}
+
+// FeatureNetPath returns eval.feature_net resolved against the recipe's
+// folder ("" when unset).
+func (r *Recipe) FeatureNetPath() string {
+	if r.Eval.FeatureNet == "" {
+		return ""
+	}
+	return r.resolve(r.Eval.FeatureNet)
 }
 
 // PaperRho is the paper's set of tail-drop fractions for multi-budget

@@ -259,6 +259,17 @@ func inside(label, dx, dy, r int) bool {
 // Set generates samples 0..n−1 as a data set with edge masks and the
 // generator's metadata (dcdit.dataset, dcdit.seed, dcdit.size).
 func (g *Generator) Set(n int) (*datasets.Set, error) {
+	return g.set(n, false)
+}
+
+// BalancedSet is Set with sample i drawn as class i mod len(Classes)
+// (SampleOf), so every class has its share exactly: the reference for
+// measures that compare class-balanced samples with the data.
+func (g *Generator) BalancedSet(n int) (*datasets.Set, error) {
+	return g.set(n, true)
+}
+
+func (g *Generator) set(n int, balanced bool) (*datasets.Set, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("shapes: %d samples: want at least 1", n)
 	}
@@ -275,6 +286,10 @@ func (g *Generator) Set(n int) (*datasets.Set, error) {
 	}
 	for i := range n {
 		smp := g.Sample(i)
+		if balanced {
+			// SampleOf fails only on a label outside the classes.
+			smp, _ = g.SampleOf(i, i%len(Classes))
+		}
 		s.Latents = append(s.Latents, smp.Latent...)
 		s.Labels = append(s.Labels, smp.Label)
 		s.Edges = append(s.Edges, smp.Edges...)

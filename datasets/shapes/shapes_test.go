@@ -314,3 +314,25 @@ func TestDerivedEdgesMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestBalancedSet: sample i is class i mod the class count, drawn as
+// SampleOf draws it.
+func TestBalancedSet(t *testing.T) {
+	g, _ := New(16, 4)
+	s, err := g.BalancedSet(23)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := Channels * 16 * 16
+	for i, l := range s.Labels {
+		if l != i%len(Classes) {
+			t.Fatalf("sample %d: class %d, want %d", i, l, i%len(Classes))
+		}
+		want, _ := g.SampleOf(i, l)
+		for j, v := range want.Latent {
+			if s.Latents[i*per+j] != v {
+				t.Fatalf("sample %d differs from SampleOf at value %d", i, j)
+			}
+		}
+	}
+}

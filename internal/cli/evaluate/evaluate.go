@@ -18,6 +18,7 @@ import (
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/eval"
+	"github.com/dcdit/dcdit/eval/featnet"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 	"github.com/dcdit/dcdit/internal/cli/progress"
@@ -38,6 +39,7 @@ type Options struct {
 	LiteCFG      float64 // the Lite-CFG row's
 	Num          int
 	Samples      int
+	Features     string
 	Steps        int
 	Batch        int
 	Seed         uint64
@@ -70,6 +72,13 @@ the model was not trained on, e.g. another seed):
   sample PSNR    latent PSNR (over the data's value range) of --samples DC
                  samples against the teacher's from the same noise (DDPM,
                  --steps respaced steps, labels 0, 1, 2, …)
+  FD, class acc  with --features (a feature network, e.g. the bundled
+                 testdata/featnet/model.safetensors): the Fréchet distance
+                 of the --samples samples' features to those of the data's
+                 first --samples samples, and the fraction classified as
+                 the label they were drawn for; also the network's accuracy
+                 on the data and the FD between two halves of the data (the
+                 floor at that count: give the data 2×--samples samples)
 
 The rows are unguided unless --cfg > 1 (then both branches run at the row's
 ρ and the teacher is guided too). Lite-CFG runs the conditional branch at
@@ -83,8 +92,10 @@ quarter of the value range).
 
 The table goes to stdout, or one JSON object with --json:
 {"rows": [{"rho", "kept_tokens", "gflops_per_image", "ms_per_image",
-"eps_rel_mse", "sample_psnr_db"}, ...], "lite_cfg": {...}, "teacher": {...},
-"edge_density_ratio": r, "edges": {...}, ...}.
+"eps_rel_mse", "sample_psnr_db", "fd", "class_accuracy", "kept_per_step"}, ...],
+"lite_cfg": {...}, "teacher": {..., "fd", "class_accuracy"}, "feature_net":
+{"accuracy", ...}, "data_fd_floor", "sampling_timesteps", "edge_density_ratio": r,
+"edges": {...}, ...}.
 
 --out DIR (created if needed) receives eval.json (that object) and three
 pictures through the linear latent-to-RGB preview: boundaries.png (data
@@ -93,7 +104,7 @@ kept at ρ = 0 dotted, dropped ones dimmed), trajectory.png (the first ρ's
 samples, with the cells kept at each sampling step dotted, noisiest step
 first) and elastic_grid.png (rows: teacher, each ρ, then the teacher at the
 Lite-CFG scale and Lite-CFG; columns: samples from the same noise and
-label).
+label), and with --features pareto.png (FD against GFLOPs per image).
 
 CHECKPOINT is a DC checkpoint (dcdit's format, config in its metadata), or a
 reference DC-DiT state_dict (AMD-AGI/DynamicChunkingDiT), which stores
@@ -123,7 +134,8 @@ The teacher is any DiT checkpoint 'dcdit sample' reads.`,
 	f.Float64Var(&opts.CFG, "cfg", 1, "guidance scale of the ρ rows (1 or less: none)")
 	f.Float64Var(&opts.LiteCFG, "lite-cfg", 1.25, "guidance scale of the Lite-CFG row (> 1)")
 	f.IntVar(&opts.Num, "num", 64, "held-out noisy inputs (the data set's first samples)")
-	f.IntVar(&opts.Samples, "samples", 8, "samples per row for the PSNR and the elastic grid")
+	f.IntVar(&opts.Samples, "samples", 8, "samples per row for the PSNR, FD, class accuracy and the elastic grid")
+	f.StringVar(&opts.Features, "features", "", "feature network for FD and class accuracy (e.g. testdata/featnet/model.safetensors)")
 	f.IntVar(&opts.Steps, "steps", 10, "DDPM sampling steps (the 1000 training steps respaced)")
 	f.IntVar(&opts.Batch, "batch", 16, "images per forward pass for the held-out inputs")
 	f.Uint64Var(&opts.Seed, "seed", 0, "seed of the input and sampling noise")
@@ -260,6 +272,13 @@ func Run(opts *Options) error {
 	eo := eval.Options{
 		Rhos: opts.Rhos, NumInputs: opts.Num, NumSamples: opts.Samples, Steps: opts.Steps,
 		BatchSize: opts.Batch, Seed: opts.Seed, CFG: opts.CFG,
+	}
+	if opts.Features != "" {
+		net, err := featnet.Load(opts.Features)
+		if err != nil {
+			return fmt.Errorf("--features: %w", err)
+		}
+		eo.Features = net
 	}
 	if !opts.NoLite {
 		eo.Lite = &eval.Lite{Cond: opts.Lite[0], Uncond: opts.Lite[1], Scale: opts.LiteCFG}

@@ -1,0 +1,191 @@
+package eval
+
+import (
+	"errors"
+	"fmt"
+	"image"
+	"image/color"
+	"image/draw"
+	"image/png"
+	"io"
+	"math"
+
+	"golang.org/x/image/font"
+	"golang.org/x/image/font/basicfont"
+	"golang.org/x/image/math/fixed"
+
+	"github.com/dcdit/dcdit/internal/atomicfile"
+)
+
+// ParetoFile is the name of the Fréchet distance against compute plot.
+const ParetoFile = "pareto.png"
+
+// Plot layout, in pixels.
+const (
+	plotW, plotH               = 640, 420
+	plotLeft, plotRight        = 70, 20
+	plotTop, plotBottom        = 30, 50
+	markerRadius               = 4
+	paretoTicks                = 5
+	paretoMarginFraction       = 0.08
+	paretoLabelOffset          = 7
+	paretoLegendX, paretoLegLn = plotLeft + 10, 16
+)
+
+var (
+	plotBG      = color.RGBA{255, 255, 255, 255}
+	plotAxis    = color.RGBA{40, 40, 40, 255}
+	plotGrid    = color.RGBA{225, 225, 225, 255}
+	plotDC      = color.RGBA{31, 119, 180, 255}
+	plotTeacher = color.RGBA{214, 39, 40, 255}
+	plotLite    = color.RGBA{44, 160, 44, 255}
+)
+
+// paretoPoint is one model setting on the plot.
+type paretoPoint struct {
+	x, y  float64
+	label string
+}
+
+// WriteParetoPNG plots the Fréchet distance of each row's samples against
+// its GFLOPs per image (the paper's Pareto plot): the DC model as a curve
+// across ρ (blue, each point labelled with its ρ; the bitmap font is
+// ASCII, so labels spell it "rho"), the teacher as a red
+// square and Lite-CFG as a green triangle. It needs an evaluation with a
+// feature network.
+func (r *Report) WriteParetoPNG(path string) error {
+	var dc []paretoPoint
+	for _, row := range r.Rows {
+		if row.FD == nil {
+			return errors.New("eval: the report has no Fréchet distances (no feature network)")
+		}
+		dc = append(dc, paretoPoint{row.GFLOPsPerImage, *row.FD, fmt.Sprintf("rho=%g", row.Rho)})
+	}
+	if len(dc) == 0 || r.Teacher.FD == nil {
+		return errors.New("eval: the report has no Fréchet distances (no feature network)")
+	}
+	teacher := paretoPoint{r.Teacher.GFLOPsPerImage, *r.Teacher.FD, "teacher"}
+	all := append([]paretoPoint{teacher}, dc...)
+	var lite *paretoPoint
+	if l := r.LiteCFG; l != nil && l.FD != nil {
+		lite = &paretoPoint{l.GFLOPsPerImage, *l.FD, "Lite-CFG"}
+		all = append(all, *lite)
+	}
+	for _, p := range all {
+		if math.IsNaN(p.x) || math.IsInf(p.x, 0) || math.IsNaN(p.y) || math.IsInf(p.y, 0) {
+			return fmt.Errorf("eval: pareto plot: %s at (%v GFLOPs, FD %v) is not finite", p.label, p.x, p.y)
+		}
+	}
+	xlo, xhi := span(all, func(p paretoPoint) float64 { return p.x })
+	ylo, yhi := span(all, func(p paretoPoint) float64 { return p.y })
+	ylo = min(ylo, 0)
+
+	img := image.NewRGBA(image.Rect(0, 0, plotW, plotH))
+	draw.Draw(img, img.Bounds(), &image.Uniform{plotBG}, image.Point{}, draw.Src)
+	x0, x1, y0, y1 := plotLeft, plotW-plotRight, plotTop, plotH-plotBottom
+	px := func(v float64) int { return x0 + int(math.Round((v-xlo)/(xhi-xlo)*float64(x1-x0))) }
+	py := func(v float64) int { return y1 - int(math.Round((v-ylo)/(yhi-ylo)*float64(y1-y0))) }
+	for i := range paretoTicks + 1 {
+		f := float64(i) / paretoTicks
+		gx, gy := x0+int(f*float64(x1-x0)), y1-int(f*float64(y1-y0))
+		line(img, gx, y0, gx, y1, plotGrid)
+		line(img, x0, gy, x1, gy, plotGrid)
+		text(img, gx-12, y1+16, fmt.Sprintf("%.3g", xlo+f*(xhi-xlo)), plotAxis)
+		text(img, 8, gy+4, fmt.Sprintf("%.3g", ylo+f*(yhi-ylo)), plotAxis)
+	}
+	line(img, x0, y1, x1, y1, plotAxis)
+	line(img, x0, y0, x0, y1, plotAxis)
+	text(img, (x0+x1)/2-60, plotH-10, "GFLOPs per image", plotAxis)
+	text(img, 8, 18, "Frechet distance to held-out data (lower is better)", plotAxis)
+
+	for i := 1; i < len(dc); i++ {
+		line(img, px(dc[i-1].x), py(dc[i-1].y), px(dc[i].x), py(dc[i].y), plotDC)
+	}
+	for _, p := range dc {
+		disc(img, px(p.x), py(p.y), plotDC)
+		text(img, px(p.x)+paretoLabelOffset, py(p.y)-paretoLabelOffset, p.label, plotDC)
+	}
+	square(img, px(teacher.x), py(teacher.y), plotTeacher)
+	text(img, px(teacher.x)+paretoLabelOffset, py(teacher.y)+2*paretoLabelOffset, teacher.label, plotTeacher)
+	legend := []struct {
+		name string
+		c    color.RGBA
+	}{{"DC model across rho", plotDC}, {"teacher (fixed patches)", plotTeacher}}
+	if lite != nil {
+		triangle(img, px(lite.x), py(lite.y), plotLite)
+		text(img, px(lite.x)+paretoLabelOffset, py(lite.y)+2*paretoLabelOffset, lite.label, plotLite)
+		legend = append(legend, struct {
+			name string
+			c    color.RGBA
+		}{"Lite-CFG", plotLite})
+	}
+	for i, l := range legend {
+		y := y0 + 14 + i*paretoLegLn
+		disc(img, paretoLegendX, y-4, l.c)
+		text(img, paretoLegendX+10, y, l.name, l.c)
+	}
+	return atomicfile.Write(path, func(w io.Writer) error { return png.Encode(w, img) })
+}
+
+// span is the range of a coordinate over the points with a margin on both
+// sides (a unit span around a single value).
+func span(ps []paretoPoint, v func(paretoPoint) float64) (float64, float64) {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, p := range ps {
+		lo, hi = min(lo, v(p)), max(hi, v(p))
+	}
+	d := hi - lo
+	if d <= 0 {
+		d = max(math.Abs(hi), 1)
+	}
+	return lo - paretoMarginFraction*d, hi + paretoMarginFraction*d
+}
+
+// line draws a one-pixel line (DDA).
+func line(img *image.RGBA, xa, ya, xb, yb int, c color.RGBA) {
+	n := max(abs(xb-xa), abs(yb-ya), 1)
+	for i := 0; i <= n; i++ {
+		img.SetRGBA(xa+(xb-xa)*i/n, ya+(yb-ya)*i/n, c)
+	}
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+func disc(img *image.RGBA, cx, cy int, c color.RGBA) {
+	for y := -markerRadius; y <= markerRadius; y++ {
+		for x := -markerRadius; x <= markerRadius; x++ {
+			if x*x+y*y <= markerRadius*markerRadius {
+				img.SetRGBA(cx+x, cy+y, c)
+			}
+		}
+	}
+}
+
+func square(img *image.RGBA, cx, cy int, c color.RGBA) {
+	for y := -markerRadius; y <= markerRadius; y++ {
+		for x := -markerRadius; x <= markerRadius; x++ {
+			img.SetRGBA(cx+x, cy+y, c)
+		}
+	}
+}
+
+func triangle(img *image.RGBA, cx, cy int, c color.RGBA) {
+	r := markerRadius + 1
+	for y := -r; y <= r; y++ {
+		half := (y + r) / 2
+		for x := -half; x <= half; x++ {
+			img.SetRGBA(cx+x, cy+y, c)
+		}
+	}
+}
+
+// text writes s with its baseline at (x, y) in the 7×13 bitmap font.
+func text(img *image.RGBA, x, y int, s string, c color.RGBA) {
+	d := font.Drawer{Dst: img, Src: &image.Uniform{c}, Face: basicfont.Face7x13, Dot: fixed.P(x, y)}
+	d.DrawString(s)
+}
