@@ -28,12 +28,13 @@ var (
 		{"[base]", []string{`path = "teacher.safetensors"`}},
 		{"[scaffold]", []string{`norm_groups = 8`, `encoder_blocks = 1`, `decoder_blocks = 1`, `encoder_init = "patch"`}},
 		{"[scaffold.router]", []string{`groups = 8`, `ratio_batch_size = 1`}},
-		{"[data]", []string{`source = "teacher"`, `samples = 4`, `sampling_steps = 2`}},
+		{"[data]", []string{`source = "shapes"`, `samples = 4`}},
 		{"[[stage]]", []string{`kind = "distill"`, `steps = 2`, `batch_size = 4`, `lr = 1e-3`}},
 		{"[[stage]]", []string{`kind = "finetune"`, `steps = 3`, `batch_size = 4`, `lr = 1e-3`, `lr_schedule = "cosine"`,
 			`rho = [0.0, 0.5]`, `multi_budget_start = 1`, `router_lr_scale = 5.0`, `ema_decay = 0.5`}},
 		{"[eval]", []string{`rho = [0.0, 0.5]`, `held_out = 2`, `samples = 2`, `sampling_steps = 2`, `boundary_map_timesteps = [500]`}},
 	}
+	keyWalkTeacher = withLines(keyWalkUpcycle, "[data]", `source = "teacher"`, `samples = 4`, `sampling_steps = 2`)
 	keyWalkFile    = withLines(keyWalkUpcycle, "[data]", `source = "file"`, `path = "data.safetensors"`)
 	keyWalkScratch = []section{
 		{"", []string{`name = "walk"`}},
@@ -62,8 +63,7 @@ func TestEveryRecipeKeyIsUsedOrRefused(t *testing.T) {
 	os.MkdirAll(filepath.Join(dir, "other"), 0o755)
 	writeOtherTeacher(t, filepath.Join(dir, "other"))
 	writeKeyedData(t, filepath.Join(dir, "data.safetensors"))
-	bases := map[string][]section{"upcycle": keyWalkUpcycle, "file": keyWalkFile, "scratch": keyWalkScratch,
-		"default source": withLines(keyWalkUpcycle, "[data]", `samples = 4`)}
+	bases := map[string][]section{"upcycle": keyWalkUpcycle, "teacher": keyWalkTeacher, "file": keyWalkFile, "scratch": keyWalkScratch}
 
 	type entry struct {
 		value string
@@ -90,12 +90,12 @@ func TestEveryRecipeKeyIsUsedOrRefused(t *testing.T) {
 		"scaffold.router.dim_factor": e(`2`, changes), "scaffold.router.groups": e(`4`, changes),
 		"scaffold.router.ratio_loss_weight": e(`0.1`, changes), "scaffold.router.ratio_batch_size": e(`2`, changes),
 
-		"diffusion.schedule": e(`"cosine"`, rejected), "diffusion.steps": e(`2000`, changes),
+		"diffusion.schedule": e(`"cosine"`, rejected), "diffusion.steps": {value: `2000`, base: "scratch", want: changes},
 
-		"data.source": {value: `"shapes"`, base: "default source", want: changes}, "data.path": e(`"cache.safetensors"`, changes),
+		"data.source": e(`"teacher"`, changes), "data.path": {value: `"cache.safetensors"`, base: "teacher", want: changes},
 		"data.latents_key": {value: `"x"`, base: "file", want: changes}, "data.labels_key": {value: `"y"`, base: "file", want: changes},
-		"data.samples": e(`6`, changes), "data.sampling_steps": e(`3`, changes), "data.cfg": e(`2.0`, changes),
-		"data.classes": e(`[1, 2]`, changes),
+		"data.samples": e(`6`, changes), "data.sampling_steps": {value: `3`, base: "teacher", want: changes},
+		"data.cfg": {value: `2.0`, base: "teacher", want: changes}, "data.classes": {value: `[1, 2]`, base: "teacher", want: changes},
 
 		"stage.name": e(`"ft"`, changes), "stage.kind": e(`"train"`, changes), "stage.steps": e(`5`, changes),
 		"stage.batch_size": e(`2`, changes), "stage.lr": e(`2e-3`, changes), "stage.lr_schedule": e(`"linear"`, changes),

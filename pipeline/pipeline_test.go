@@ -18,8 +18,9 @@ import (
 	"github.com/dcdit/dcdit/recipes"
 )
 
-// writeTeacher saves a small random DiT/2 on 8×8 latents.
-func writeTeacher(t *testing.T, dir string) string {
+// writeTeacher saves a small random DiT/2 on 8×8 latents, with the
+// metadata given (at most one map).
+func writeTeacher(t *testing.T, dir string, metadata ...map[string]string) string {
 	t.Helper()
 	cfg := &arch.DiTConfig{Depth: 1, HiddenSize: 64, NumHeads: 2, PatchSize: 2, InChannels: 4, InputSize: 8,
 		LearnSigma: true, NumClasses: 10, MLPRatio: 2, FrequencySize: 256}
@@ -32,7 +33,11 @@ func writeTeacher(t *testing.T, dir string) string {
 		m.Params.Data[i] = float32(0.05 * rng.NormFloat64())
 	}
 	path := filepath.Join(dir, "teacher.safetensors")
-	if err := dit.Save(path, m, nil, nil); err != nil {
+	var md map[string]string
+	if len(metadata) > 0 {
+		md = metadata[0]
+	}
+	if err := dit.Save(path, m, nil, md); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -123,7 +123,6 @@ func TestEditedRecipeIsRefused(t *testing.T) {
 		{"sigma", edit("encoder_init", "sigma = 2.0\nencoder_init"), false, "scaffold.sigma: was 1.0, now 2.0"},
 		{"data samples", edit("samples = 12", "samples = 16"), false, "data.samples: was 12, now 16"},
 		{"seed", edit("seed = 3", "seed = 4"), false, "seed: was 3, now 4"},
-		{"diffusion steps", strings.Replace(edit("[data]", "[diffusion]\nsteps = 500\n[data]"), "= [500]", "= [400]", 1), false, "diffusion.steps: was 1000, now 500"},
 		{"another teacher", upcycleRecipe, true, "teacher: was DiT depth 1"},
 		{"eval settings", edit("held_out = 4", "held_out = 3"), false, ""},
 		{"checkpoint cadence", edit("every = 2", "every = 3"), false, ""},
@@ -210,7 +209,7 @@ func TestOutputFolder(t *testing.T) {
 // would refuse a boundary-map timestep of 1500 on DiT's 1000 steps.
 func TestDiffusionStepsHonoured(t *testing.T) {
 	dir := t.TempDir()
-	writeTeacher(t, dir)
+	writeTeacher(t, dir, map[string]string{"dcdit.recipe": "[diffusion]\nsteps = 2000\n"})
 	text := strings.Replace(upcycleRecipe, "[data]", "[diffusion]\nsteps = 2000\n[data]", 1)
 	text = strings.Replace(text, "= [500]", "= [1500]", 1)
 	text = strings.Replace(text, `source = "shapes"`, `source = "teacher"`, 1)
@@ -235,4 +234,38 @@ func TestDiffusionStepsHonoured(t *testing.T) {
 func readFile(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return string(b), err
+}
+
+// diffusion.steps must be the schedule the base was trained with: the one
+// its embedded recipe names, else DiT's 1000 steps.
+func TestBaseScheduleMustMatch(t *testing.T) {
+	tests := []struct {
+		name     string
+		metadata map[string]string
+		steps    int
+		want     string // "" when accepted
+	}{
+		{"DiT checkpoint, 1000", nil, 1000, ""},
+		{"DiT checkpoint, 500", nil, 500, "diffusion.steps: found 500, expected 1000"},
+		{"dcdit teacher, its default", map[string]string{"dcdit.recipe": "name = \"t\"\n"}, 1000, ""},
+		{"dcdit teacher, 2000", map[string]string{"dcdit.recipe": "[diffusion]\nsteps = 2000\n"}, 1000, "found 1000, expected 2000"},
+		{"dcdit teacher, unreadable recipe", map[string]string{"dcdit.recipe": "[diffusion"}, 1000, "dcdit.recipe metadata does not decode"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeTeacher(t, dir, tt.metadata)
+			r := load(t, dir, strings.Replace(strings.Replace(upcycleRecipe, "[data]", fmt.Sprintf("[diffusion]\nsteps = %d\n[data]", tt.steps), 1), "= [500]", "= [400]", 1))
+			err := checkBaseSchedule(r)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+		})
+	}
 }
