@@ -150,6 +150,7 @@ func TestResumeRefusesChangedSettings(t *testing.T) {
 		{"ratio loss weight", func(tr *distill.Trainer) { obj(tr).RatioWeight = 0.1 }, []string{"objective.ratio_loss_weight: was 0.03, now 0.1"}},
 		{"loss", func(tr *distill.Trainer) { obj(tr).Loss = distill.DistillL2 }, []string{"objective.loss: was hybrid, now l2"}},
 		{"target", func(tr *distill.Trainer) { obj(tr).EpsOnly = true }, []string{"objective.eps_only: was false, now true"}},
+		{"timestep weights", func(tr *distill.Trainer) { obj(tr).WeightCap = 20 }, []string{"objective.weight_cap: was 0, now 20"}},
 		{"sigma", func(tr *distill.Trainer) { obj(tr).Model.Config.Sigma = 2 }, []string{"objective.dechunk_sigma: was 1, now 2"}},
 		{"target N", func(tr *distill.Trainer) { obj(tr).Model.Config.TargetN = 2 }, []string{"objective.target_n: was 4, now 2"}},
 		{"diffusion steps", func(tr *distill.Trainer) { obj(tr).Schedule = ddpm.Linear(500) }, []string{"objective.diffusion_steps: was 1000, now 500"}},
