@@ -195,3 +195,24 @@ func TestRunFolderIsLocked(t *testing.T) {
 		t.Fatalf("err = %v, want %q", err, want)
 	}
 }
+
+// A stage that fails before writing anything leaves no run folder behind;
+// one that existed before stays.
+func TestFailedStageLeavesNoFolder(t *testing.T) {
+	for _, existed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("existed %v", existed), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "stages", "distill")
+			if existed {
+				os.MkdirAll(dir, 0o755)
+			}
+			tr := dcRun{steps: 1}.trainer(t, dir)
+			tr.Config.Frozen = func(string) bool { return true }
+			if _, err := tr.Run(); err == nil || !strings.Contains(err.Error(), "every parameter is frozen") {
+				t.Fatalf("err = %v, want every parameter frozen", err)
+			}
+			if _, err := os.Stat(dir); (err == nil) != existed {
+				t.Fatalf("folder there afterwards: %v, want %v", err == nil, existed)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -155,7 +156,7 @@ func (t *Trainer) EMAWeights() []float32 {
 // Run trains the stage to its last step, resuming from the run folder's
 // manifest when there is one. A non-finite loss or gradient stops the run
 // with an error; the last checkpoint stays as it was.
-func (t *Trainer) Run() (*Result, error) {
+func (t *Trainer) Run() (_ *Result, err error) {
 	cfg := &t.Config
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -163,9 +164,19 @@ func (t *Trainer) Run() (*Result, error) {
 	if t.Data.Len() == 0 {
 		return nil, fmt.Errorf("distill: stage %s: empty data set", cfg.Stage)
 	}
+	_, statErr := os.Stat(t.Dir)
+	created := errors.Is(statErr, fs.ErrNotExist)
 	if err := os.MkdirAll(t.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("distill: run folder: %w", err)
 	}
+	// A stage that fails before writing anything leaves no folder; this
+	// runs after the lock is released (defers run last first), and
+	// os.Remove keeps a folder that holds anything.
+	defer func() {
+		if err != nil && created {
+			os.Remove(t.Dir)
+		}
+	}()
 	lock, err := atomicfile.Lock(t.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("distill: stage %s: %w", cfg.Stage, err)
