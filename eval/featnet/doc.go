@@ -35,6 +35,23 @@
 // nearly Gaussian than a rectified one, which is what the Fréchet formula
 // assumes).
 //
+// # What FD sees
+//
+// Measured with the bundled network, 1000 class-balanced real samples
+// against 1000 others (FD 0.08 between two real sets): Gaussian noise of
+// σ 0.1, 0.2, 0.4 on the latents gives 0.10, 0.44, 6.7; a 3×3 box blur
+// 71; a tenth of the samples drawn from the wrong class 11; flat colour
+// with no shape 576. Multiplying every latent by 0.8, 1.2 or 1.5 changes
+// nothing measurable (0.07–0.09): GroupNorm divides out each sample's
+// overall scale, so uniform over- or under-saturation is invisible.
+// Teaching the network colour as well (background and foreground palette
+// heads, with or without the first GroupNorm) cost 5–27 points of shape
+// accuracy in the same training budget, so it was left out; judge colour
+// fidelity by other means (the sample grid, latent statistics).
+//
+// The features cluster tightly by class, so compare generated samples
+// with class-balanced real data of the same count (RealData).
+//
 // # Determinism
 //
 // Training draws everything random (initial weights, sample order, noise)
