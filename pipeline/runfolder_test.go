@@ -94,13 +94,26 @@ func writeOtherTeacher(t *testing.T, dir string) {
 
 // Editing any setting that changes the training between two runs of one
 // folder is refused, naming the setting with its old and new value;
-// settings that cannot change the weights are not.
+// settings that cannot change the weights are not. The model embeds the
+// recipe as the run read it, even when the file is edited while it runs.
 func TestEditedRecipeIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	writeTeacher(t, dir)
 	out := filepath.Join(dir, "out")
-	if _, err := Run(load(t, dir, upcycleRecipe), Options{Out: out}); err != nil {
+	r := load(t, dir, upcycleRecipe)
+	if err := os.WriteFile(r.File, []byte(strings.Replace(upcycleRecipe, "rho = [0.0, 0.5]", "rho = [0.0, 0.4]", 1)), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	sum, err := Run(r, Options{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, meta, err := checkpoint.Load(sum.Model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meta.Recipe != upcycleRecipe {
+		t.Fatalf("the model embeds another recipe than the one that ran:\n%s", meta.Recipe)
 	}
 	edit := func(old, new string) string {
 		if !strings.Contains(upcycleRecipe, old) {
@@ -147,28 +160,6 @@ func TestEditedRecipeIsRefused(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, tt.want)
 			}
 		})
-	}
-}
-
-// The final model embeds the recipe as the run read it, even when the
-// file is edited while the run goes on.
-func TestModelEmbedsTheRecipeThatTrainedIt(t *testing.T) {
-	dir := t.TempDir()
-	writeTeacher(t, dir)
-	r := load(t, dir, upcycleRecipe)
-	if err := os.WriteFile(r.File, []byte(strings.Replace(upcycleRecipe, "rho = [0.0, 0.5]", "rho = [0.0, 0.4]", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sum, err := Run(r, Options{Out: filepath.Join(dir, "out")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, meta, err := checkpoint.Load(sum.Model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if meta.Recipe != upcycleRecipe {
-		t.Fatalf("embedded recipe differs from the one that ran:\n%s", meta.Recipe)
 	}
 }
 
