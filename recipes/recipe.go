@@ -251,8 +251,11 @@ type Router struct {
 type Diffusion struct {
 	// Schedule is the β schedule: "linear". Default: "linear".
 	Schedule string `toml:"schedule"`
-	// Steps is the number of training timesteps T (t ~ U{0..T−1}).
-	// Default: 1000.
+	// Steps is the number of training timesteps T (t ~ U{0..T−1}); the
+	// teacher's samples and the evaluation use it too. With [base] it
+	// must be the schedule the base was trained with: the one its
+	// embedded recipe (dcdit.recipe) names, else DiT's 1000 (checked when
+	// the run starts). Default: 1000.
 	Steps int `toml:"steps"`
 }
 
@@ -266,27 +269,28 @@ type Data struct {
 	// Path is the safetensors file of source "file", relative to the
 	// recipe's folder. With "teacher", where generated samples are cached
 	// (reused when present and generated with the same settings).
-	// Default: "" (file: required; teacher: <run folder>/data.safetensors).
+	// Default: "" (file: required; teacher: <run folder>/data.safetensors;
+	// shapes: refused, there is no file).
 	Path string `toml:"path"`
-	// LatentsKey names the latents tensor [N, C, H, W] in the file.
-	// Default: "latents".
+	// LatentsKey names the latents tensor [N, C, H, W] in the file
+	// (source "file" only). Default: "latents".
 	LatentsKey string `toml:"latents_key"`
 	// LabelsKey names the integer labels tensor [N]; when the file has no
 	// such tensor, the metadata "dcdit.labels" (as `dcdit sample` writes)
-	// is used. Default: "labels".
+	// is used (source "file" only). Default: "labels".
 	LabelsKey string `toml:"labels_key"`
-	// Samples is how many latents to generate (teacher, shapes).
-	// Default: 1024.
+	// Samples is how many latents to generate (teacher, shapes; a file
+	// has what it holds). Default: 1024.
 	Samples int `toml:"samples"`
 	// SamplingSteps is the teacher's DDPM steps per sample (respaced from
-	// the training steps). Default: 250.
+	// the training steps; teacher only). Default: 250.
 	SamplingSteps int `toml:"sampling_steps"`
 	// CFG is the teacher's guidance scale when generating (1: none, the
 	// teacher's own conditional distribution, which the hybrid loss
-	// targets). Default: 1.0.
+	// targets; teacher only). Default: 1.0.
 	CFG float64 `toml:"cfg"`
 	// Classes restricts generated labels to these classes (cycled
-	// evenly). Default: empty, all classes.
+	// evenly; teacher only). Default: empty, all classes.
 	Classes []int `toml:"classes"`
 }
 
@@ -317,7 +321,8 @@ type Stage struct {
 	// "linear" (both decay to min_lr at the last step). Default:
 	// "constant".
 	LRSchedule string `toml:"lr_schedule"`
-	// MinLR is where "cosine" and "linear" end. Default: 0.
+	// MinLR is where "cosine" and "linear" end (refused with
+	// "constant"). Default: 0.
 	MinLR float64 `toml:"min_lr"`
 	// WarmupSteps ramps the learning rate linearly from 0 to lr over
 	// this many steps. Default: 0.
@@ -345,7 +350,8 @@ type Stage struct {
 	// warm-up. Default: by kind.
 	Rho []float64 `toml:"rho"`
 	// MultiBudgetStart is the number of steps trained at ρ = 0 before ρ
-	// is drawn from Rho (the multi-budget warm-up). Default: by kind.
+	// is drawn from Rho (the multi-budget warm-up; refused when written
+	// with a single ρ). Default: by kind.
 	MultiBudgetStart int `toml:"multi_budget_start"`
 	// RatioLossWeight is λ for this stage. Default: the scaffold's
 	// router.ratio_loss_weight.
@@ -360,7 +366,10 @@ type Stage struct {
 	// train the new router faster than the rest. Default: 1.
 	RouterLRScale float64 `toml:"router_lr_scale"`
 	// EMADecay is the decay of the exponential moving average of the
-	// weights (0: off). Default: by kind.
+	// weights (0: off). Only the last stage's EMA becomes the model (a
+	// stage starts from the previous one's trained weights), so a value
+	// written on an earlier stage is refused unless eval.every evaluates
+	// it. Default: by kind.
 	EMADecay float64 `toml:"ema_decay"`
 	// WeightDecay is AdamW's decoupled weight decay. Default: 0.
 	WeightDecay float64 `toml:"weight_decay"`
@@ -390,7 +399,9 @@ type Save struct {
 // Eval sets the evaluation after the last stage: per ρ, kept tokens,
 // FLOPs, wall time, ε relative MSE against the teacher on held-out noisy
 // inputs and latent PSNR of samples against the teacher's from the same
-// noise; plus boundary maps and an elastic grid of samples.
+// noise; plus boundary maps and an elastic grid of samples. Only a DC
+// model ([scaffold]) upcycled from a [base] teacher is evaluated; any
+// [eval] key in another recipe is refused.
 type Eval struct {
 	// Rho lists the tail-drop fractions to evaluate (sorted, unique,
 	// 0 ≤ ρ < 1). Default: [0.0, 0.1 … 0.6] with a scaffold, [0.0]
@@ -400,8 +411,8 @@ type Eval struct {
 	// guidance lite_cfg_scale; empty: none. Default: [0.0, 0.9] with a
 	// scaffold (the paper's Lite-CFG setting), empty without.
 	LiteCFG []float64 `toml:"lite_cfg"`
-	// LiteCFGScale is the guidance scale of the Lite-CFG row (> 1).
-	// Default: 1.25.
+	// LiteCFGScale is the guidance scale of the Lite-CFG row (> 1;
+	// refused when written without a lite_cfg pair). Default: 1.25.
 	LiteCFGScale float64 `toml:"lite_cfg_scale"`
 	// CFG is the guidance scale of the per-ρ sample rows (1: none).
 	// Default: 1.0.
