@@ -315,3 +315,58 @@ func TestLRGroups(t *testing.T) {
 		t.Fatalf("largest first-step change: grouped %g (want 1e-2), others %g (want 1e-3)", fast, slow)
 	}
 }
+
+// A folder written before run.json recorded its settings resumes when its
+// old fingerprint matches, is refused when it does not, and gets its
+// settings at the next save.
+func TestResumeLegacyManifest(t *testing.T) {
+	tests := []struct {
+		name   string
+		edit   func(c *Config)
+		refuse bool
+	}{
+		{"same run", func(*Config) {}, false},
+		{"another lr", func(c *Config) { c.LR = 5e-4 }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			first := ditTrainer(t, dir, 4)
+			first.Config.Steps = 2 // stop at step 2 of a 4-step run
+			first.Config.SaveEvery = 2
+			if _, err := first.Run(); err != nil {
+				t.Fatal(err)
+			}
+			// Rewrite run.json as an older dcdit wrote it: no settings, the
+			// fingerprint of the 4-step run's string.
+			var m manifest
+			text, _ := os.ReadFile(filepath.Join(dir, manifestName))
+			if err := json.Unmarshal(text, &m); err != nil {
+				t.Fatal(err)
+			}
+			legacy := ditTrainer(t, dir, 4)
+			legacy.Config.validate()
+			m.Settings = nil
+			m.Fingerprint = (&runFolder{legacy: legacy.legacyFingerprint()}).legacyHash()
+			text, _ = json.Marshal(m)
+			os.WriteFile(filepath.Join(dir, manifestName), text, 0o644)
+
+			again := ditTrainer(t, dir, 4)
+			tt.edit(&again.Config)
+			res, err := again.Run()
+			if tt.refuse {
+				if err == nil || !strings.Contains(err.Error(), "written by an older dcdit") {
+					t.Fatalf("err = %v, want a refusal", err)
+				}
+				return
+			}
+			if err != nil || res.Resumed != 2 {
+				t.Fatalf("resume: %+v, %v", res, err)
+			}
+			text, _ = os.ReadFile(filepath.Join(dir, manifestName))
+			if !strings.Contains(string(text), `"trainer.lr": "0.001"`) {
+				t.Fatalf("the next save did not record the settings:\n%s", text)
+			}
+		})
+	}
+}
