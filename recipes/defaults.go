@@ -187,7 +187,14 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 		setDefault(d, k("class_dropout"), &st.ClassDropout, DefaultClassDropout)
 		setDefault(d, k("grad_clip"), &st.GradClip, DefaultGradClip)
 		setDefault(d, k("router_lr_scale"), &st.RouterLRScale, 1.0)
-		setDefault(d, k("ema_decay"), &st.EMADecay, kd.ema)
+		ema := kd.ema
+		if i < len(r.Stages)-1 && r.Eval.Every == 0 {
+			// Only the last stage's EMA becomes the model (the next stage
+			// starts from the trained weights): an earlier one would be
+			// computed and dropped.
+			ema = 0
+		}
+		setDefault(d, k("ema_decay"), &st.EMADecay, ema)
 		setDefault(d, k("weight_decay"), &st.WeightDecay, 0)
 		setDefault(d, k("betas"), &st.Betas, []float64{0.9, 0.999})
 		setDefault(d, k("eps"), &st.Eps, 1e-8)

@@ -61,4 +61,14 @@ func TestIgnoredSettingsAreRefused(t *testing.T) {
 	if _, err := Load(recipeDir(t, scratch), LoadOptions{}); err != nil {
 		t.Fatalf("defaults refused: %v", err)
 	}
+	// An EMA left to its default is off on a stage that is not the last,
+	// on by kind on the last one.
+	two := edit(validRecipe, `kind = "distill"`, "kind = \"finetune\"\nmulti_budget_start = 5", 1)
+	r, err := Load(recipeDir(t, two), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Stages[0].EMADecay != 0 || r.Stages[1].EMADecay != 0.9999 || !r.IsDefault("stage[0].ema_decay") {
+		t.Fatalf("default EMA decays %g, %g; want 0 on the first of two finetunes, 0.9999 on the last", r.Stages[0].EMADecay, r.Stages[1].EMADecay)
+	}
 }

@@ -369,7 +369,8 @@ type Stage struct {
 	// weights (0: off). Only the last stage's EMA becomes the model (a
 	// stage starts from the previous one's trained weights), so a value
 	// written on an earlier stage is refused unless eval.every evaluates
-	// it. Default: by kind.
+	// it. Default: by kind on the last stage (and on every stage with
+	// eval.every), else 0.
 	EMADecay float64 `toml:"ema_decay"`
 	// WeightDecay is AdamW's decoupled weight decay. Default: 0.
 	WeightDecay float64 `toml:"weight_decay"`
