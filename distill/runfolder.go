@@ -95,6 +95,14 @@ func (r *runFolder) readManifest() (*manifest, error) {
 	if len(m.Checkpoints) == 0 {
 		return nil, fmt.Errorf("distill: %s names no checkpoint", r.path(manifestName))
 	}
+	// Checkpoint names are joined to the folder and stale ones deleted:
+	// only the names this package writes may pass, never a path.
+	for _, name := range m.Checkpoints {
+		var step int
+		if _, err := fmt.Sscanf(name, "state-%08d.safetensors", &step); err != nil || name != fmt.Sprintf("state-%08d.safetensors", step) {
+			return nil, fmt.Errorf("distill: %s: checkpoint %.80q: want a name state-NNNNNNNN.safetensors in the run folder", r.path(manifestName), name)
+		}
+	}
 	return &m, nil
 }
 

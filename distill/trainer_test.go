@@ -370,3 +370,35 @@ func TestResumeLegacyManifest(t *testing.T) {
 		})
 	}
 }
+
+// TestResumeRefusesCheckpointPaths: a run.json whose checkpoint list names
+// a path outside the folder is refused before anything is read or
+// removed.
+func TestResumeRefusesCheckpointPaths(t *testing.T) {
+	for _, name := range []string{"../victim.safetensors", "/tmp/x", "state-1.safetensors", "state-00000002.safetensors/../../x"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if _, err := ditTrainer(t, dir, 2).Run(); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, manifestName)
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(raw, &m); err != nil {
+				t.Fatal(err)
+			}
+			m["checkpoints"] = []string{name, "state-00000002.safetensors"}
+			raw, _ = json.Marshal(m)
+			if err := os.WriteFile(path, raw, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err = ditTrainer(t, dir, 3).Run()
+			if err == nil || !strings.Contains(err.Error(), "want a name state-NNNNNNNN.safetensors") {
+				t.Fatalf("err = %v, want the checkpoint name refused", err)
+			}
+		})
+	}
+}
