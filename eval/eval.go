@@ -168,9 +168,15 @@ type Row struct {
 // Quality scores samples as a distribution (with Options.Features; null
 // without): FD is the Fréchet distance of their features to the data's,
 // ClassAccuracy the fraction classified as the label they were drawn for.
+//
+// RMS is the samples' root mean square value, beside the data's
+// (FeatureNetStats.DataRMS): the feature network normalises each sample's
+// scale away, so FD does not see samples that drift to saturated colours,
+// and this does.
 type Quality struct {
 	FD            *float64 `json:"fd"`
 	ClassAccuracy *float64 `json:"class_accuracy"`
+	RMS           *float64 `json:"sample_rms"`
 }
 
 // FeatureNetStats describes the feature network on the evaluation's data.
@@ -182,6 +188,8 @@ type FeatureNetStats struct {
 	// FloorSamples the size of each half behind data_fd_floor.
 	Samples      int `json:"samples"`
 	FloorSamples int `json:"floor_samples"`
+	// DataRMS is the reference samples' root mean square value.
+	DataRMS float64 `json:"data_rms"`
 }
 
 // LiteRow is the Lite-CFG pair's results. Kept tokens are per branch;

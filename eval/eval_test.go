@@ -231,13 +231,13 @@ func TestJSONShape(t *testing.T) {
 	}
 	// Without a feature network fd and class_accuracy are null;
 	// kept_per_step is a list of numbers, one per sampling step.
-	want := []string{"class_accuracy", "eps_rel_mse", "fd", "gflops_per_image", "kept_per_step", "kept_tokens", "ms_per_image", "rho", "sample_psnr_db"}
+	want := []string{"class_accuracy", "eps_rel_mse", "fd", "gflops_per_image", "kept_per_step", "kept_tokens", "ms_per_image", "rho", "sample_psnr_db", "sample_rms"}
 	for _, row := range rows {
 		var keys []string
 		for k, v := range row {
 			keys = append(keys, k)
 			switch k {
-			case "fd", "class_accuracy":
+			case "fd", "class_accuracy", "sample_rms":
 				if v != nil {
 					t.Errorf("%s = %v without a feature network, want null", k, v)
 				}

@@ -22,14 +22,14 @@ const ParetoFile = "pareto.png"
 
 // Plot layout, in pixels.
 const (
-	plotW, plotH               = 640, 420
-	plotLeft, plotRight        = 70, 20
-	plotTop, plotBottom        = 30, 50
-	markerRadius               = 4
-	paretoTicks                = 5
-	paretoMarginFraction       = 0.08
-	paretoLabelOffset          = 7
-	paretoLegendX, paretoLegLn = plotLeft + 10, 16
+	plotW, plotH         = 640, 420
+	plotLeft, plotRight  = 70, 20
+	plotTop, plotBottom  = 30, 72
+	markerRadius         = 4
+	paretoTicks          = 5
+	paretoMarginFraction = 0.08
+	paretoLabelOffset    = 7
+	paretoLegendGap      = 190
 )
 
 var (
@@ -95,7 +95,7 @@ func (r *Report) WriteParetoPNG(path string) error {
 	}
 	line(img, x0, y1, x1, y1, plotAxis)
 	line(img, x0, y0, x0, y1, plotAxis)
-	text(img, (x0+x1)/2-60, plotH-10, "GFLOPs per image", plotAxis)
+	text(img, (x0+x1)/2-60, y1+32, "GFLOPs per image", plotAxis)
 	text(img, 8, 18, "Frechet distance to held-out data (lower is better)", plotAxis)
 
 	for i := 1; i < len(dc); i++ {
@@ -119,10 +119,11 @@ func (r *Report) WriteParetoPNG(path string) error {
 			c    color.RGBA
 		}{"Lite-CFG", plotLite})
 	}
+	// The legend sits under the axis title, where no point can fall.
 	for i, l := range legend {
-		y := y0 + 14 + i*paretoLegLn
-		disc(img, paretoLegendX, y-4, l.c)
-		text(img, paretoLegendX+10, y, l.name, l.c)
+		x, y := x0+i*paretoLegendGap, plotH-10
+		disc(img, x, y-4, l.c)
+		text(img, x+10, y, l.name, l.c)
 	}
 	return atomicfile.Write(path, func(w io.Writer) error { return png.Encode(w, img) })
 }

@@ -3,6 +3,7 @@ package eval
 import (
 	"fmt"
 	"maps"
+	"math"
 
 	"github.com/dcdit/dcdit/eval/featnet"
 )
@@ -59,7 +60,8 @@ func (e *evaluator) realStats() error {
 	if e.real, err = featnet.Stats(feats[:n*dim], n, dim); err != nil {
 		return fmt.Errorf("eval: data features: %w", err)
 	}
-	e.r.FeatureNet = &FeatureNetStats{Accuracy: float64(correct) / float64(k), Dim: dim, Samples: n, FloorSamples: len(second)}
+	e.r.FeatureNet = &FeatureNetStats{Accuracy: float64(correct) / float64(k), Dim: dim, Samples: n, FloorSamples: len(second),
+		DataRMS: rms(x[:n*d.C*d.H*d.W])}
 	if second == nil {
 		return nil
 	}
@@ -138,5 +140,15 @@ func (e *evaluator) score(samples []float32) (Quality, error) {
 		}
 	}
 	acc := float64(correct) / float64(n)
-	return Quality{FD: &fd, ClassAccuracy: &acc}, nil
+	r := rms(samples)
+	return Quality{FD: &fd, ClassAccuracy: &acc, RMS: &r}, nil
+}
+
+// rms is the root mean square of v.
+func rms(v []float32) float64 {
+	var s float64
+	for _, x := range v {
+		s += float64(x) * float64(x)
+	}
+	return math.Sqrt(s / float64(max(len(v), 1)))
 }

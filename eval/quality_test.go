@@ -111,6 +111,9 @@ func TestRunQuality(t *testing.T) {
 		if !(*q.ClassAccuracy >= 0 && *q.ClassAccuracy <= 1) {
 			t.Errorf("%s: class accuracy %v", name, *q.ClassAccuracy)
 		}
+		if want := rms(samples); q.RMS == nil || !(math.Abs(*q.RMS-want) <= 1e-12) {
+			t.Errorf("%s: sample RMS %v, want %v", name, q.RMS, want)
+		}
 	}
 	check("teacher", r.Teacher.Quality, r.pics.grid[0])
 	for i, row := range r.Rows {

@@ -12,13 +12,13 @@ import (
 // teacher, the Lite-CFG pair and the edge density ratio.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "ρ\tkept tokens\tGFLOPs/img\tms/img\tε rel MSE\tsample PSNR dB\tFD\tclass acc\t\n")
+	fmt.Fprintf(tw, "ρ\tkept tokens\tGFLOPs/img\tms/img\tε rel MSE\tsample PSNR dB\tFD\tclass acc\tRMS\t\n")
 	for _, row := range r.Rows {
-		fmt.Fprintf(tw, "%g\t%.1f / %d\t%.4g\t%.3g\t%.4g\t%.2f\t%s\t%s\t\n", row.Rho, row.KeptTokens, r.Tokens, row.GFLOPsPerImage, row.MsPerImage, row.EpsRelMSE, row.SamplePSNR,
-			optional(row.FD, "%.2f"), optional(row.ClassAccuracy, "%.3f"))
+		fmt.Fprintf(tw, "%g\t%.1f / %d\t%.4g\t%.3g\t%.4g\t%.2f\t%s\t%s\t%s\t\n", row.Rho, row.KeptTokens, r.Tokens, row.GFLOPsPerImage, row.MsPerImage, row.EpsRelMSE, row.SamplePSNR,
+			optional(row.FD, "%.2f"), optional(row.ClassAccuracy, "%.3f"), optional(row.RMS, "%.3f"))
 	}
-	fmt.Fprintf(tw, "teacher\t%d / %d\t%.4g\t%.3g\t\t\t%s\t%s\t\n", r.Teacher.Tokens, r.Tokens, r.Teacher.GFLOPsPerImage, r.Teacher.MsPerImage,
-		optional(r.Teacher.FD, "%.2f"), optional(r.Teacher.ClassAccuracy, "%.3f"))
+	fmt.Fprintf(tw, "teacher\t%d / %d\t%.4g\t%.3g\t\t\t%s\t%s\t%s\t\n", r.Teacher.Tokens, r.Tokens, r.Teacher.GFLOPsPerImage, r.Teacher.MsPerImage,
+		optional(r.Teacher.FD, "%.2f"), optional(r.Teacher.ClassAccuracy, "%.3f"), optional(r.Teacher.RMS, "%.3f"))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -32,8 +32,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(w)
 	}
 	if f := r.FeatureNet; f != nil {
-		fmt.Fprintf(w, "feature network: accuracy %.4f on %d data samples, %d features; data FD floor %s (two halves of %d)\n",
-			f.Accuracy, 2*f.FloorSamples, f.Dim, optional(r.DataFDFloor, "%.2f"), f.FloorSamples)
+		fmt.Fprintf(w, "feature network: accuracy %.4f on %d data samples, %d features; data FD floor %s (two sets of %d); data RMS %.3f\n",
+			f.Accuracy, f.Samples+f.FloorSamples, f.Dim, optional(r.DataFDFloor, "%.2f"), f.FloorSamples, f.DataRMS)
 	}
 	if len(r.Rows) > 0 && len(r.Rows[0].KeptPerStep) > 0 {
 		fmt.Fprintf(w, "kept tokens per sampling step at ρ = %g (t = %d → %d): %s\n", r.Rows[0].Rho, r.SamplingTimesteps[0],

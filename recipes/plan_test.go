@@ -151,7 +151,7 @@ func TestToyRecipe(t *testing.T) {
 	}
 	_ = r
 
-	teacher := &arch.DiTConfig{Depth: 4, HiddenSize: 128, NumHeads: 4, PatchSize: 2, InChannels: 4, InputSize: 16,
+	teacher := &arch.DiTConfig{Depth: 6, HiddenSize: 128, NumHeads: 4, PatchSize: 2, InChannels: 4, InputSize: 16,
 		LearnSigma: true, NumClasses: 10, MLPRatio: 4, FrequencySize: 256}
 	base := filepath.Join(t.TempDir(), "teacher.safetensors")
 	writeBase(t, base, teacher)
@@ -159,16 +159,27 @@ func TestToyRecipe(t *testing.T) {
 	if err != nil {
 		t.Fatalf("toy plan: %v", err)
 	}
-	if pl.DC.EncDecDim != 32 || pl.DC.Tokens() != 256 || pl.MainNetwork.Depth != 4 {
+	if pl.DC.EncDecDim != 16 || pl.DC.Tokens() != 256 || pl.MainNetwork.Depth != 6 {
 		t.Errorf("dc %+v", pl.DC)
+	}
+	// The recipe is sized so that the DC model at ρ = 0 costs about the
+	// teacher (the limit: 1.1×) and higher ρ saves compute.
+	var teacherFLOPs float64
+	for _, row := range pl.FLOPs.Rows {
+		if row.Model == "base" {
+			teacherFLOPs = row.GFLOPsPerForward
+		}
 	}
 	prev := math.Inf(1)
 	for _, row := range pl.FLOPs.Rows {
 		if row.Model != "dc" {
 			continue
 		}
-		if row.Rho == 0 && row.Kept != 64 {
-			t.Errorf("ρ 0 keeps %d of 256, want 64", row.Kept)
+		if want := int(float64(pl.DC.Tokens()) / pl.DC.TargetN); row.Rho == 0 && row.Kept != want {
+			t.Errorf("ρ 0 keeps %d of 256, want ⌊L/N⌋ = %d", row.Kept, want)
+		}
+		if row.Rho == 0 && !(row.GFLOPsPerForward <= 1.1*teacherFLOPs) {
+			t.Errorf("ρ 0 costs %.4g GFLOP per forward, more than 1.1× the teacher's %.4g", row.GFLOPsPerForward, teacherFLOPs)
 		}
 		if !(row.GFLOPsPerForward < prev) {
 			t.Errorf("FLOPs do not fall with ρ: %+v", pl.FLOPs.Rows)

@@ -76,7 +76,8 @@ the model was not trained on, e.g. another seed):
                  testdata/featnet/model.safetensors): the Fréchet distance
                  of the --samples samples' features to those of the data's
                  first --samples samples, and the fraction classified as
-                 the label they were drawn for; also the network's accuracy
+                 the label they were drawn for, and their RMS value (FD is
+                 blind to saturation; compare data_rms); also the network's accuracy
                  on the data and the FD between two halves of the data (the
                  floor at that count: give the data 2×--samples samples)
 
@@ -92,7 +93,8 @@ quarter of the value range).
 
 The table goes to stdout, or one JSON object with --json:
 {"rows": [{"rho", "kept_tokens", "gflops_per_image", "ms_per_image",
-"eps_rel_mse", "sample_psnr_db", "fd", "class_accuracy", "kept_per_step"}, ...],
+"eps_rel_mse", "sample_psnr_db", "fd", "class_accuracy", "sample_rms",
+"kept_per_step"}, ...],
 "lite_cfg": {...}, "teacher": {..., "fd", "class_accuracy"}, "feature_net":
 {"accuracy", ...}, "data_fd_floor", "sampling_timesteps", "edge_density_ratio": r,
 "edges": {...}, ...}.

@@ -63,8 +63,9 @@ func TestValidate(t *testing.T) {
 		lines    []string // fragments of the stderr lines, in order
 	}{
 		{"valid", []string{"validate", toy, "--base", base}, 0, "ok: toy-dit (", nil},
-		{"missing base", []string{"validate", moved}, 1, "", []string{
-			moved + ":" + strconv.Itoa(lineOf(t, moved, "path = ")) + ": base.path: the base checkpoint ../testdata/teacher/model.safetensors"}},
+		{"missing base", []string{"validate", moved}, 2, "", []string{
+			moved + ":" + strconv.Itoa(lineOf(t, moved, "path = ")) + ": base.path: the base checkpoint ../testdata/teacher/model.safetensors",
+			moved + ":" + strconv.Itoa(lineOf(t, moved, "feature_net = ")) + ": eval.feature_net: the feature network ../testdata/featnet/model.safetensors"}},
 		{"bundled base", []string{"validate", toy}, 0, "ok: toy-dit (", nil},
 		{"a type error stops before values", []string{"validate", bad}, 2, "", []string{
 			bad + ":2: colour: unknown key", bad + `:7: stage[0].steps: found a string ("many"), expected an integer`}},
