@@ -278,6 +278,11 @@ func loadTeacher(r *recipes.Recipe) (*dit.Model, *dit.Weights, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// The head count may come from base.num_heads or the file's metadata:
+	// bound it before it reaches attention.
+	if err := w.Config.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("pipeline: base %s: %w", r.BasePath(), err)
+	}
 	t, err := dit.New(w)
 	if err != nil {
 		return nil, nil, err

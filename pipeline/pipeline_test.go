@@ -193,6 +193,9 @@ func TestRunErrors(t *testing.T) {
 		name, recipe, want string
 	}{
 		{"distill without scaffold", strings.Replace(trainRecipe, `kind = "train"`, `kind = "distill"`, 1), "distill"},
+		// 3 heads do not divide the teacher's width 64: refused before
+		// anything reaches attention.
+		{"heads that do not divide the width", strings.Replace(upcycleRecipe, `path = "teacher.safetensors"`, "path = \"teacher.safetensors\"\nnum_heads = 3", 1), "heads"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
