@@ -11,6 +11,7 @@ package params
 
 import (
 	"fmt"
+	"github.com/dcdit/dcdit/internal/editdist"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,7 +106,7 @@ func (s *Set) unknown(name string) string {
 	// two edits from the intended name.
 	best, closest := -1, []string(nil)
 	for _, p := range s.list {
-		d := editDistance(name, p.Name)
+		d := editdist.Distance(name, p.Name)
 		switch {
 		case best < 0 || d < best:
 			best, closest = d, []string{p.Name}
@@ -118,26 +119,6 @@ func (s *Set) unknown(name string) string {
 		quoted[i] = strconv.Quote(c)
 	}
 	return fmt.Sprintf("params: no parameter %q among the set's %d; closest: %s", name, len(s.list), strings.Join(quoted, ", "))
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // Range returns where the parameter called name lies in Data and Grad.

@@ -96,17 +96,6 @@ func TestUnknownName(t *testing.T) {
 	}
 }
 
-func TestEditDistance(t *testing.T) {
-	for _, tt := range []struct {
-		a, b string
-		want int
-	}{{"", "", 0}, {"abc", "", 3}, {"qkv", "qvk", 2}, {"kitten", "sitting", 3}, {"w", "w", 0}} {
-		if got := editDistance(tt.a, tt.b); got != tt.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
-		}
-	}
-}
-
 // Gradients of an op land in the gradient arena, accumulate over two
 // backward passes and clear with ZeroGrad.
 func TestGradientsLandInArena(t *testing.T) {

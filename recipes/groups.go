@@ -2,6 +2,7 @@ package recipes
 
 import (
 	"fmt"
+	"github.com/dcdit/dcdit/internal/editdist"
 	"path"
 	"regexp"
 	"slices"
@@ -151,7 +152,7 @@ func (s *Stage) Trains(name string, dc bool) bool {
 func closest(s string, choices []string) string {
 	best, bestD := "", 3
 	for _, c := range choices {
-		if d := editDistance(strings.ToLower(s), c); d < bestD {
+		if d := editdist.Distance(strings.ToLower(s), c); d < bestD {
 			best, bestD = c, d
 		}
 	}

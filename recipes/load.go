@@ -3,6 +3,7 @@ package recipes
 import (
 	"errors"
 	"fmt"
+	"github.com/dcdit/dcdit/internal/editdist"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -399,7 +400,7 @@ func suggest(k string, t reflect.Type) string {
 		if strings.EqualFold(name, k) {
 			return fmt.Sprintf(" (did you mean %s? keys are case-sensitive)", name)
 		}
-		if d := editDistance(strings.ToLower(k), name); d < bestD {
+		if d := editdist.Distance(strings.ToLower(k), name); d < bestD {
 			best, bestD = name, d
 		}
 	}
@@ -407,26 +408,6 @@ func suggest(k string, t reflect.Type) string {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %s?)", best)
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // typeName describes a Go type as a TOML value.
