@@ -11,12 +11,13 @@ package params
 
 import (
 	"fmt"
-	"github.com/dcdit/dcdit/internal/editdist"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/nlpodyssey/spago/mat"
+
+	"github.com/dcdit/dcdit/internal/editdist"
 )
 
 // Spec describes one tensor of a Set: its name and its shape as a matrix

@@ -2,13 +2,13 @@ package recipes
 
 import (
 	"fmt"
-	"github.com/dcdit/dcdit/internal/editdist"
 	"path"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/dcdit/dcdit/dc/hnet"
+	"github.com/dcdit/dcdit/internal/editdist"
 )
 
 // Parameter group names usable in a stage's trainable and frozen lists.

@@ -3,7 +3,6 @@ package recipes
 import (
 	"errors"
 	"fmt"
-	"github.com/dcdit/dcdit/internal/editdist"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/dcdit/dcdit/internal/editdist"
 )
 
 // Problem is one thing wrong with a recipe: where (file, line, key) and
