@@ -12,10 +12,11 @@ import (
 	"github.com/dcdit/dcdit/upcycle"
 )
 
-func graftPair(t *testing.T) (*dit.Model, *upcycle.Grafted) {
+// randomTeacher is a frozen DiT of cfg with small random weights (every
+// parameter, adaLN-Zero layers included, so it predicts something), and
+// the stream that drew them, for whatever else a test draws after.
+func randomTeacher(t *testing.T, cfg *arch.DiTConfig) (*dit.Model, *rand.Rand) {
 	t.Helper()
-	cfg := &arch.DiTConfig{Depth: 1, HiddenSize: 128, NumHeads: 4, PatchSize: 2, InChannels: 4, InputSize: 8,
-		LearnSigma: true, NumClasses: 3, MLPRatio: 2, FrequencySize: 64}
 	teacher, err := dit.Init(cfg, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -25,6 +26,13 @@ func graftPair(t *testing.T) (*dit.Model, *upcycle.Grafted) {
 		teacher.Params.Data[i] = float32(0.05 * rng.NormFloat64())
 	}
 	teacher.Params.SetRequiresGrad(false)
+	return teacher, rng
+}
+
+func graftPair(t *testing.T) (*dit.Model, *upcycle.Grafted) {
+	t.Helper()
+	teacher, _ := randomTeacher(t, &arch.DiTConfig{Depth: 1, HiddenSize: 128, NumHeads: 4, PatchSize: 2, InChannels: 4, InputSize: 8,
+		LearnSigma: true, NumClasses: 3, MLPRatio: 2, FrequencySize: 64})
 	s := upcycle.DefaultScaffold()
 	s.EncoderBlocks, s.DecoderBlocks = 1, 1
 	g, err := upcycle.NewGrafted(teacher, s, 3)

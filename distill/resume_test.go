@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/dcdit/dcdit/distill"
-	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/dit/ddpm"
 	"github.com/dcdit/dcdit/internal/atomicfile"
 	"github.com/dcdit/dcdit/loaders/arch"
@@ -28,17 +26,8 @@ type dcRun struct {
 
 func (c dcRun) trainer(t *testing.T, dir string) *distill.Trainer {
 	t.Helper()
-	cfg := &arch.DiTConfig{Depth: 1, HiddenSize: 64, NumHeads: 2, PatchSize: 2, InChannels: 4, InputSize: 8,
-		LearnSigma: true, NumClasses: 3, MLPRatio: 2, FrequencySize: 64}
-	teacher, err := dit.Init(cfg, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range teacher.Params.Data {
-		teacher.Params.Data[i] = float32(0.05 * rng.NormFloat64())
-	}
-	teacher.Params.SetRequiresGrad(false)
+	teacher, rng := randomTeacher(t, &arch.DiTConfig{Depth: 1, HiddenSize: 64, NumHeads: 2, PatchSize: 2, InChannels: 4, InputSize: 8,
+		LearnSigma: true, NumClasses: 3, MLPRatio: 2, FrequencySize: 64})
 	s := upcycle.DefaultScaffold()
 	s.EncoderBlocks, s.DecoderBlocks, s.NormGroups, s.RatioBatchSize = 1, 1, 8, 1
 	s.EncoderInit = "patch"

@@ -22,13 +22,19 @@ import (
 // metadata given (at most one map).
 func writeTeacher(t *testing.T, dir string, metadata ...map[string]string) string {
 	t.Helper()
+	return saveTeacher(t, dir, 2, metadata...)
+}
+
+// saveTeacher is writeTeacher with the weights drawn from stream seed.
+func saveTeacher(t *testing.T, dir string, seed uint64, metadata ...map[string]string) string {
+	t.Helper()
 	cfg := &arch.DiTConfig{Depth: 1, HiddenSize: 64, NumHeads: 2, PatchSize: 2, InChannels: 4, InputSize: 8,
 		LearnSigma: true, NumClasses: 10, MLPRatio: 2, FrequencySize: 256}
 	m, err := dit.Init(cfg, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := rand.New(rand.NewPCG(2, 2))
+	rng := rand.New(rand.NewPCG(seed, seed))
 	for i := range m.Params.Data {
 		m.Params.Data[i] = float32(0.05 * rng.NormFloat64())
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,9 +12,7 @@ import (
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/distill"
-	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/internal/atomicfile"
-	"github.com/dcdit/dcdit/loaders/arch"
 )
 
 // Killed mid-distillation or mid-way through multi-budget finetuning
@@ -77,19 +74,7 @@ func TestResumeIsExactEndToEnd(t *testing.T) {
 // weights.
 func writeOtherTeacher(t *testing.T, dir string) {
 	t.Helper()
-	cfg := &arch.DiTConfig{Depth: 1, HiddenSize: 64, NumHeads: 2, PatchSize: 2, InChannels: 4, InputSize: 8,
-		LearnSigma: true, NumClasses: 10, MLPRatio: 2, FrequencySize: 256}
-	m, err := dit.Init(cfg, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(9, 9))
-	for i := range m.Params.Data {
-		m.Params.Data[i] = float32(0.05 * rng.NormFloat64())
-	}
-	if err := dit.Save(filepath.Join(dir, "teacher.safetensors"), m, nil, nil); err != nil {
-		t.Fatal(err)
-	}
+	saveTeacher(t, dir, 9)
 }
 
 // Editing any setting that changes the training between two runs of one
