@@ -35,14 +35,7 @@ type dcTiny struct {
 func dcTinyCase(t *testing.T) dcTiny {
 	t.Helper()
 	c := dctest.Cases(t)[0]
-	get := func(key string) int {
-		t.Helper()
-		v, ok := c.Int(key)
-		if !ok || v <= 0 {
-			t.Fatalf("%s: config.json has no positive integer %q", c.Dir, key)
-		}
-		return v
-	}
+	get := func(key string) int { return c.PositiveInt(t, key) }
 	d := dcTiny{size: get("input_size"), channels: get("in_channels"), classes: get("num_classes")}
 	if rows, cols := get("num_rows"), get("num_cols"); rows != d.size || cols != d.size {
 		t.Fatalf("%s: a %d×%d grid; the eval tests need square latents of side input_size %d", c.Dir, rows, cols, d.size)

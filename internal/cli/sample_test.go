@@ -45,14 +45,7 @@ func ditTinyCase(t *testing.T) tinyDiT {
 		t.Fatalf("no dit-tiny fixture case under %s", root)
 	}
 	c := cases[0]
-	get := func(key string) int {
-		t.Helper()
-		v, ok := c.Int(key)
-		if !ok || v <= 0 {
-			t.Fatalf("%s: config.json has no positive integer %q", c.Dir, key)
-		}
-		return v
-	}
+	get := func(key string) int { return c.PositiveInt(t, key) }
 	return tinyDiT{weights: filepath.Join(c.Dir, "weights.safetensors"), dir: c.Dir, heads: strconv.Itoa(get("num_heads")),
 		channels: get("in_channels"), size: get("input_size"), classes: get("num_classes")}
 }
