@@ -49,18 +49,47 @@ func noisy(rng *rand.Rand, B, n, T int) (t []int, noise []float32) {
 	return t, noise
 }
 
+// P2 weighs the hybrid loss's ε term by 1/(K + SNR_t)^Gamma
+// (ddpm.Schedule.P2Weights); Gamma = 0 is DiT's uniform weighting.
+type P2 struct {
+	K, Gamma float64
+}
+
+// weights returns the batch's ε weights (nil when uniform).
+func (p P2) weights(s *ddpm.Schedule, t []int) ([]float32, error) {
+	if p.Gamma == 0 {
+		return nil, nil
+	}
+	return s.P2Weights(t, p.K, p.Gamma)
+}
+
+// settings adds the weighting to a fingerprint when it is on; uniform
+// weighting adds nothing, so run folders made before P2 existed resume.
+func (p P2) settings(s map[string]string) map[string]string {
+	if p.Gamma != 0 {
+		s["p2_k"], s["p2_gamma"] = num(p.K), num(p.Gamma)
+	}
+	return s
+}
+
 // DiTDiffusion trains a fixed-patch DiT on its own objective, DiT's hybrid
 // loss (training from scratch, or a teacher).
 type DiTDiffusion struct {
 	Model    *dit.Model
 	Schedule *ddpm.Schedule
+	// P2 weighs the ε term per timestep (zero value: uniform).
+	P2 P2
 }
 
 // Step implements Objective.
 func (o *DiTDiffusion) Step(_ int, x0 []float32, y []int, rng *rand.Rand) (Metrics, error) {
 	c := o.Model.Config
 	t, noise := noisy(rng, len(y), c.InChannels*c.InputSize*c.InputSize, o.Schedule.Steps())
-	l, err := o.Model.DiffusionLoss(o.Schedule, x0, noise, t, y)
+	w, err := o.P2.weights(o.Schedule, t)
+	if err != nil {
+		return Metrics{}, err
+	}
+	l, err := o.Model.DiffusionLoss(o.Schedule, x0, noise, t, y, w)
 	if err != nil {
 		return Metrics{}, err
 	}
@@ -119,6 +148,9 @@ type DCObjective struct {
 	// spends the capacity where sampling forgives it (low t) and starves
 	// the steps whose errors it amplifies (high t).
 	WeightCap float64
+	// P2 weighs the hybrid loss's ε term per timestep (zero value:
+	// uniform). Hybrid loss only.
+	P2 P2
 }
 
 // timestepWeights returns each sample's distillation weight (nil: all 1).
@@ -187,7 +219,11 @@ func (o *DCObjective) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Met
 	case Hybrid:
 		img := dc.FromTokens(out, B, cfg.OutChannels, cfg.GridRows, cfg.GridCols)
 		gimg := make([]float32, len(img))
-		l, err := o.Schedule.TrainingLosses(gimg, img, x0, noise, t, sh, 1/float32(B))
+		w, err := o.P2.weights(o.Schedule, t)
+		if err != nil {
+			return Metrics{}, err
+		}
+		l, err := o.Schedule.WeightedTrainingLosses(gimg, img, x0, noise, t, sh, 1/float32(B), w)
 		if err != nil {
 			return Metrics{}, err
 		}
@@ -316,7 +352,7 @@ func mean(v []float32) float64 {
 
 // Settings implements Describer.
 func (o *DiTDiffusion) Settings() map[string]string {
-	return map[string]string{"kind": "dit_hybrid", "diffusion_steps": strconv.Itoa(o.Schedule.Steps())}
+	return o.P2.settings(map[string]string{"kind": "dit_hybrid", "diffusion_steps": strconv.Itoa(o.Schedule.Steps())})
 }
 
 // Settings implements Describer: the loss and its terms, the budgets, the
@@ -345,5 +381,5 @@ func (o *DCObjective) Settings() map[string]string {
 	if o.Teacher != nil {
 		s["teacher"] = fmt.Sprintf("%+v", *o.Teacher.Config)
 	}
-	return s
+	return o.P2.settings(s)
 }

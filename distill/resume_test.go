@@ -140,6 +140,7 @@ func TestResumeRefusesChangedSettings(t *testing.T) {
 		{"loss", func(tr *distill.Trainer) { obj(tr).Loss = distill.DistillL2 }, []string{"objective.loss: was hybrid, now l2"}},
 		{"target", func(tr *distill.Trainer) { obj(tr).EpsOnly = true }, []string{"objective.eps_only: was false, now true"}},
 		{"timestep weights", func(tr *distill.Trainer) { obj(tr).WeightCap = 20 }, []string{"objective.weight_cap: was 0, now 20"}},
+		{"P2 weights", func(tr *distill.Trainer) { obj(tr).P2 = distill.P2{K: 1, Gamma: 1} }, []string{"objective.p2_gamma", "now 1"}},
 		{"sigma", func(tr *distill.Trainer) { obj(tr).Model.Config.Sigma = 2 }, []string{"objective.dechunk_sigma: was 1, now 2"}},
 		{"target N", func(tr *distill.Trainer) { obj(tr).Model.Config.TargetN = 2 }, []string{"objective.target_n: was 4, now 2"}},
 		{"diffusion steps", func(tr *distill.Trainer) { obj(tr).Schedule = ddpm.Linear(500) }, []string{"objective.diffusion_steps: was 1000, now 500"}},

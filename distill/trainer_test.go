@@ -12,6 +12,7 @@ import (
 
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/dit/ddpm"
+	"github.com/dcdit/dcdit/internal/fixtures"
 	"github.com/dcdit/dcdit/loaders/arch"
 )
 
@@ -400,5 +401,36 @@ func TestResumeRefusesCheckpointPaths(t *testing.T) {
 				t.Fatalf("err = %v, want the checkpoint name refused", err)
 			}
 		})
+	}
+}
+
+// P2 weighting scales each sample's ε term by 1/(1 + SNR) ≤ 1 and leaves
+// the variance term and the reported MSE alone; the zero value is DiT's
+// uniform loss.
+func TestDiTDiffusionP2(t *testing.T) {
+	m := tinyDiT(t, 1)
+	data := randomData(t, 4, 4, 8)
+	x0, y := make([]float32, 4*4*8*8), make([]int, 4)
+	data.Batch(x0, y, 1, 0)
+	step := func(p P2) Metrics {
+		m.Params.ZeroGrad()
+		got, err := (&DiTDiffusion{Model: m, Schedule: ddpm.Linear(1000), P2: p}).Step(0, x0, y, rand.New(rand.NewPCG(3, 4)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	plain, p2 := step(P2{}), step(P2{K: 1, Gamma: 1})
+	if !fixtures.Within(math.Abs(plain.Loss-(plain.MSE+plain.VB)), 1e-6) {
+		t.Errorf("uniform: loss %g ≠ mse %g + vb %g", plain.Loss, plain.MSE, plain.VB)
+	}
+	if plain.MSE != p2.MSE || plain.VB != p2.VB {
+		t.Errorf("P2 changed the reported terms: mse %g → %g, vb %g → %g", plain.MSE, p2.MSE, plain.VB, p2.VB)
+	}
+	if eps := p2.Loss - p2.VB; !(eps > 0 && eps < plain.MSE) {
+		t.Errorf("P2's weighted ε term %g, want in (0, uniform %g)", eps, plain.MSE)
+	}
+	if _, err := (&DiTDiffusion{Model: m, Schedule: ddpm.Linear(1000), P2: P2{K: 0, Gamma: 1}}).Step(0, x0, y, rand.New(rand.NewPCG(3, 4))); err == nil {
+		t.Error("P2 with k = 0 ran")
 	}
 }

@@ -44,7 +44,7 @@ func BenchmarkTrainStepDiTS2(b *testing.B) {
 	clip := optim.NewGradClipper(mask, 1)
 	step := func() {
 		m.Params.ZeroGrad()
-		if _, err := m.DiffusionLoss(sched, x0, noise, t, y); err != nil {
+		if _, err := m.DiffusionLoss(sched, x0, noise, t, y, nil); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := clip.Clip(m.Params.Grad); err != nil {

@@ -30,8 +30,9 @@ func (m *Model) Backward(out mat.Tensor, gradImg []float32) error {
 // objective: x_t = q_sample(x0, t, noise), the model's prediction at
 // (x_t, t, y), the hybrid loss (ε-MSE plus the variational bound with the
 // mean detached), and its gradient for the batch mean, accumulated into
-// m.Params.Grad. It returns the per-sample losses.
-func (m *Model) DiffusionLoss(s *ddpm.Schedule, x0, noise []float32, t, y []int) (*ddpm.Losses, error) {
+// m.Params.Grad. mseWeight, if not nil, weighs each sample's ε term
+// (ddpm.WeightedTrainingLosses). It returns the per-sample losses.
+func (m *Model) DiffusionLoss(s *ddpm.Schedule, x0, noise []float32, t, y []int, mseWeight []float32) (*ddpm.Losses, error) {
 	c := m.Config
 	B := len(t)
 	sh := ddpm.Shape{B: B, C: c.InChannels, HW: c.InputSize * c.InputSize}
@@ -50,7 +51,7 @@ func (m *Model) DiffusionLoss(s *ddpm.Schedule, x0, noise []float32, t, y []int)
 	img := make([]float32, B*c.OutChannels()*c.InputSize*c.InputSize)
 	Unpatchify(img, mat.Data[float32](out.Value()), B, c.OutChannels(), c.InputSize, c.PatchSize, false)
 	grad := make([]float32, len(img))
-	losses, err := s.TrainingLosses(grad, img, x0, noise, t, sh, 1/float32(B))
+	losses, err := s.WeightedTrainingLosses(grad, img, x0, noise, t, sh, 1/float32(B), mseWeight)
 	if err != nil {
 		return nil, err
 	}

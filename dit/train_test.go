@@ -184,7 +184,7 @@ func TestDiffusionLossTrains(t *testing.T) {
 	var first, last float64
 	for step := range 30 {
 		m.Params.ZeroGrad()
-		l, err := m.DiffusionLoss(sched, x0, noise, ts, ys)
+		l, err := m.DiffusionLoss(sched, x0, noise, ts, ys, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -226,9 +226,22 @@ func checkStages(p *problems, r *Recipe) {
 			if !(st.TimestepWeightCap >= 0) || math.IsInf(st.TimestepWeightCap, 0) {
 				p.bad(k("timestep_weight_cap"), st.TimestepWeightCap, "a finite number ≥ 0 (0: uniform)")
 			}
+			for _, key := range []string{"p2_gamma", "p2_k"} {
+				if p.lines.has(k(key)) {
+					p.add(k(key), "found in a distill stage, expected P2 weighting only in stages with the hybrid loss (train, finetune)")
+				}
+			}
 		default:
 			if st.TimestepWeightCap != 0 {
 				p.add(k("timestep_weight_cap"), "found %v in a %s stage, expected it only in distill stages", st.TimestepWeightCap, st.Kind)
+			}
+			if !(st.P2Gamma >= 0) || math.IsInf(st.P2Gamma, 0) {
+				p.bad(k("p2_gamma"), st.P2Gamma, "a finite number ≥ 0 (0: uniform)")
+			}
+			if !(st.P2K > 0) || math.IsInf(st.P2K, 0) {
+				p.bad(k("p2_k"), st.P2K, "a finite number > 0")
+			} else if st.P2Gamma == 0 && p.lines.has(k("p2_k")) {
+				p.add(k("p2_k"), "found %v with p2_gamma = 0, expected p2_gamma > 0 (k shapes the P2 weights, which are off)", st.P2K)
 			}
 			oneOf(p, k("loss"), st.Loss, LossHybrid)
 			if st.Target != "" {

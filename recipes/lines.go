@@ -29,6 +29,9 @@ func (k *keyLines) lineOf(key string) int {
 
 // has reports whether key is written in the document.
 func (k *keyLines) has(key string) bool {
+	if k == nil {
+		return false
+	}
 	_, ok := k.line[key]
 	return ok
 }

@@ -338,6 +338,13 @@ type Stage struct {
 	// the timesteps: how much the sampler amplifies an ε error at t in
 	// its estimate of x0, capped. Distill only. Default: 0 (uniform).
 	TimestepWeightCap float64 `toml:"timestep_weight_cap"`
+	// P2Gamma and P2K weigh the hybrid loss's ε term by 1/(k + SNR_t)^γ
+	// (P2 weighting, Choi et al. 2022): γ = 1, k = 1 keeps the weight of
+	// the noisy steps that decide what a sample shows and fades the
+	// low-noise ones that dominate the uniform loss. Train and finetune
+	// only. Default: γ = 0 (DiT's uniform loss), k = 1.
+	P2Gamma float64 `toml:"p2_gamma"`
+	P2K     float64 `toml:"p2_k"`
 	// Trainable lists the parameters to train: group names (see
 	// GroupNames) or glob patterns over the model's parameter names
 	// ("hnet.encoder.*"). Default: by kind.

@@ -179,7 +179,8 @@ func mapped(s *Schedule, t []int) []int {
 }
 
 // The loss gradient with respect to the model output matches finite
-// differences of the loss (float64), including t = 0 and both edge bins.
+// differences of the loss (float64), including t = 0 and both edge bins,
+// with uniform and with per-sample (P2-style) weights on the ε term.
 func TestTrainingLossGradient(t *testing.T) {
 	s := Linear(1000)
 	sh := Shape{B: 4, C: 2, HW: 3}
@@ -200,36 +201,81 @@ func TestTrainingLossGradient(t *testing.T) {
 	}
 	x0[0], x0[1] = -1.05, 1.02 // both open-ended bins at t = 0
 	ts := []int{0, 1, 500, 999}
-	// lossOf returns the batch means of the loss and of its MSE part.
-	lossOf := func(o []float64) (loss, mse float64) {
+	for _, weights := range [][]float64{nil, {0.25, 2, 1, 0.5}} {
+		w := func(b int) float64 {
+			if weights == nil {
+				return 1
+			}
+			return weights[b]
+		}
+		// lossOf returns the batch means of the loss and of its weighted
+		// ε part.
+		lossOf := func(o []float64) (loss, eps float64) {
+			l, m, v := make([]float64, sh.B), make([]float64, sh.B), make([]float64, sh.B)
+			trainingLosses(l, m, v, nil, o, x0, noise, ts, s, n, 1, weights)
+			for b := range l {
+				if !fixtures.Within(math.Abs(l[b]-(w(b)*m[b]+v[b])), 1e-12) {
+					t.Fatalf("weights %v: loss[%d] = %g, want w·mse + vb = %g", weights, b, l[b], w(b)*m[b]+v[b])
+				}
+				loss += l[b] / float64(sh.B)
+				eps += w(b) * m[b] / float64(sh.B)
+			}
+			return loss, eps
+		}
+		grad := make([]float64, len(out))
 		l, m, v := make([]float64, sh.B), make([]float64, sh.B), make([]float64, sh.B)
-		trainingLosses(l, m, v, nil, o, x0, noise, ts, s, n, 1)
-		for b := range l {
-			loss += l[b] / float64(sh.B)
-			mse += m[b] / float64(sh.B)
+		trainingLosses(l, m, v, grad, out, x0, noise, ts, s, n, 1/float64(sh.B), weights)
+		for i := range out {
+			b, isV := i/(2*n), (i/n)%2 == 1
+			// The VB term sees the mean detached, so ε is trained by the MSE
+			// alone; v reaches the loss only through the VB term.
+			const h = 1e-6
+			orig := out[i]
+			out[i] = orig + h
+			upLoss, upEps := lossOf(out)
+			out[i] = orig - h
+			downLoss, downEps := lossOf(out)
+			out[i] = orig
+			fd := (upLoss - downLoss) / (2 * h)
+			if !isV {
+				fd = (upEps - downEps) / (2 * h)
+			}
+			if !fixtures.Within(math.Abs(fd-grad[i]), 1e-6*math.Max(1, math.Abs(fd))) {
+				t.Errorf("weights %v: ∂loss/∂out[%d] (sample %d, t=%d, v=%v) = %.9g, finite differences %.9g", weights, i, b, ts[b], isV, grad[i], fd)
+			}
 		}
-		return loss, mse
 	}
-	grad := make([]float64, len(out))
-	l, m, v := make([]float64, sh.B), make([]float64, sh.B), make([]float64, sh.B)
-	trainingLosses(l, m, v, grad, out, x0, noise, ts, s, n, 1/float64(sh.B))
-	for i := range out {
-		b, isV := i/(2*n), (i/n)%2 == 1
-		// The VB term sees the mean detached, so ε is trained by the MSE
-		// alone; v reaches the loss only through the VB term.
-		const h = 1e-6
-		orig := out[i]
-		out[i] = orig + h
-		upLoss, upMSE := lossOf(out)
-		out[i] = orig - h
-		downLoss, downMSE := lossOf(out)
-		out[i] = orig
-		fd := (upLoss - downLoss) / (2 * h)
-		if !isV {
-			fd = (upMSE - downMSE) / (2 * h)
+}
+
+// P2 weights are 1/(k + SNR)^γ: ≈ 1 at pure noise, small where the
+// signal dominates, all 1 at γ = 0; bad settings and timesteps are
+// refused.
+func TestP2Weights(t *testing.T) {
+	s := Linear(1000)
+	w, err := s.P2Weights([]int{0, 500, 999}, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tv := range []int{0, 500, 999} {
+		ab := s.AlphasCumprod[tv]
+		want := (1 - ab) // 1/(1 + ᾱ/(1−ᾱ)) = 1 − ᾱ
+		if !fixtures.Within(math.Abs(float64(w[i])-want), 1e-6) {
+			t.Errorf("P2 weight at t=%d = %g, want 1−ᾱ = %g", tv, w[i], want)
 		}
-		if !fixtures.Within(math.Abs(fd-grad[i]), 1e-6*math.Max(1, math.Abs(fd))) {
-			t.Errorf("∂loss/∂out[%d] (sample %d, t=%d, v=%v) = %.9g, finite differences %.9g", i, b, ts[b], isV, grad[i], fd)
+	}
+	if !(w[0] < 1e-3 && w[1] > 0.9 && w[2] > 0.999) {
+		t.Errorf("P2 weights %v: want ≈0 at t=0 and ≈1 at high noise", w)
+	}
+	flat, err := s.P2Weights([]int{0, 999}, 1, 0)
+	if err != nil || flat[0] != 1 || flat[1] != 1 {
+		t.Errorf("γ = 0: %v, %v; want all 1", flat, err)
+	}
+	for _, bad := range []struct {
+		t        []int
+		k, gamma float64
+	}{{[]int{0}, 0, 1}, {[]int{0}, 1, -1}, {[]int{0}, math.NaN(), 1}, {[]int{0}, 1, math.Inf(1)}, {[]int{1000}, 1, 1}, {[]int{-1}, 1, 1}} {
+		if _, err := s.P2Weights(bad.t, bad.k, bad.gamma); err == nil {
+			t.Errorf("P2Weights(%v, k=%v, γ=%v) = nil error", bad.t, bad.k, bad.gamma)
 		}
 	}
 }

@@ -130,17 +130,49 @@ type Losses struct {
 // If grad is not nil it receives scale·∂(Σ_b loss_b)/∂out ([B, 2C, HW]);
 // scale = 1/B gives the gradient of the batch mean that training uses.
 func (s *Schedule) TrainingLosses(grad, out, xStart, noise []float32, t []int, sh Shape, scale float32) (*Losses, error) {
+	return s.WeightedTrainingLosses(grad, out, xStart, noise, t, sh, scale, nil)
+}
+
+// WeightedTrainingLosses is TrainingLosses with sample b's ε term weighted
+// by mseWeight[b]: loss = w·mse + vb (the variance term, which only trains
+// the learned σ, stays unweighted, as in P2's reference). Losses.MSE is
+// the unweighted mean squared error. A nil mseWeight weighs every sample 1.
+func (s *Schedule) WeightedTrainingLosses(grad, out, xStart, noise []float32, t []int, sh Shape, scale float32, mseWeight []float32) (*Losses, error) {
 	n := sh.C * sh.HW
 	arrays := map[string][2]int{"model output": {len(out), 2 * sh.B * n}, "x_start": {len(xStart), sh.B * n}, "noise": {len(noise), sh.B * n}}
 	if grad != nil {
 		arrays["grad"] = [2]int{len(grad), 2 * sh.B * n}
 	}
+	if mseWeight != nil {
+		arrays["mse weights"] = [2]int{len(mseWeight), sh.B}
+	}
 	if err := sh.check("training_losses", t, s, arrays); err != nil {
 		return nil, err
 	}
 	l := &Losses{Loss: make([]float32, sh.B), MSE: make([]float32, sh.B), VB: make([]float32, sh.B)}
-	trainingLosses(l.Loss, l.MSE, l.VB, grad, out, xStart, noise, t, s, n, scale)
+	trainingLosses(l.Loss, l.MSE, l.VB, grad, out, xStart, noise, t, s, n, scale, mseWeight)
 	return l, nil
+}
+
+// P2Weights returns the perception-prioritised weights of Choi et al.
+// (2022) for timesteps t: 1/(k + SNR_t)^γ with SNR_t = ᾱ_t/(1−ᾱ_t). With
+// k = 1, γ = 1 the ε loss keeps its weight where the signal is below the
+// noise (the steps that decide a sample's content) and fades where it is
+// far above it (the last clean-up steps, which the uniform ε loss is
+// dominated by).
+func (s *Schedule) P2Weights(t []int, k, gamma float64) ([]float32, error) {
+	if !(k > 0) || !(gamma >= 0) || math.IsInf(k, 0) || math.IsInf(gamma, 0) {
+		return nil, fmt.Errorf("ddpm: P2 weights need k > 0 and γ ≥ 0, both finite; got k = %v, γ = %v", k, gamma)
+	}
+	w := make([]float32, len(t))
+	for i, v := range t {
+		if v < 0 || v >= s.Steps() {
+			return nil, fmt.Errorf("ddpm: P2 weights: timestep %d outside [0, %d)", v, s.Steps())
+		}
+		ab := s.AlphasCumprod[v]
+		w[i] = float32(math.Pow(k+ab/(1-ab), -gamma))
+	}
+	return w, nil
 }
 
 // Constants of the discretised Gaussian decoder (8-bit data in [−1, 1]).
@@ -151,7 +183,7 @@ const (
 	ln2          = math.Ln2
 )
 
-func trainingLosses[T Float](loss, mse, vb, grad, out, xStart, noise []T, t []int, s *Schedule, n int, scale T) {
+func trainingLosses[T Float](loss, mse, vb, grad, out, xStart, noise []T, t []int, s *Schedule, n int, scale T, mseWeight []T) {
 	xt := make([]T, n)
 	mean, logVar, predX := make([]T, n), make([]T, n), make([]T, n)
 	for b, tb := range t {
@@ -164,6 +196,10 @@ func trainingLosses[T Float](loss, mse, vb, grad, out, xStart, noise []T, t []in
 		var gEps, gV []T
 		if grad != nil {
 			gEps, gV = grad[2*lo:2*lo+n], grad[2*lo+n:2*lo+2*n]
+		}
+		w := T(1)
+		if mseWeight != nil {
+			w = mseWeight[b]
 		}
 		var sumSq, sumVB float64
 		// dLogVar/dv: log σ² is linear in v with slope (max − min)/2.
@@ -180,13 +216,13 @@ func trainingLosses[T Float](loss, mse, vb, grad, out, xStart, noise []T, t []in
 			}
 			sumVB += float64(term)
 			if grad != nil {
-				gEps[i] = scale * 2 * (eps[i] - noise[lo+i]) / T(n)
+				gEps[i] = scale * w * 2 * (eps[i] - noise[lo+i]) / T(n)
 				gV[i] = scale * dTerm * dlv / T(float64(n)*ln2)
 			}
 		}
 		mse[b] = T(sumSq / float64(n))
 		vb[b] = T(sumVB / float64(n) / ln2)
-		loss[b] = mse[b] + vb[b]
+		loss[b] = w*mse[b] + vb[b]
 	}
 }
 
