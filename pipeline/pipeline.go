@@ -395,9 +395,14 @@ func stageConfig(r *recipes.Recipe, st *recipes.Stage, m *model, seed uint64) di
 	}
 	isDC := m.dc != nil
 	c.Frozen = func(name string) bool { return !st.Trains(name, isDC) }
-	if st.RouterLRScale != 1 {
-		c.Groups = []distill.LRGroup{{Name: recipes.GroupRouter, Scale: st.RouterLRScale,
-			Match: func(name string) bool { return recipes.InGroup(recipes.GroupRouter, name, isDC) }}}
+	for _, g := range []struct {
+		name  string
+		scale float64
+	}{{recipes.GroupRouter, st.RouterLRScale}, {recipes.GroupClassEmbedder, st.ClassEmbedderLRScale}} {
+		if g.scale != 1 {
+			c.Groups = append(c.Groups, distill.LRGroup{Name: g.name, Scale: g.scale,
+				Match: func(name string) bool { return recipes.InGroup(g.name, name, isDC) }})
+		}
 	}
 	return c
 }

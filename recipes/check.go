@@ -291,6 +291,9 @@ func checkStages(p *problems, r *Recipe) {
 		} else if st.RouterLRScale != 1 && r.Scaffold == nil {
 			p.bad(k("router_lr_scale"), st.RouterLRScale, "1: the model has no router without a [scaffold]")
 		}
+		if !(st.ClassEmbedderLRScale > 0) || math.IsInf(st.ClassEmbedderLRScale, 0) {
+			p.bad(k("class_embedder_lr_scale"), st.ClassEmbedderLRScale, "a finite factor > 0")
+		}
 		if !(st.EMADecay >= 0 && st.EMADecay < 1) {
 			p.bad(k("ema_decay"), st.EMADecay, "a decay in [0, 1) (0: off)")
 		}

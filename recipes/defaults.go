@@ -189,6 +189,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 		setDefault(d, k("class_dropout"), &st.ClassDropout, DefaultClassDropout)
 		setDefault(d, k("grad_clip"), &st.GradClip, DefaultGradClip)
 		setDefault(d, k("router_lr_scale"), &st.RouterLRScale, 1.0)
+		setDefault(d, k("class_embedder_lr_scale"), &st.ClassEmbedderLRScale, 1.0)
 		ema := kd.ema
 		if i < len(r.Stages)-1 && r.Eval.Every == 0 {
 			// Only the last stage's EMA becomes the model (the next stage

@@ -372,6 +372,13 @@ type Stage struct {
 	// parameters (a param group of its own), so that a short run can
 	// train the new router faster than the rest. Default: 1.
 	RouterLRScale float64 `toml:"router_lr_scale"`
+	// ClassEmbedderLRScale multiplies the learning rate of the class
+	// embedding table (y_embedder.*). The label reaches every block only
+	// as the class embedding added to the timestep embedding, and in a
+	// short from-scratch run the timestep part grows ~50× larger than
+	// the class part (docs/dev-notes.md), so the label hardly moves the
+	// prediction; a faster-learning table keeps it audible. Default: 1.
+	ClassEmbedderLRScale float64 `toml:"class_embedder_lr_scale"`
 	// EMADecay is the decay of the exponential moving average of the
 	// weights (0: off). Only the last stage's EMA becomes the model (a
 	// stage starts from the previous one's trained weights), so a value
