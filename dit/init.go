@@ -18,6 +18,30 @@ import (
 // position table is the fixed 2-D sin-cos embedding. Values are drawn from
 // a PCG stream seeded with seed, so a seed gives the same model everywhere.
 func Init(cfg *arch.DiTConfig, seed uint64) (*Model, error) {
+	return InitWith(cfg, seed, InitOptions{})
+}
+
+// InitOptions change what Init draws; the zero value is DiT's
+// initialisation.
+type InitOptions struct {
+	// ClassStd is the standard deviation of the label table's normal
+	// initialisation (0: DiT's 0.02). The label reaches the blocks only as
+	// y_emb added to the timestep embedding, whose norm grows to tens in a
+	// short run while a 0.02 table stays near 1 (docs/dev-notes.md); a
+	// table of about unit scale is as loud as the timestep from step 0.
+	ClassStd float64
+}
+
+// InitWith is Init with options. Every other tensor gets the same values
+// as Init's for the same seed.
+func InitWith(cfg *arch.DiTConfig, seed uint64, opts InitOptions) (*Model, error) {
+	if !(opts.ClassStd >= 0) || math.IsInf(opts.ClassStd, 0) {
+		return nil, fmt.Errorf("dit: class table init std %v: want a finite number ≥ 0 (0: DiT's 0.02)", opts.ClassStd)
+	}
+	classStd := opts.ClassStd
+	if classStd == 0 {
+		classStd = 0.02
+	}
 	if err := validConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -34,7 +58,11 @@ func Init(cfg *arch.DiTConfig, seed uint64) (*Model, error) {
 			// Zero, as every Linear bias and the patch-embedding bias.
 		case strings.Contains(p.Name, "adaLN_modulation") || p.Name == "final_layer.linear.weight":
 			// adaLN-Zero.
-		case p.Name == "y_embedder.embedding_table.weight" || strings.HasPrefix(p.Name, "t_embedder.mlp."):
+		case p.Name == "y_embedder.embedding_table.weight":
+			for i := range v {
+				v[i] = float32(classStd * rng.NormFloat64())
+			}
+		case strings.HasPrefix(p.Name, "t_embedder.mlp."):
 			for i := range v {
 				v[i] = float32(0.02 * rng.NormFloat64())
 			}

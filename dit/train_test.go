@@ -61,6 +61,46 @@ func TestInit(t *testing.T) {
 	}
 }
 
+// InitWith's class-table scale changes that table alone: its standard
+// deviation follows the option, every other value is Init's.
+func TestInitClassStd(t *testing.T) {
+	cfg := tinyConfig()
+	base, err := Init(cfg, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ std, want float64 }{{0, 0.02}, {1, 1}, {0.5, 0.5}} {
+		m, err := InitWith(cfg, 7, InitOptions{ClassStd: tt.std})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range m.Params.List() {
+			v, ref := p.Values(), base.Params.Get(p.Name).Values()
+			if p.Name != "y_embedder.embedding_table.weight" {
+				if !equal(v, ref) {
+					t.Errorf("std %g: %s differs from Init's", tt.std, p.Name)
+				}
+				continue
+			}
+			var ss float64
+			for i, x := range v {
+				ss += float64(x) * float64(x)
+				if tt.std != 0 && !fixtures.Within(math.Abs(float64(x)-tt.std/0.02*float64(ref[i])), 1e-5*tt.std) {
+					t.Fatalf("std %g: table[%d] = %g, want Init's draw scaled: %g", tt.std, i, x, tt.std/0.02*float64(ref[i]))
+				}
+			}
+			if got := math.Sqrt(ss / float64(len(v))); !fixtures.Within(math.Abs(got-tt.want), 0.15*tt.want) {
+				t.Errorf("std %g: class table std %g, want ≈ %g", tt.std, got, tt.want)
+			}
+		}
+	}
+	for _, bad := range []float64{-1, math.NaN(), math.Inf(1)} {
+		if _, err := InitWith(cfg, 7, InitOptions{ClassStd: bad}); err == nil {
+			t.Errorf("class std %v accepted", bad)
+		}
+	}
+}
+
 func TestInitRejectsBadConfig(t *testing.T) {
 	tests := []struct {
 		name string

@@ -80,7 +80,7 @@ func TestEveryRecipeKeyIsUsedOrRefused(t *testing.T) {
 
 		"model.preset": m(`"DiT-S/4"`), "model.depth": m(`2`), "model.hidden_size": m(`64`), "model.num_heads": m(`4`),
 		"model.patch_size": m(`4`), "model.in_channels": m(`3`), "model.input_size": m(`16`), "model.num_classes": m(`5`),
-		"model.learn_sigma": m(`false`), "model.mlp_ratio": m(`2.0`),
+		"model.learn_sigma": m(`false`), "model.mlp_ratio": m(`2.0`), "model.class_embedding_std": m(`1.0`),
 
 		"scaffold.target_n": e(`2.0`, changes), "scaffold.encoder_blocks": e(`2`, changes), "scaffold.decoder_blocks": e(`2`, changes),
 		"scaffold.width_factor": e(`2`, changes), "scaffold.norm_groups": e(`4`, changes), "scaffold.sigma": e(`2.0`, changes),

@@ -323,7 +323,7 @@ func buildModel(r *recipes.Recipe, teacher *dit.Model, weights *dit.Weights, see
 		}
 		return &model{dit: m, params: m.Params, numClasses: m.Config.NumClasses}, nil
 	default:
-		m, err := dit.Init(ditConfig(r.Model), seed)
+		m, err := dit.InitWith(ditConfig(r.Model), seed, dit.InitOptions{ClassStd: r.Model.ClassEmbeddingStd})
 		if err != nil {
 			return nil, err
 		}

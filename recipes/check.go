@@ -104,6 +104,9 @@ func checkModel(p *problems, m *Model) {
 	if !(m.MLPRatio > 0) {
 		p.bad("model.mlp_ratio", m.MLPRatio, "a number > 0")
 	}
+	if !(m.ClassEmbeddingStd > 0) || math.IsInf(m.ClassEmbeddingStd, 0) {
+		p.bad("model.class_embedding_std", m.ClassEmbeddingStd, "a finite standard deviation > 0")
+	}
 }
 
 func checkScaffold(p *problems, s *Scaffold) {

@@ -108,6 +108,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 		setDefault(d, "model.num_classes", &m.NumClasses, 1000)
 		setDefault(d, "model.learn_sigma", &m.LearnSigma, true)
 		setDefault(d, "model.mlp_ratio", &m.MLPRatio, 4.0)
+		setDefault(d, "model.class_embedding_std", &m.ClassEmbeddingStd, 0.02)
 	}
 	if scaffold {
 		s := r.Scaffold

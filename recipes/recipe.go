@@ -176,6 +176,12 @@ type Model struct {
 	LearnSigma bool `toml:"learn_sigma"`
 	// MLPRatio is the MLP hidden width over D. Default: 4.
 	MLPRatio float64 `toml:"mlp_ratio"`
+	// ClassEmbeddingStd is the standard deviation of the class table's
+	// normal initialisation when the model starts from scratch (the
+	// checkpoint format is DiT's either way). DiT draws N(0, 0.02²); a
+	// short run on small data learns to use the label much sooner from
+	// a table of unit scale (docs/dev-notes.md). Default: 0.02.
+	ClassEmbeddingStd float64 `toml:"class_embedding_std"`
 }
 
 // Scaffold is the DC scaffold: latent embedder, conv encoder, router,
