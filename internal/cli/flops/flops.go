@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/zimage"
 )
 
 // Options are the flags and arguments of `dcdit flops`.
@@ -44,6 +46,14 @@ type Options struct {
 	KeptRatio float64
 	NumHeads  int
 	JSON      bool
+	// CaptionLen is a Z-Image model's caption length in tokens; 0 takes
+	// zimage.TypicalCaptionLen.
+	CaptionLen int
+
+	// stepsDefault says that --steps was left at DiT's default, so that a
+	// Z-Image model takes its own. Set by the command only; a caller of
+	// Run gives the steps it means.
+	stepsDefault bool
 }
 
 // Defaults.
@@ -69,13 +79,26 @@ func NewCmd(ios *iostreams.IO, runF func(*Options) error) *cobra.Command {
 by part, and their total over a sampling run, for a named preset or a
 checkpoint (read from its headers only; no tensor data is loaded).
 
-Presets: DiT's models.py sizes DiT-{S,B,L,XL}/{2,4,8} (at --resolution) and
+Presets: DiT's models.py sizes DiT-{S,B,L,XL}/{2,4,8} (at --resolution),
 the DC-DiT paper's scales ` + dc.PresetNames() + ` (patch 1,
 encoder/decoder width D/4 with 2+2 conv blocks, router bottleneck D/4, N = 4,
-and the main network of the same-size DiT). Checkpoints: any DiT that
-'dcdit inspect' reads, dcdit's DC checkpoints, and official DC-DiT state dicts
-(hnet.* names; the head count is not stored: --num-heads, else the preset of
-the same width and depth, else 64-wide heads).
+and the main network of the same-size DiT), and Z-Image's transformer,
+` + zimagePresetNames() + ` (the published config: dim 3840, 30 layers,
+2 noise and 2 context refiner layers, 30 heads of 128, FFN 10240,
+cap_feat_dim 2560, 2×2 patches of 16 channels). Checkpoints: any DiT or
+Z-Image transformer that 'dcdit inspect' reads, dcdit's DC checkpoints, and
+official DC-DiT state dicts (hnet.* names; the head count is not stored:
+--num-heads, else the preset of the same width and depth, else 64-wide heads).
+
+Z-Image is counted at --resolution (default 1024, a 128×128 latent: 4096
+image tokens) with a caption of --caption-len tokens (default ` + strconv.Itoa(zimage.TypicalCaptionLen) + `, about
+100 words of prompt in the chat template; the text encoder is not counted).
+Image and caption sequences are padded to multiples of 32, and the refiners
+and main layers run over the padded sequences, as the model does; the
+embedders and the final layer see the real tokens only. Without --steps,
+Z-Image-Turbo takes its 8 steps and Z-Image (base) its 50; the base model
+samples with guidance, which --cfg counts (the negative caption taken as
+long as the positive one).
 
 Convention (the DC-DiT reference's flop_counter.py and the paper's appendix):
 2 FLOPs per multiply-add of every matrix product and convolution (linear
@@ -105,6 +128,8 @@ XL/2 figure, 118.13 TFLOPs, is 0.05% from our 2 × 59.10, so the 59.00 is
 most likely rounded or measured apart. Guidance is not counted by default;
 the paper's CFG tables count both branches, as --cfg does.`,
 		Example: `  dcdit flops DiT-XL/2                               # 59.33 TFLOPs per image at 256 px, 250 steps
+  dcdit flops Z-Image-Turbo                          # 1024 px, 128 caption tokens, 8 steps
+  dcdit flops Z-Image --cfg --resolution 768 --caption-len 300
   dcdit flops DC-DiT-S --rho 0,0.3,0.6              # one column per tail-drop fraction
   dcdit flops DC-DiT-XL --resolution 512 --cfg --rho 0 --rho-uncond 0.9 --json
   dcdit flops DiT-XL-2-256x256.pt --steps 50 --cfg
@@ -119,6 +144,7 @@ the paper's CFG tables count both branches, as --cfg does.`,
 			if runF != nil {
 				return runF(opts)
 			}
+			opts.stepsDefault = !cmd.Flags().Changed("steps")
 			return Run(opts)
 		},
 	}
@@ -132,6 +158,8 @@ the paper's CFG tables count both branches, as --cfg does.`,
 	f.Float64Var(&opts.KeptRatio, "kept-ratio", 0, "DC models: assumed fraction of tokens the router marks as boundaries (default 1/N)")
 	f.IntVar(&opts.NumHeads, "num-heads", 0, "attention heads, for checkpoints that do not store them")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object")
+	f.IntVar(&opts.CaptionLen, "caption-len", 0, "Z-Image models: caption tokens per image")
+	f.Lookup("caption-len").DefValue = strconv.Itoa(zimage.TypicalCaptionLen)
 	return cmd
 }
 
@@ -149,6 +177,8 @@ func validate(cmd *cobra.Command, o *Options) error {
 		return cmdutil.Usagef(cmd, "--rho-uncond %v: want 0 ≤ ρ < 1", o.RhoUncond)
 	case o.NumHeads < 0:
 		return cmdutil.Usagef(cmd, "--num-heads %d: want a positive head count", o.NumHeads)
+	case o.CaptionLen < 0:
+		return cmdutil.Usagef(cmd, "--caption-len %d: want a positive token count", o.CaptionLen)
 	}
 	for _, r := range o.Rho {
 		if !validRho(r) {
@@ -169,10 +199,12 @@ type Result struct {
 	Resolution   int    `json:"resolution"`  // image side, pixels
 	LatentSize   int    `json:"latent_size"` // latent grid side
 	// Tokens is the model's sequence length before any routing: DiT's
-	// patches, a DC model's latent positions.
-	Tokens int  `json:"tokens"`
-	Steps  int  `json:"steps"`
-	CFG    bool `json:"cfg"`
+	// patches, a DC model's latent positions, Z-Image's image patches.
+	Tokens int `json:"tokens"`
+	// CaptionTokens is a Z-Image model's assumed caption length.
+	CaptionTokens int  `json:"caption_tokens,omitempty"`
+	Steps         int  `json:"steps"`
+	CFG           bool `json:"cfg"`
 	// KeptRatio is the assumed boundary fraction (DC models).
 	KeptRatio  float64 `json:"kept_ratio,omitempty"`
 	Convention string  `json:"convention"`
@@ -215,13 +247,16 @@ type Part struct {
 	GFLOPs float64 `json:"gflops"`
 }
 
-// model is what a preset or checkpoint resolves to: exactly one of dit or
-// scaffold (with net) is set.
+// model is what a preset or checkpoint resolves to: exactly one of dit,
+// zimage or scaffold (with net) is set.
 type model struct {
 	preset   string
 	dit      *arch.DiTConfig
+	zimage   *arch.ZImageConfig
 	scaffold *dc.Config
 	net      *hnet.Config
+	// steps is the model's own sampling steps, when it has them (Z-Image).
+	steps int
 	// native is the model's own latent side.
 	native   int
 	warnings []string
@@ -264,6 +299,12 @@ func resolve(opts *Options) (*model, error) {
 			return &model{preset: p.Name, dit: c, native: defaultResolution / vaeFactor}, nil
 		}
 	}
+	for _, p := range zimagePresets {
+		if strings.EqualFold(name, p.name) {
+			c := zimageTurbo()
+			return &model{preset: p.name, zimage: c, steps: p.steps, native: zimageResolution / vaeFactor}, nil
+		}
+	}
 	for _, p := range dc.Presets {
 		if strings.EqualFold(name, p.Name) {
 			net := hnet.PresetConfig(p)
@@ -274,7 +315,7 @@ func resolve(opts *Options) (*model, error) {
 		}
 	}
 	if _, err := os.Stat(name); errors.Is(err, os.ErrNotExist) {
-		return nil, &cmdutil.UsageError{Err: fmt.Errorf("flops: %s: no such file, and not a preset (the presets are %s, %s)", name, dit.PresetNames(), dc.PresetNames())}
+		return nil, &cmdutil.UsageError{Err: fmt.Errorf("flops: %s: no such file, and not a preset (the presets are %s, %s, %s)", name, dit.PresetNames(), dc.PresetNames(), zimagePresetNames())}
 	}
 	ck, err := loaders.Open(name)
 	if err != nil {
@@ -316,9 +357,16 @@ func resolve(opts *Options) (*model, error) {
 		in.Tensors = append(in.Tensors, arch.TensorMeta{Name: t.Name, DType: t.DType, Shape: t.Shape})
 	}
 	rep := arch.Detect(in)
+	if z, ok := rep.Config.(*arch.ZImageConfig); ok && rep.Architecture == arch.ZImage {
+		if z.Dim == 0 || len(rep.Missing)+len(rep.Mismatched) > 0 {
+			return nil, fmt.Errorf("flops: %s: an incomplete Z-Image transformer (%d tensors missing, %d mis-shaped; see 'dcdit inspect %s')", name, len(rep.Missing), len(rep.Mismatched), name)
+		}
+		m.zimage, m.steps, m.native = z, zimage.TurboSteps, zimageResolution/vaeFactor
+		return m, nil
+	}
 	c, ok := rep.Config.(*arch.DiTConfig)
 	if rep.Architecture != arch.DiT || !ok {
-		return nil, fmt.Errorf("flops: %s: architecture %s, want a DiT or a DC-DiT checkpoint (Z-Image FLOPs are not counted yet)", name, rep.Architecture)
+		return nil, fmt.Errorf("flops: %s: architecture %s, want a DiT, Z-Image or DC-DiT checkpoint", name, rep.Architecture)
 	}
 	if len(rep.Missing)+len(rep.Mismatched) > 0 {
 		return nil, fmt.Errorf("flops: %s: an incomplete DiT (%d tensors missing, %d mis-shaped; see 'dcdit inspect %s')", name, len(rep.Missing), len(rep.Mismatched), name)
@@ -374,6 +422,9 @@ func count(m *model, opts *Options) (*Result, error) {
 		side = opts.Resolution / vaeFactor
 	}
 	guided := opts.CFG || opts.RhoUncondGiven
+	if m.zimage != nil {
+		return countZImage(m, opts, side, guided)
+	}
 	res := &Result{Model: opts.Model, Preset: m.preset, Resolution: side * vaeFactor, LatentSize: side,
 		Steps: opts.Steps, CFG: guided, Convention: Convention, Warnings: append([]string{}, m.warnings...)}
 	if m.dit != nil {
@@ -464,6 +515,11 @@ func writeTable(w io.Writer, r *Result) {
 		row("model", "%s", r.Model)
 	}
 	switch c := r.Config.(type) {
+	case *arch.ZImageConfig:
+		row("config", "Z-Image: %d layers, %d noise + %d context refiner layers, dim %d, %s, FFN %d, patch %d, cap_feat_dim %d",
+			c.NLayers, c.NRefinerLayers, c.NRefinerLayers, c.Dim, heads(c.NHeads), c.FFNHidden, c.PatchSize, c.CapFeatDim)
+		row("resolution", "%d px: %d×%d latent, %d image tokens of %d×%d patches, %d caption tokens (sequences padded to multiples of %d)",
+			r.Resolution, r.LatentSize, r.LatentSize, r.Tokens, c.PatchSize, c.PatchSize, r.CaptionTokens, zimage.SeqMultiOf)
 	case *arch.DiTConfig:
 		row("config", "DiT: depth %d, hidden %d, %s, patch %d", c.Depth, c.HiddenSize, heads(c.NumHeads), c.PatchSize)
 		row("resolution", "%d px: %d×%d latent, %d tokens of %d×%d patches", r.Resolution, r.LatentSize, r.LatentSize, r.Tokens, c.PatchSize, c.PatchSize)

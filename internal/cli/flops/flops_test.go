@@ -311,7 +311,8 @@ func TestErrors(t *testing.T) {
 		{[]string{"DiT-S/8", "--resolution", "96"}, "the 12×12 latent does not divide into 8×8 patches", true},
 		{[]string{"DiT-M/2"}, "DiT-M/2: no such file, and not a preset (the presets are DiT-XL/2", true},
 		{[]string{filepath.Join(testdata, "bad", "short.safetensors")}, "short.safetensors", false},
-		{[]string{filepath.Join(testdata, "checkpoints", "zimage-comfy.safetensors")}, "architecture zimage, want a DiT or a DC-DiT checkpoint", false},
+		{[]string{"Z-Image-Turbo", "--rho", "0.3"}, "Z-Image-Turbo is a Z-Image transformer: --rho", true},
+		{[]string{"Z-Image-Turbo", "--resolution", "1032"}, "the 129×129 latent does not divide into 2×2 patches", true},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/zimage"
 )
 
 // Options are the flags and arguments of `dcdit inspect`.
@@ -31,6 +33,12 @@ type Options struct {
 	Tensors  bool
 	Filter   string
 	NumHeads int
+	// Size is the latent grid "HxW" a Z-Image checkpoint's FLOPs are
+	// counted at; empty takes cmdutil.DefaultZImageGrid.
+	Size string
+	// CaptionLen is the caption length a Z-Image checkpoint's FLOPs are
+	// counted with; 0 takes zimage.TypicalCaptionLen.
+	CaptionLen int
 }
 
 // NewCmd returns the inspect command. runF replaces the action in tests
@@ -54,6 +62,14 @@ config.json when present).`,
 		Args: cmdutil.ExactArgs(1, "the checkpoint PATH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Path = args[0]
+			if opts.Size != "" {
+				if _, _, err := cmdutil.ParseGrid(opts.Size); err != nil {
+					return cmdutil.Usagef(cmd, "--size %q: %v", opts.Size, err)
+				}
+			}
+			if opts.CaptionLen < 0 {
+				return cmdutil.Usagef(cmd, "--caption-len %d: want a positive token count", opts.CaptionLen)
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -64,6 +80,10 @@ config.json when present).`,
 	cmd.Flags().BoolVar(&opts.Tensors, "tensors", false, "list every tensor (name, dtype, shape)")
 	cmd.Flags().StringVar(&opts.Filter, "filter", "", "with --tensors, list only names matching this regular expression")
 	cmd.Flags().IntVar(&opts.NumHeads, "num-heads", 0, "attention heads, for DiT checkpoints that match no preset and reference DC-DiT state_dicts (they do not store it)")
+	cmd.Flags().StringVar(&opts.Size, "size", "", "Z-Image: latent grid HxW to count FLOPs at")
+	cmd.Flags().Lookup("size").DefValue = cmdutil.DefaultZImageGrid
+	cmd.Flags().IntVar(&opts.CaptionLen, "caption-len", 0, "Z-Image: caption tokens to count FLOPs with")
+	cmd.Flags().Lookup("caption-len").DefValue = strconv.Itoa(zimage.TypicalCaptionLen)
 	return cmd
 }
 
@@ -96,11 +116,17 @@ type Result struct {
 	TensorList      []TensorRow           `json:"tensor_list,omitempty"`
 }
 
-// FLOPsReport is the model's compute at its native resolution.
+// FLOPsReport is the model's compute at its native resolution (DiT), or
+// at a latent grid and caption length (Z-Image, which has no native one).
 type FLOPsReport struct {
-	Convention   string  `json:"convention"`
-	Tokens       int     `json:"tokens"`
-	ForwardFLOPs float64 `json:"forward_flops"`
+	Convention string `json:"convention"`
+	// Tokens are the image tokens (patches).
+	Tokens int `json:"tokens"`
+	// LatentSize ("HxW") and CaptionTokens are what a Z-Image count
+	// assumes.
+	LatentSize    string  `json:"latent_size,omitempty"`
+	CaptionTokens int     `json:"caption_tokens,omitempty"`
+	ForwardFLOPs  float64 `json:"forward_flops"`
 	// TFLOPsPerImage is for Steps sampling steps without guidance.
 	Steps          int     `json:"steps"`
 	TFLOPsPerImage float64 `json:"tflops_per_image"`
@@ -127,7 +153,7 @@ func Run(opts *Options) error {
 		}
 		filter = re
 	}
-	res, err := Inspect(opts.Path, opts.NumHeads)
+	res, err := inspect(opts)
 	if err != nil {
 		return err
 	}
@@ -159,8 +185,15 @@ func listTensors(rows []TensorRow, filter *regexp.Regexp) []TensorRow {
 }
 
 // Inspect opens the checkpoint at path and describes it. numHeads, when
-// positive, overrides the inferred DiT head count.
+// positive, overrides the inferred DiT head count. A Z-Image checkpoint's
+// FLOPs are counted at cmdutil.DefaultZImageGrid with a caption of
+// zimage.TypicalCaptionLen tokens.
 func Inspect(path string, numHeads int) (*Result, error) {
+	return inspect(&Options{Path: path, NumHeads: numHeads})
+}
+
+func inspect(opts *Options) (*Result, error) {
+	path, numHeads := opts.Path, opts.NumHeads
 	ck, err := loaders.Open(path)
 	if err != nil {
 		return nil, err
@@ -199,6 +232,11 @@ func Inspect(path string, numHeads int) (*Result, error) {
 			Steps: flopsSteps, TFLOPsPerImage: dit.SamplingFLOPs(fwd, flopsSteps, false) / 1e12,
 		}
 	}
+	if c, ok := rep.Config.(*arch.ZImageConfig); ok && c.Dim > 0 && len(rep.Missing)+len(rep.Mismatched) == 0 {
+		if res.FLOPs, err = zimageFLOPs(c, opts); err != nil {
+			return nil, err
+		}
+	}
 	if rep.Architecture == arch.DCDiT {
 		describeDC(res, ck, rep.Layout, numHeads)
 	}
@@ -217,6 +255,33 @@ func Inspect(path string, numHeads int) (*Result, error) {
 		res.Shards = []loaders.FileInfo{}
 	}
 	return res, nil
+}
+
+// zimageFLOPs counts a Z-Image transformer at opts' latent grid and
+// caption length, over Z-Image-Turbo's sampling steps.
+func zimageFLOPs(c *arch.ZImageConfig, opts *Options) (*FLOPsReport, error) {
+	size := opts.Size
+	if size == "" {
+		size = cmdutil.DefaultZImageGrid
+	}
+	h, w, err := cmdutil.ParseGrid(size)
+	if err != nil {
+		return nil, &cmdutil.UsageError{Err: fmt.Errorf("--size %q: %w", size, err)}
+	}
+	if h%c.PatchSize != 0 || w%c.PatchSize != 0 {
+		return nil, &cmdutil.UsageError{Err: fmt.Errorf("--size %dx%d: %s takes %d×%d patches, so both sides must be multiples of %d", h, w, opts.Path, c.PatchSize, c.PatchSize, c.PatchSize)}
+	}
+	capLen := opts.CaptionLen
+	if capLen == 0 {
+		capLen = zimage.TypicalCaptionLen
+	}
+	tokens := (h / c.PatchSize) * (w / c.PatchSize)
+	fwd := zimage.ForwardFLOPs(c, tokens, capLen).Total()
+	return &FLOPsReport{
+		Convention: "2 per multiply-add of matmuls, plus attention H·L²·(4·d_h+3) over each padded sequence (refiners and main layers); per image",
+		Tokens:     tokens, LatentSize: fmt.Sprintf("%dx%d", h, w), CaptionTokens: capLen, ForwardFLOPs: fwd,
+		Steps: zimage.TurboSteps, TFLOPsPerImage: dit.SamplingFLOPs(fwd, zimage.TurboSteps, false) / 1e12,
+	}, nil
 }
 
 func orEmpty(s []string) []string {
@@ -257,7 +322,10 @@ func writeTable(w io.Writer, r *Result, withTensors bool) {
 			row("  "+g, "%s", commas(n))
 		}
 	}
-	if f := r.FLOPs; f != nil {
+	if f := r.FLOPs; f != nil && f.LatentSize != "" {
+		row("flops", "%s per forward (%s latent: %d image tokens, %d caption tokens), %s per image at %d steps without guidance",
+			siFLOP(f.ForwardFLOPs), f.LatentSize, f.Tokens, f.CaptionTokens, siFLOP(f.TFLOPsPerImage*1e12), f.Steps)
+	} else if f != nil {
 		row("flops", "%s per forward (%d tokens), %s per image at %d steps", siFLOP(f.ForwardFLOPs), f.Tokens, siFLOP(f.TFLOPsPerImage*1e12), f.Steps)
 	}
 	writeFLOPsPerRho(row, r)

@@ -1,6 +1,7 @@
 // Package sample implements `dcdit sample`: class-conditional DDPM
-// sampling from a DiT checkpoint, writing the latents and, optionally, a
-// linear preview of them.
+// sampling from a DiT or DC checkpoint, or flow-matching sampling from a
+// Z-Image checkpoint conditioned on precomputed caption features, writing
+// the latents and, optionally, a linear preview of them.
 package sample
 
 import (
@@ -22,6 +23,7 @@ import (
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
+	"github.com/dcdit/dcdit/zimage/flowmatch"
 )
 
 // Options are the flags and arguments of `dcdit sample`.
@@ -45,6 +47,36 @@ type Options struct {
 	RhoUncond float64
 	// RhoGiven and RhoUncondGiven say whether the flags were set.
 	RhoGiven, RhoUncondGiven bool
+
+	// Z-Image checkpoints (see zimage.go).
+
+	// Captions and Negative are safetensors files of text-encoder
+	// features (cap_feats, cap_lens): one positive caption per sample,
+	// and the negative ones guidance contrasts them with.
+	Captions, Negative string
+	// Size is the latent grid "HxW"; empty takes defaultZImageSize.
+	Size string
+	// Config is a config.json for what a Z-Image checkpoint's shapes
+	// cannot tell (axes_dims, rope_theta, t_scale); empty takes the
+	// model folder's own.
+	Config string
+	// Schedule names the pipeline whose schedule and guidance rules the
+	// sampler follows ("tongyi" or "diffusers"); empty is tongyi.
+	Schedule string
+	// Shift is the scheduler's static shift; 0 takes Z-Image-Turbo's 3.
+	Shift float64
+	// CFGTruncation stops guidance at steps whose model time 1 − σ
+	// exceeds it (cfg_truncation), when CFGTruncationGiven.
+	CFGTruncation      float64
+	CFGTruncationGiven bool
+	// CFGNormalization clamps each guided output's norm to this multiple
+	// of the positive output's (cfg_normalization); 0 is off.
+	CFGNormalization float64
+
+	// stepsDefault and cfgDefault say that --steps and --cfg were left at
+	// DiT's defaults, so that a Z-Image run takes Turbo's instead. They
+	// are set by the command only; a caller of Run gives what it means.
+	stepsDefault, cfgDefault bool
 }
 
 // Defaults, as in DiT's sample.py.
@@ -65,7 +97,7 @@ func NewCmd(ios *iostreams.IO, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: ios}
 	cmd := &cobra.Command{
 		Use:   "sample CHECKPOINT",
-		Short: "Sample class-conditional latents from a DiT or DC checkpoint (DDPM, classifier-free guidance, any ρ)",
+		Short: "Sample latents from a DiT or DC checkpoint (DDPM, class labels, any ρ) or a Z-Image one (flow matching, caption features)",
 		Long: `Sample runs DiT's DDPM ancestral sampler over the 1000 training steps respaced
 to --steps, from seeded Gaussian noise, with classifier-free guidance, and
 writes the final latents to a safetensors file. CHECKPOINT is a DiT checkpoint
@@ -105,31 +137,68 @@ guidance branches included; 2 per multiply-add as dcdit inspect counts), and
 a closing line on stderr sums them up. --rho and --rho-uncond on a DiT
 checkpoint are usage errors.
 
+Z-Image checkpoints (any naming inspect reads) are sampled with Z-Image's
+flow-matching Euler sampler instead, from caption features rather than
+class labels:
+
+  dcdit sample ZIMAGE --captions CAPS.safetensors [--negative NEG.safetensors]
+      --size HxW --steps N --cfg S --seed K --out X
+
+The text encoder is not part of dcdit: --captions is a safetensors file of
+its output, computed beforehand (README, "Z-Image"). It holds cap_feats, F32
+[N, L, cap_feat_dim]: the text encoder's hidden states of N prompts, padded
+to L rows; and cap_lens, I64 [N]: each prompt's valid rows (1..L), the rows
+past it being ignored. --negative is a file of the same form with the
+negative prompts (N of them, or one for all), needed when guidance is on.
+--size is the latent grid (the image is 8× larger; default 128x128, i.e.
+1024×1024 px), a multiple of the patch size. The output "latents" are
+[N, C, H, W] in the pipelines' latent space: the Flux VAE decodes
+latents/0.3611 + 0.1159.
+
+The schedule is Z-Image's shifted σ schedule built as --schedule's pipeline
+builds it (tongyi: Tongyi-MAI's reference, which guides only for --cfg > 1
+and skips a last step at timestep 0; diffusers: ZImagePipeline, which guides
+for --cfg > 0), with --shift (default 3, Z-Image-Turbo's). Guidance is
+Z-Image's pred = pos + s·(pos − neg), so --cfg s weighs the prompt like
+standard guidance with 1 + s; --cfg-truncation and --cfg-normalization are
+the pipelines' cfg_truncation and cfg_normalization. Without --steps and
+--cfg a Z-Image run takes Z-Image-Turbo's 8 steps and no guidance. The
+initial noise comes from --seed (dcdit's generator, not PyTorch's). The
+output metadata records the checkpoint, captions, size, schedule, shift,
+steps, guidance settings and seed (dcdit.sampler "flowmatch-euler"), and
+dcdit.flops_per_image. --class, --num, --num-heads, --cfg-all-channels and
+--rho are for DiT and DC checkpoints and the Z-Image flags for Z-Image only.
+
 While sampling, a progress bar (steps done, elapsed, ETA, and for DC
 checkpoints the last step's kept tokens) is drawn on stderr when it is a
 terminal; otherwise a plain line appears every 10 seconds.`,
 		Example: `  dcdit sample DiT-XL-2-256x256.pt --class 207,360 --num 2 --out latents.safetensors --png preview.png
   dcdit sample my-dit.safetensors --num-heads 8 --class 1 --num 16 --steps 50 --cfg 1.5 --seed 7
   dcdit sample DiT-XL-2-256/ --class 3 --cfg-all-channels --quiet        # a diffusers folder
-  dcdit sample dc-dit-xl.safetensors --class 207 --rho 0.3 --rho-uncond 0.9   # DC checkpoint, Lite-CFG`,
+  dcdit sample dc-dit-xl.safetensors --class 207 --rho 0.3 --rho-uncond 0.9   # DC checkpoint, Lite-CFG
+  dcdit sample Z-Image-Turbo/ --captions caps.safetensors --size 128x128 --seed 7 --out z.safetensors
+  dcdit sample zimage.safetensors --config config.json --captions caps.safetensors --negative neg.safetensors \
+      --schedule diffusers --steps 50 --cfg 4 --cfg-normalization 1 --size 96x128`,
 		Args: cmdutil.ExactArgs(1, "the CHECKPOINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Checkpoint = args[0]
 			opts.RhoGiven, opts.RhoUncondGiven = cmd.Flags().Changed("rho"), cmd.Flags().Changed("rho-uncond")
+			opts.CFGTruncationGiven = cmd.Flags().Changed("cfg-truncation")
 			if err := validate(cmd, opts); err != nil {
 				return err
 			}
 			if runF != nil {
 				return runF(opts)
 			}
+			opts.stepsDefault, opts.cfgDefault = !cmd.Flags().Changed("steps"), !cmd.Flags().Changed("cfg")
 			return Run(opts)
 		},
 	}
 	f := cmd.Flags()
 	f.IntSliceVar(&opts.Classes, "class", []int{0}, "class labels to sample, comma-separated (each gets --num samples)")
 	f.IntVar(&opts.Num, "num", 1, "samples per --class label")
-	f.IntVar(&opts.Steps, "steps", defaultSteps, "sampling steps: the 1000 training steps respaced (1..1000)")
-	f.Float64Var(&opts.CFG, "cfg", defaultCFG, "classifier-free guidance scale; 1 or less disables guidance")
+	f.IntVar(&opts.Steps, "steps", defaultSteps, "sampling steps (1..1000): DiT's 1000 training steps respaced, or Z-Image's Euler steps (8 unless given)")
+	f.Float64Var(&opts.CFG, "cfg", defaultCFG, "classifier-free guidance scale; 1 or less disables guidance (Z-Image: 0 unless given, and see --schedule)")
 	f.BoolVar(&opts.CFGAll, "cfg-all-channels", false, "guide all latent channels (diffusers) instead of DiT's first 3")
 	f.Uint64Var(&opts.Seed, "seed", 0, "random seed of the initial and per-step noise")
 	f.StringVar(&opts.Out, "out", "samples.safetensors", "safetensors file to write the latents to")
@@ -138,6 +207,17 @@ terminal; otherwise a plain line appears every 10 seconds.`,
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "print nothing but errors: no progress, warnings or summary")
 	f.Float64Var(&opts.Rho, "rho", 0, "DC checkpoints: tail-drop fraction ρ in [0, 1), the share of the router's boundaries dropped per sample")
 	f.Float64Var(&opts.RhoUncond, "rho-uncond", 0, "DC checkpoints: ρ of the unconditional branch (Lite-CFG; default: --rho)")
+	f.StringVar(&opts.Captions, "captions", "", "Z-Image: safetensors file of caption features (cap_feats F32 [N, L, cap_feat_dim], cap_lens I64 [N]) from the text encoder, which dcdit does not run")
+	f.StringVar(&opts.Negative, "negative", "", "Z-Image: caption features of the negative prompts guidance contrasts with (N of them, or 1 for all)")
+	f.StringVar(&opts.Size, "size", "", "Z-Image: latent grid HxW, a multiple of the patch size (the image is 8× larger)")
+	f.Lookup("size").DefValue = defaultZImageSize
+	f.StringVar(&opts.Config, "config", "", "Z-Image: config.json supplying what the weights do not tell (axes_dims, rope_theta, t_scale); default: the model folder's own")
+	f.StringVar(&opts.Schedule, "schedule", "", "Z-Image: the pipeline whose schedule and guidance rules to follow: tongyi or diffusers")
+	f.Lookup("schedule").DefValue = flowmatch.Tongyi.String()
+	f.Float64Var(&opts.Shift, "shift", 0, "Z-Image: the scheduler's static shift σ' = sσ/(1+(s−1)σ)")
+	f.Lookup("shift").DefValue = strconv.FormatFloat(flowmatch.DefaultConfig().Shift, 'g', -1, 64)
+	f.Float64Var(&opts.CFGTruncation, "cfg-truncation", 0, "Z-Image: no guidance at steps whose model time 1−σ exceeds this (cfg_truncation; default off)")
+	f.Float64Var(&opts.CFGNormalization, "cfg-normalization", 0, "Z-Image: clamp each guided output's norm to this multiple of the positive output's (cfg_normalization; 0 is off)")
 	return cmd
 }
 
@@ -171,7 +251,7 @@ func validate(cmd *cobra.Command, o *Options) error {
 			return cmdutil.Usagef(cmd, "--class %d: labels are not negative", c)
 		}
 	}
-	return nil
+	return validateZImage(cmd, o)
 }
 
 // validRho reports whether ρ is a usable tail-drop fraction (in float32,
@@ -192,6 +272,12 @@ func Run(opts *Options) error {
 	a, layout, err := detect(opts.Checkpoint)
 	if err != nil {
 		return err
+	}
+	if a == arch.ZImage {
+		return runZImage(opts)
+	}
+	if flag := zimageFlag(opts); flag != "" {
+		return &cmdutil.UsageError{Err: fmt.Errorf("%s applies to Z-Image checkpoints; %s is a %s checkpoint, which is class-conditional (see 'dcdit sample --help')", flag, opts.Checkpoint, a)}
 	}
 	if a == arch.DCDiT {
 		return runDC(opts, layout)

@@ -1,0 +1,434 @@
+package sample
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dcdit/dcdit/internal/cli/cmdutil"
+	"github.com/dcdit/dcdit/internal/cli/progress"
+	"github.com/dcdit/dcdit/internal/preview"
+	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/loaders/dtype"
+	"github.com/dcdit/dcdit/loaders/safetensors"
+	"github.com/dcdit/dcdit/zimage"
+	"github.com/dcdit/dcdit/zimage/flowmatch"
+)
+
+// Z-Image defaults: Z-Image-Turbo's pipeline (8 steps = 8 forwards, no
+// guidance, 1024² images, whose latents are 128×128).
+const (
+	defaultZImageSize = cmdutil.DefaultZImageGrid
+	turboSteps        = zimage.TurboSteps
+	turboCFG          = 0
+)
+
+// Tensor names of a captions file.
+const (
+	capFeatsName = "cap_feats"
+	capLensName  = "cap_lens"
+)
+
+// validateZImage rejects Z-Image flag values that are wrong whatever the
+// checkpoint.
+func validateZImage(cmd *cobra.Command, o *Options) error {
+	if _, err := parsePipeline(o.Schedule); err != nil {
+		return cmdutil.Usagef(cmd, "--schedule %q: want %s or %s", o.Schedule, flowmatch.Tongyi, flowmatch.Diffusers)
+	}
+	if o.Size != "" {
+		if _, _, err := cmdutil.ParseGrid(o.Size); err != nil {
+			return cmdutil.Usagef(cmd, "--size %q: %v", o.Size, err)
+		}
+	}
+	switch {
+	case math.IsNaN(o.Shift) || math.IsInf(o.Shift, 0) || o.Shift < 0:
+		return cmdutil.Usagef(cmd, "--shift %v: want a finite shift > 0", o.Shift)
+	case math.IsNaN(o.CFGTruncation) || math.IsInf(o.CFGTruncation, 0):
+		return cmdutil.Usagef(cmd, "--cfg-truncation %v: want a finite model time (guidance stops above it)", o.CFGTruncation)
+	case math.IsNaN(o.CFGNormalization) || math.IsInf(o.CFGNormalization, 0) || o.CFGNormalization < 0:
+		return cmdutil.Usagef(cmd, "--cfg-normalization %v: want a finite factor ≥ 0 (0 is off)", o.CFGNormalization)
+	case o.Captions != "" && o.Negative != "" && o.Captions == o.Negative:
+		// Guidance against the prompts themselves is no guidance; it is
+		// almost certainly a typo.
+		return cmdutil.Usagef(cmd, "--captions and --negative both name %s", o.Captions)
+	}
+	return nil
+}
+
+// parsePipeline maps --schedule to a pipeline; empty is Tongyi's.
+func parsePipeline(s string) (flowmatch.Pipeline, error) {
+	switch strings.ToLower(s) {
+	case "", flowmatch.Tongyi.String():
+		return flowmatch.Tongyi, nil
+	case flowmatch.Diffusers.String():
+		return flowmatch.Diffusers, nil
+	}
+	return 0, fmt.Errorf("unknown schedule %q", s)
+}
+
+// zimageFlag names the first Z-Image flag set in o, or "".
+func zimageFlag(o *Options) string {
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"--captions", o.Captions != ""}, {"--negative", o.Negative != ""}, {"--size", o.Size != ""},
+		{"--config", o.Config != ""}, {"--schedule", o.Schedule != ""}, {"--shift", o.Shift != 0},
+		{"--cfg-truncation", o.CFGTruncationGiven}, {"--cfg-normalization", o.CFGNormalization != 0},
+	} {
+		if f.set {
+			return f.name
+		}
+	}
+	return ""
+}
+
+// classFlag names the first class-conditional flag set in o, or "".
+func classFlag(o *Options) string {
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"--class", !slices.Equal(o.Classes, []int{0}) && len(o.Classes) > 0}, {"--num", o.Num != 1},
+		{"--num-heads", o.NumHeads != 0}, {"--cfg-all-channels", o.CFGAll},
+		{"--rho", o.RhoGiven}, {"--rho-uncond", o.RhoUncondGiven},
+	} {
+		if f.set {
+			return f.name
+		}
+	}
+	return ""
+}
+
+// captions are the features of one captions file.
+type captions struct {
+	// Feats holds each caption's valid rows, [lens[i], cap_feat_dim].
+	feats [][]float32
+	lens  []int
+	// padded is the file's L, the rows per caption.
+	padded int
+}
+
+// readCaptions reads and checks a captions file (flag names it in errors)
+// for a model taking capDim features per token.
+func readCaptions(flag, path string, capDim int) (*captions, error) {
+	f, err := safetensors.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", flag, path, err)
+	}
+	defer f.Close()
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%s %s: %s", flag, path, fmt.Sprintf(format, args...))
+	}
+	names := func() string {
+		var ns []string
+		for _, t := range f.Tensors() {
+			ns = append(ns, t.Name)
+		}
+		if len(ns) == 0 {
+			return "no tensors"
+		}
+		return "tensors " + arch.JoinCapped(ns, ", ", 8)
+	}
+	feats, ok := f.Tensor(capFeatsName)
+	if !ok {
+		return nil, fail("no tensor %q (want F32 [N, L, cap_feat_dim], the text encoder's hidden states; the file has %s)", capFeatsName, names())
+	}
+	if !feats.DType.IsFloat() {
+		return nil, fail("tensor %q is %s, want F32 (text-encoder hidden states)", capFeatsName, feats.DType)
+	}
+	if len(feats.Shape) != 3 {
+		return nil, fail("tensor %q has shape %v (rank %d), want [N, L, cap_feat_dim] (rank 3)", capFeatsName, feats.Shape, len(feats.Shape))
+	}
+	N, L, D := int(feats.Shape[0]), int(feats.Shape[1]), int(feats.Shape[2])
+	if D != capDim {
+		return nil, fail("tensor %q has shape %v: %d features per token, but the model's cap_feat_dim is %d", capFeatsName, feats.Shape, D, capDim)
+	}
+	if N < 1 || L < 1 {
+		return nil, fail("tensor %q has shape %v, want at least one caption of at least one token", capFeatsName, feats.Shape)
+	}
+	lensT, ok := f.Tensor(capLensName)
+	if !ok {
+		return nil, fail("no tensor %q (want I64 [%d], each caption's valid length; the file has %s)", capLensName, N, names())
+	}
+	if !lensT.DType.IsInt() {
+		return nil, fail("tensor %q is %s, want I64 (valid lengths)", capLensName, lensT.DType)
+	}
+	if len(lensT.Shape) != 1 || int(lensT.Shape[0]) != N {
+		return nil, fail("tensor %q has shape %v, want [%d] (one length per caption of %q %v)", capLensName, lensT.Shape, N, capFeatsName, feats.Shape)
+	}
+	lens, err := lensT.Int64()
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", flag, path, err)
+	}
+	values, err := feats.Float32()
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", flag, path, err)
+	}
+	c := &captions{padded: L}
+	for i, n := range lens {
+		if n < 1 || n > int64(L) {
+			return nil, fail("%s[%d] = %d, want 1..%d (%q holds %d rows per caption)", capLensName, i, n, L, capFeatsName, L)
+		}
+		rows := values[i*L*D : (i*L+int(n))*D]
+		for j, v := range rows {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return nil, fail("%s[%d] row %d feature %d is %v, want finite features", capFeatsName, i, j/D, j%D, v)
+			}
+		}
+		// Copy: the values may alias the file's read-only map.
+		c.feats = append(c.feats, slices.Clone(rows))
+		c.lens = append(c.lens, int(n))
+	}
+	return c, nil
+}
+
+// readConfig reads a config.json object.
+func readConfig(path string) (map[string]any, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return nil, fmt.Errorf("--config %s: not a JSON object: %v", path, err)
+	}
+	return cfg, nil
+}
+
+// zimageRun counts what the sampler's model calls did.
+type zimageRun struct {
+	flops  float64 // all forwards' FLOPs
+	guided bool    // whether any step ran with guidance
+}
+
+// zimageModel evaluates the transformer for flowmatch's sampler on
+// latents of an h×w grid: unguided, sample i is conditioned on pos's
+// caption i; guided, the batch is doubled and its second half is
+// conditioned on neg, as flowmatch.Model lays it out.
+func zimageModel(m *zimage.Model, pos, neg *captions, h, w int, run *zimageRun) flowmatch.Model {
+	c := m.Config
+	per := c.InChannels * h * w
+	tokens := (h / c.PatchSize) * (w / c.PatchSize)
+	return func(x, t []float32, guided bool) ([]float32, error) {
+		caps, lens := pos.feats, pos.lens
+		if guided {
+			if neg == nil {
+				return nil, fmt.Errorf("guidance needs the negative prompts' features: pass --negative (the pipelines encode an empty prompt when there is none), or turn guidance off with --cfg 0")
+			}
+			caps, lens = slices.Concat(pos.feats, neg.feats), slices.Concat(pos.lens, neg.lens)
+			run.guided = true
+		}
+		if len(x) != len(caps)*per || len(t) != len(caps) {
+			return nil, fmt.Errorf("the sampler passed %d latent values and %d times for %d captions of %d values", len(x), len(t), len(caps), per)
+		}
+		lats := make([]zimage.Latent, len(caps))
+		for i := range lats {
+			lats[i] = zimage.Latent{Data: x[i*per : (i+1)*per], F: 1, H: h, W: w}
+		}
+		outs, err := m.Forward(lats, t, caps)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]float32, 0, len(x))
+		for i, o := range outs {
+			out = append(out, o...)
+			run.flops += zimage.ForwardFLOPs(c, tokens, lens[i]).Total()
+		}
+		return out, nil
+	}
+}
+
+// gaussianNoise draws n standard normal values from seed, the sampler's
+// initial latents [N, C, H, W] at σ = 1.
+func gaussianNoise(seed uint64, n int) []float32 {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	return x
+}
+
+// runZImage samples from a Z-Image checkpoint.
+func runZImage(opts *Options) error {
+	if opts.Captions == "" {
+		return fmt.Errorf("sample: %s is a Z-Image checkpoint, not a DiT: it samples from caption features, not class labels; pass --captions CAPS.safetensors (see 'dcdit sample --help')", opts.Checkpoint)
+	}
+	if flag := classFlag(opts); flag != "" {
+		return &cmdutil.UsageError{Err: fmt.Errorf("%s applies to DiT and DC checkpoints; %s is a Z-Image checkpoint, conditioned on --captions (see 'dcdit sample --help')", flag, opts.Checkpoint)}
+	}
+	steps, scale := opts.Steps, opts.CFG
+	if opts.stepsDefault {
+		steps = turboSteps
+	}
+	if opts.cfgDefault {
+		scale = turboCFG
+	}
+	size := opts.Size
+	if size == "" {
+		size = defaultZImageSize
+	}
+	h, w, err := cmdutil.ParseGrid(size)
+	if err != nil {
+		return &cmdutil.UsageError{Err: fmt.Errorf("--size %q: %w", size, err)}
+	}
+	pipeline, err := parsePipeline(opts.Schedule)
+	if err != nil {
+		return &cmdutil.UsageError{Err: fmt.Errorf("--schedule: %w", err)}
+	}
+	var cfgJSON map[string]any
+	if opts.Config != "" {
+		if cfgJSON, err = readConfig(opts.Config); err != nil {
+			return err
+		}
+	}
+	wts, err := zimage.Load(opts.Checkpoint, zimage.LoadOptions{Config: cfgJSON})
+	if err != nil {
+		if opts.Config == "" && strings.Contains(err.Error(), "axes_dims") {
+			return fmt.Errorf("%w; pass the model's config.json with --config", err)
+		}
+		return err
+	}
+	cfg := wts.Config
+	if h%cfg.PatchSize != 0 || w%cfg.PatchSize != 0 {
+		return fmt.Errorf("--size %dx%d: %s takes %d×%d patches, so both sides must be multiples of %d", h, w, opts.Checkpoint, cfg.PatchSize, cfg.PatchSize, cfg.PatchSize)
+	}
+	if cfg.FPatchSize != 1 {
+		return fmt.Errorf("sample: %s patches %d frames at a time; images are one frame", opts.Checkpoint, cfg.FPatchSize)
+	}
+	pos, err := readCaptions("--captions", opts.Captions, cfg.CapFeatDim)
+	if err != nil {
+		return err
+	}
+	N := len(pos.feats)
+	var neg *captions
+	if opts.Negative != "" {
+		if neg, err = readCaptions("--negative", opts.Negative, cfg.CapFeatDim); err != nil {
+			return err
+		}
+		switch len(neg.feats) {
+		case N:
+		case 1:
+			// One negative prompt for every sample, as the pipelines
+			// repeat a single negative_prompt.
+			for range N - 1 {
+				neg.feats, neg.lens = append(neg.feats, neg.feats[0]), append(neg.lens, neg.lens[0])
+			}
+		default:
+			want := fmt.Sprintf("%d (one per caption) or 1 (for all)", N)
+			if N == 1 {
+				want = "1"
+			}
+			return fmt.Errorf("--negative %s: %d captions in %q, but --captions %s has %d; want %s", opts.Negative, len(neg.feats), capFeatsName, opts.Captions, N, want)
+		}
+	}
+	var fit preview.Fit
+	if opts.PNG != "" {
+		if fit, err = preview.ForChannels(cfg.InChannels); err != nil {
+			return fmt.Errorf("--png %s: %w", opts.PNG, err)
+		}
+	}
+	if !opts.Quiet {
+		for _, warn := range wts.Warnings {
+			fmt.Fprintf(opts.IO.Err, "warning: %s\n", warn)
+		}
+	}
+	m, err := zimage.New(wts)
+	if err != nil {
+		return err
+	}
+	// Inference: no parameter tracks gradients, so the ops keep no graph.
+	m.Params.SetRequiresGrad(false)
+	sc := flowmatch.DefaultConfig()
+	if opts.Shift != 0 {
+		sc.Shift = opts.Shift
+	}
+	sched, err := sc.Schedule(pipeline, steps)
+	if err != nil {
+		return fmt.Errorf("sample: %w", err)
+	}
+	guide := flowmatch.Guidance{Scale: scale, Truncate: opts.CFGTruncationGiven, Truncation: opts.CFGTruncation, Normalization: opts.CFGNormalization}
+
+	C := cfg.InChannels
+	noise := gaussianNoise(opts.Seed, N*C*h*w)
+	run := &zimageRun{}
+	var bar *progress.Bar
+	if !opts.Quiet {
+		bar = progress.New(opts.IO.Err, "sampling", sched.Steps())
+	}
+	start := time.Now()
+	x, err := sched.Sample(zimageModel(m, pos, neg, h, w, run), noise, N, flowmatch.SampleOptions{
+		Guidance: guide,
+		Progress: func(done, total int) { bar.Set(done) },
+	})
+	bar.Finish()
+	if err != nil {
+		return fmt.Errorf("sample: %s: %w", opts.Checkpoint, err)
+	}
+	elapsed := time.Since(start)
+
+	md := zimageMeta(opts, pos, sched, sc.Shift, steps, guide, run, h, w)
+	shape := []int64{int64(N), int64(C), int64(h), int64(w)}
+	if err := safetensors.Write(opts.Out, []safetensors.WriteTensor{{Name: "latents", DType: dtype.F32, Shape: shape, Data: dtype.F32Bytes(x)}}, md); err != nil {
+		return err
+	}
+	if opts.PNG != "" {
+		if err := fit.WriteGridPNG(opts.PNG, x, N, N, h, w, previewScale); err != nil {
+			return err
+		}
+	}
+	if opts.Quiet {
+		return nil
+	}
+	if neg != nil && !run.guided {
+		fmt.Fprintf(opts.IO.Err, "warning: --negative was not used: guidance was off at every step (--cfg %g under the %s schedule)\n", scale, pipeline)
+	}
+	cfgNote := "no guidance"
+	if run.guided {
+		cfgNote = fmt.Sprintf("cfg %g", scale)
+	}
+	fmt.Fprintf(opts.IO.Out, "wrote %s: latents [%d %d %d %d], %d steps (%s schedule, shift %g), %s, seed %d, %s (%.3g TFLOP)\n",
+		opts.Out, N, C, h, w, sched.Steps(), pipeline, sc.Shift, cfgNote, opts.Seed, progress.Duration(elapsed), run.flops/1e12)
+	if opts.PNG != "" {
+		fmt.Fprintf(opts.IO.Out, "wrote %s: linear latent-to-RGB preview (%s fit), not a VAE decode\n", opts.PNG, fit.Name)
+	}
+	return nil
+}
+
+// zimageMeta is a Z-Image latents file's metadata.
+func zimageMeta(opts *Options, pos *captions, sched *flowmatch.Schedule, shift float64, steps int, g flowmatch.Guidance, run *zimageRun, h, w int) map[string]string {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	md := map[string]string{
+		"format":                  "pt",
+		"dcdit.sampler":           "flowmatch-euler",
+		"dcdit.architecture":      string(arch.ZImage),
+		"dcdit.checkpoint":        opts.Checkpoint,
+		"dcdit.captions":          opts.Captions,
+		"dcdit.cap_lens":          joinInts(pos.lens),
+		"dcdit.size":              fmt.Sprintf("%dx%d", h, w),
+		"dcdit.schedule":          sched.Pipeline.String(),
+		"dcdit.shift":             f(shift),
+		"dcdit.steps":             strconv.Itoa(steps),
+		"dcdit.cfg":               f(g.Scale),
+		"dcdit.cfg_normalization": f(g.Normalization),
+		"dcdit.guided":            strconv.FormatBool(run.guided),
+		"dcdit.seed":              strconv.FormatUint(opts.Seed, 10),
+		"dcdit.flops_per_image":   strconv.FormatFloat(run.flops/float64(len(pos.lens)), 'g', 8, 64),
+	}
+	if opts.Negative != "" {
+		md["dcdit.negative"] = opts.Negative
+	}
+	if g.Truncate {
+		md["dcdit.cfg_truncation"] = f(g.Truncation)
+	}
+	return md
+}
