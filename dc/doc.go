@@ -20,8 +20,9 @@
 //
 // Backbone is the only thing the scaffold knows about the transformer; see
 // its documentation for exactly what one must provide. Package dc/hnet
-// holds DC-DiT's own main network (HNetDiTBlocks + RMSNorm, DiT's
-// embedders); dit.Model is to implement Backbone in the upcycling work.
+// holds DC-DiT's own main network (DiT's blocks and embedders, computed
+// by package dit, + RMSNorm); *dit.Model is a Backbone too (without the
+// RMSNorm).
 // Parameters live in a params.Set arena under the reference state_dict
 // names, so reference checkpoints load as they are (hnet.Load).
 //
@@ -76,7 +77,7 @@
 // Left (issue 5): the forward goals at ρ = 0 and 0.3 (1.08 and 0.83 of
 // DiT-S/2): the main network alone costs DiT-S/2's time at ρ = 0, so the
 // scaffold (~25% of DiT-S/2's forward) would have to be 3× faster again;
-// sharded DC checkpoints on save (Load already reads shards), and
-// dit.Model as a Backbone (with the final RMSNorm the DC main network has
-// and vanilla DiT lacks).
+// sharded DC checkpoints on save (Load already reads shards), and a DC
+// checkpoint kind for a *dit.Model backbone (docs/zimage.md, "Backbone
+// seam: step 1").
 package dc

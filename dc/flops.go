@@ -25,16 +25,16 @@ func (f FLOPs) Total() float64 {
 	return f.Embed + f.Encoder + f.Residual + f.Routing + f.Backbone + f.DeChunk + f.Decoder + f.Final
 }
 
-// BackboneFLOPs is implemented by backbones that can count their own cost:
-// the conditioning plus the transformer over packed sequences of the given
-// lengths (one per sample), in the convention of FLOPs.
+// BackboneFLOPs counts a backbone's cost: the conditioning plus the
+// transformer over packed sequences of the given lengths (one per sample),
+// in the convention of FLOPs. Every Backbone is one; a config alone can be
+// one too (ConfigFLOPs), so that a recipe is costed without weights.
 type BackboneFLOPs interface {
 	FLOPs(lengths []int) float64
 }
 
 // ForwardFLOPs counts one forward pass of a batch whose samples keep
-// numKept tokens each (len(numKept) = B). The backbone part is zero when
-// the backbone does not implement BackboneFLOPs.
+// numKept tokens each (len(numKept) = B).
 func (m *Model) ForwardFLOPs(numKept []int) FLOPs {
 	c := m.Config
 	B, L := float64(len(numKept)), float64(c.Tokens())
@@ -63,9 +63,7 @@ func (m *Model) ForwardFLOPs(numKept []int) FLOPs {
 		f.DeChunk += mac(float64(mb), float64(mb), D)
 		kept += float64(mb)
 	}
-	if bf, ok := m.Backbone.(BackboneFLOPs); ok {
-		f.Backbone = bf.FLOPs(numKept)
-	}
+	f.Backbone = m.Backbone.FLOPs(numKept)
 	E := float64(c.EncDecDim)
 	f.Final = mac(B, float64(c.CondDim), 2*E) + mac(N, E, float64(c.OutChannels))
 	if N > 0 {

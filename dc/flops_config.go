@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/nlpodyssey/spago/mat"
+
+	"github.com/dcdit/dcdit/params"
 )
 
 // ConfigFLOPs counts one forward pass exactly as Model.ForwardFLOPs does,
@@ -29,6 +31,10 @@ func (f flopsOnly) Condition([]float32, []int) (mat.Tensor, error) {
 func (f flopsOnly) Forward(x, c mat.Tensor, offsets []int, pos []float64) (mat.Tensor, error) {
 	return nil, errFLOPsOnly
 }
+
+func (f flopsOnly) Parameters() *params.Set     { return nil }
+func (f flopsOnly) ParamGroups(string) []string { return nil }
+func (f flopsOnly) Spec() (string, any)         { return "", nil }
 
 // FLOPs delegates to the counter (zero without one).
 func (f flopsOnly) FLOPs(lengths []int) float64 {

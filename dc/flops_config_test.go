@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/nlpodyssey/spago/mat"
+
+	"github.com/dcdit/dcdit/params"
 )
 
 // countingBackbone is a Backbone that can be built around and counted:
@@ -19,6 +21,9 @@ func (b countingBackbone) Condition([]float32, []int) (mat.Tensor, error) {
 func (b countingBackbone) Forward(x, c mat.Tensor, offsets []int, pos []float64) (mat.Tensor, error) {
 	return nil, errors.New("not run")
 }
+func (b countingBackbone) Parameters() *params.Set     { return nil }
+func (b countingBackbone) ParamGroups(string) []string { return nil }
+func (b countingBackbone) Spec() (string, any)         { return "counting", nil }
 func (b countingBackbone) FLOPs(lengths []int) float64 {
 	var f float64
 	for _, l := range lengths {

@@ -71,6 +71,6 @@ func BenchmarkForwardDiTS2(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		m.Forward(x0, ts, y)
+		m.ForwardLatents(x0, ts, y)
 	}
 }

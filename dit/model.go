@@ -89,38 +89,58 @@ func constant(rows, cols int, data []float32) mat.Tensor {
 	return mat.NewDense[float32](mat.WithShape(rows, cols), mat.WithBacking(data))
 }
 
-// Condition returns c = t_embedder(t) + y_embedder(y), [B, D]: the vector
-// every adaLN reads. t are the (float) diffusion timesteps, y the labels
-// (NumClasses is the null class).
-func (m *Model) Condition(t []float32, y []int) mat.Tensor {
-	f := m.Config.FrequencySize
+// condition returns c = t_embedder(t) + y_embedder(y), [B, D] (see
+// Condition); a label outside the table panics in the ops.
+func (m *Model) condition(t []float32, y []int) mat.Tensor {
+	return Embedders(m.Params, m.Config.FrequencySize, t, y)
+}
+
+// Embedders computes DiT's conditioning c = t_embedder(t) + y_embedder(y),
+// [B, D], from the parameters t_embedder.mlp.{0,2}.{weight,bias} and
+// y_embedder.embedding_table.weight of set: every adaLN reads it. t are
+// the (float) diffusion timesteps, frequencySize the width of their
+// sinusoidal features, y the labels. DC-DiT's main network stores its
+// embedders under the same names, so both compute them here.
+func Embedders(set *params.Set, frequencySize int, t []float32, y []int) mat.Tensor {
+	f := frequencySize
 	freq := make([]float32, len(t)*f)
 	TimestepFrequencies(freq, t, f)
-	h := ops.Linear(constant(len(t), f, freq), m.p("t_embedder.mlp.0.weight"), m.p("t_embedder.mlp.0.bias"))
-	temb := ops.Linear(ops.SiLU(h), m.p("t_embedder.mlp.2.weight"), m.p("t_embedder.mlp.2.bias"))
-	yemb := ops.GatherRows(m.p("y_embedder.embedding_table.weight"), y)
+	h := ops.Linear(constant(len(t), f, freq), set.Get("t_embedder.mlp.0.weight"), set.Get("t_embedder.mlp.0.bias"))
+	temb := ops.Linear(ops.SiLU(h), set.Get("t_embedder.mlp.2.weight"), set.Get("t_embedder.mlp.2.bias"))
+	yemb := ops.GatherRows(set.Get("y_embedder.embedding_table.weight"), y)
 	return ops.Add(temb, yemb)
 }
 
 // Block applies transformer block i to packed tokens x [N, D] under the
 // per-sample conditioning c [S, D] (adaLN-Zero, DiT's math exactly).
 func (m *Model) Block(i int, x, c mat.Tensor, offsets []int) mat.Tensor {
-	D := m.Config.HiddenSize
-	b := fmt.Sprintf("blocks.%d.", i)
-	mod := ops.Linear(ops.SiLU(c), m.p(b+"adaLN_modulation.1.weight"), m.p(b+"adaLN_modulation.1.bias")) // [S, 6D]
+	return ApplyBlock(m.Params, fmt.Sprintf("blocks.%d.", i), m.Config.NumHeads, x, c, offsets)
+}
+
+// ApplyBlock is the DiT block, the only one in the codebase: the
+// adaLN-Zero block of DiT's models.py on packed tokens x [N, D] (sample s
+// owning rows offsets[s]..offsets[s+1]) under the per-sample conditioning
+// c [S, D], with heads attention heads. Its parameters are those of set
+// named prefix + adaLN_modulation.1.*, attn.qkv.*, attn.proj.*, mlp.fc1.*
+// and mlp.fc2.*: DiT stores them under "blocks.i.", DC-DiT's main network
+// under its own prefix, and both run this.
+func ApplyBlock(set *params.Set, prefix string, heads int, x, c mat.Tensor, offsets []int) mat.Tensor {
+	D := x.Shape()[1]
+	p := func(name string) mat.Tensor { return set.Get(prefix + name) }
+	mod := ops.Linear(ops.SiLU(c), p("adaLN_modulation.1.weight"), p("adaLN_modulation.1.bias")) // [S, 6D]
 	chunk := func(k int) mat.Tensor { return ops.SliceCols(mod, k*D, (k+1)*D) }
 	shiftMSA, scaleMSA, gateMSA := chunk(0), chunk(1), chunk(2)
 	shiftMLP, scaleMLP, gateMLP := chunk(3), chunk(4), chunk(5)
 
 	h := ops.Modulate(ops.LayerNorm(x, normEps), shiftMSA, scaleMSA, offsets)
-	qkv := ops.Linear(h, m.p(b+"attn.qkv.weight"), m.p(b+"attn.qkv.bias")) // [N, 3D]
-	a := ops.Attention(qkv, offsets, m.Config.NumHeads)                    // [N, D]
-	a = ops.Linear(a, m.p(b+"attn.proj.weight"), m.p(b+"attn.proj.bias"))
+	qkv := ops.Linear(h, p("attn.qkv.weight"), p("attn.qkv.bias")) // [N, 3D]
+	a := ops.Attention(qkv, offsets, heads)                        // [N, D]
+	a = ops.Linear(a, p("attn.proj.weight"), p("attn.proj.bias"))
 	x = ops.GatedResidual(x, gateMSA, a, offsets)
 
 	h = ops.Modulate(ops.LayerNorm(x, normEps), shiftMLP, scaleMLP, offsets)
-	h = ops.GELU(ops.Linear(h, m.p(b+"mlp.fc1.weight"), m.p(b+"mlp.fc1.bias")))
-	h = ops.Linear(h, m.p(b+"mlp.fc2.weight"), m.p(b+"mlp.fc2.bias"))
+	h = ops.GELU(ops.Linear(h, p("mlp.fc1.weight"), p("mlp.fc1.bias")))
+	h = ops.Linear(h, p("mlp.fc2.weight"), p("mlp.fc2.bias"))
 	return ops.GatedResidual(x, gateMLP, h, offsets)
 }
 
@@ -162,13 +182,14 @@ func (m *Model) Embed(x []float32, batch int) (mat.Tensor, []int) {
 	return ops.Add(tokens, constant(batch*T, c.HiddenSize, pos)), offsets
 }
 
-// Forward runs the whole fixed-patch model: latents x [B, C, H, W] at
-// timesteps t with labels y give the patch outputs [B·T, p·p·C_out]
-// (Unpatchify turns them into [B, C_out, H, W]).
-func (m *Model) Forward(x []float32, t []float32, y []int) mat.Tensor {
+// ForwardLatents runs the whole fixed-patch model: latents x
+// [B, C, H, W] at timesteps t with labels y give the patch outputs
+// [B·T, p·p·C_out] (Unpatchify turns them into [B, C_out, H, W]). Forward
+// is the model as a dc.Backbone, over packed tokens.
+func (m *Model) ForwardLatents(x []float32, t []float32, y []int) mat.Tensor {
 	B := len(t)
 	tokens, offsets := m.Embed(x, B)
-	c := m.Condition(t, y)
+	c := m.condition(t, y)
 	return m.FinalLayer(m.Blocks(tokens, c, offsets), c, offsets)
 }
 
@@ -244,7 +265,7 @@ func (m *Model) Denoiser() func(x []float32, t []int, y []int) ([]float32, error
 			m.Params.SetRequiresGrad(false)
 			defer m.Params.SetRequiresGrad(true)
 		}
-		out := m.Forward(x, ts, y)
+		out := m.ForwardLatents(x, ts, y)
 		img := make([]float32, B*c.OutChannels()*c.InputSize*c.InputSize)
 		Unpatchify(img, mat.Data[float32](out.Value()), B, c.OutChannels(), c.InputSize, c.PatchSize, false)
 		return img, nil

@@ -78,7 +78,10 @@ func computeDiT(t *testing.T, c fixtures.Case, file string) *fixtures.Got {
 	yemb := ops.GatherRows(m.p("y_embedder.embedding_table.weight"), y)
 	got.F32("y_emb", mat.Data[float32](yemb.Value()), forwardTol)
 
-	cond := m.Condition(ts, y)
+	cond, err := m.Condition(ts, y)
+	if err != nil {
+		t.Fatal(err)
+	}
 	got.F32("c", mat.Data[float32](cond.Value()), forwardTol)
 	tokens, offsets := m.Embed(x, B)
 	got.F32("tokens_in", mat.Data[float32](tokens.Value()), forwardTol)
@@ -88,14 +91,14 @@ func computeDiT(t *testing.T, c fixtures.Case, file string) *fixtures.Got {
 		Unpatchify(img, mat.Data[float32](out.Value()), batch, cfg.OutChannels(), cfg.InputSize, cfg.PatchSize, false)
 		return img
 	}
-	got.F32("out", image(m.Forward(x, ts, y), B), forwardTol)
+	got.F32("out", image(m.ForwardLatents(x, ts, y), B), forwardTol)
 
 	// forward_with_cfg: only the first half of cfg_x is used; the raw
 	// batch is [half; half] with labels cfg_y as given.
 	cx, ct, cy := io.F32("cfg_x"), io.Ints("cfg_t"), io.Ints("cfg_y")
 	half := len(ct) / 2
 	halfX := cx[:len(cx)/2]
-	raw := image(m.Forward(append(append([]float32(nil), halfX...), halfX...), floats(ct), cy), len(ct))
+	raw := image(m.ForwardLatents(append(append([]float32(nil), halfX...), halfX...), floats(ct), cy), len(ct))
 	got.F32("cfg_raw_out", raw, forwardTol)
 	null, _ := c.Int("null_class")
 	sh := ddpm.Shape{B: half, C: cfg.InChannels, HW: cfg.InputSize * cfg.InputSize}

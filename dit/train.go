@@ -10,7 +10,7 @@ import (
 )
 
 // Backward back-propagates an upstream gradient of the model output through
-// the graph that produced out (a Forward result), accumulating parameter
+// the graph that produced out (a ForwardLatents result), accumulating parameter
 // gradients into m.Params.Grad. gradImg is ∂L/∂output in image layout
 // [B, C_out, H, W], as ddpm computes it.
 func (m *Model) Backward(out mat.Tensor, gradImg []float32) error {
@@ -47,7 +47,7 @@ func (m *Model) DiffusionLoss(s *ddpm.Schedule, x0, noise []float32, t, y []int,
 	for i, v := range t {
 		ts[i] = float32(v)
 	}
-	out := m.Forward(xt, ts, y)
+	out := m.ForwardLatents(xt, ts, y)
 	img := make([]float32, B*c.OutChannels()*c.InputSize*c.InputSize)
 	Unpatchify(img, mat.Data[float32](out.Value()), B, c.OutChannels(), c.InputSize, c.PatchSize, false)
 	grad := make([]float32, len(img))

@@ -53,7 +53,7 @@ func TestInit(t *testing.T) {
 	for i := range x {
 		x[i] = float32(rng.NormFloat64())
 	}
-	out := mat.Data[float32](m.Forward(x, []float32{3, 900}, []int{1, 10}).Value())
+	out := mat.Data[float32](m.ForwardLatents(x, []float32{3, 900}, []int{1, 10}).Value())
 	for i, v := range out {
 		if v != 0 {
 			t.Fatalf("out[%d] = %g, want 0 from an adaLN-Zero model", i, v)
@@ -144,13 +144,13 @@ func TestFixtureBackward(t *testing.T) {
 		io := c.Open(t, "io.safetensors")
 		x, ts, y := io.F32("x"), floats(io.Ints("t")), io.Ints("y")
 		rng := rand.New(rand.NewPCG(5, 5))
-		out := m.Forward(x, ts, y)
+		out := m.ForwardLatents(x, ts, y)
 		R := make([]float32, len(mat.Data[float32](out.Value())))
 		for i := range R {
 			R[i] = float32(rng.NormFloat64())
 		}
 		S := func() float64 {
-			o := mat.Data[float32](m.Forward(x, ts, y).Value())
+			o := mat.Data[float32](m.ForwardLatents(x, ts, y).Value())
 			s := 0.0
 			for i, v := range o {
 				s += float64(v) * float64(R[i])
@@ -275,8 +275,8 @@ func TestSaveLoad(t *testing.T) {
 		t.Fatalf("round trip: heads %d, parameters equal %v", back.Config.NumHeads, equal(back.Params.Data, m.Params.Data))
 	}
 	x := make([]float32, cfg.InChannels*cfg.InputSize*cfg.InputSize)
-	a := mat.Data[float32](m.Forward(x, []float32{3}, []int{1}).Value())
-	b := mat.Data[float32](back.Forward(x, []float32{3}, []int{1}).Value())
+	a := mat.Data[float32](m.ForwardLatents(x, []float32{3}, []int{1}).Value())
+	b := mat.Data[float32](back.ForwardLatents(x, []float32{3}, []int{1}).Value())
 	if !equal(a, b) {
 		t.Fatal("the loaded model computes something else")
 	}

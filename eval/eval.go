@@ -53,7 +53,6 @@ import (
 
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/dc"
-	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/dit/ddpm"
 	"github.com/dcdit/dcdit/eval/featnet"
@@ -893,14 +892,14 @@ func (e *evaluator) boundaries() error {
 }
 
 // noGrad turns gradient tracking off for the DC model's parameters (the
-// scaffold's and, for DC-DiT's own backbone, the main network's), so that
+// scaffold's and the backbone's), so that
 // inference keeps no graph, and returns a function restoring each
 // parameter's own setting: during training, frozen parameters track no
 // gradient and the others do.
 func noGrad(m *dc.Model) func() {
 	sets := []*params.Set{m.Params}
-	if net, ok := m.Backbone.(*hnet.Network); ok {
-		sets = append(sets, net.Params)
+	if bb := m.Backbone.Parameters(); bb != nil {
+		sets = append(sets, bb)
 	}
 	var ps []*params.Param
 	var was []bool

@@ -363,9 +363,14 @@ func NewGrafted(teacher *dit.Model, s Scaffold, seed uint64) (*Grafted, error) {
 // JoinParams moves a DC model's scaffold and backbone parameters into one
 // arena and returns it.
 func JoinParams(m *dc.Model) (*params.Set, error) {
-	net, ok := m.Backbone.(*hnet.Network)
-	if !ok {
-		return nil, fmt.Errorf("upcycle: backbone %T has no parameter arena to join", m.Backbone)
+	bb := m.Backbone.Parameters()
+	if bb == nil {
+		kind, _ := m.Backbone.Spec()
+		return nil, fmt.Errorf("upcycle: the %q backbone has no parameter arena to join", kind)
 	}
-	return params.Join(m.Params, net.Params)
+	p, err := params.Join(m.Params, bb)
+	if err != nil {
+		return nil, fmt.Errorf("upcycle: join the scaffold's and the backbone's parameters: %w", err)
+	}
+	return p, nil
 }

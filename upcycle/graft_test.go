@@ -51,7 +51,10 @@ func TestGraftKeepsTheTeacher(t *testing.T) {
 	}
 	ts, ys := []float32{5, 700}, []int{1, cfg.NumClasses}
 
-	cWant := tm.Condition(ts, ys)
+	cWant, err := tm.Condition(ts, ys)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cGot, err := m.Backbone.Condition(ts, ys)
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/dcdit/dcdit/dc"
-	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
@@ -52,8 +51,8 @@ func Save(path string, model *dc.Model, info Info) error {
 		return fmt.Errorf("checkpoint: save %s: %w", path, err)
 	}
 	sets := []*params.Set{model.Params}
-	if bb, ok := model.Backbone.(*hnet.Network); ok {
-		sets = append(sets, bb.Params)
+	if bb := model.Backbone.Parameters(); bb != nil {
+		sets = append(sets, bb)
 	}
 	shapes := meta.Shapes()
 	var tensors []safetensors.WriteTensor

@@ -62,15 +62,16 @@ func TestRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(*got.Config, *m.Config) {
 			t.Errorf("scaffold config %+v, want %+v", *got.Config, *m.Config)
 		}
-		wantNet := *m.Backbone.(*hnet.Network).Config
+		_, orig := m.Backbone.Spec()
+		wantNet := *orig.(*hnet.Config)
 		wantNet.PatchSize = max(wantNet.PatchSize, 1)
-		if net, ok := got.Backbone.(*hnet.Network); !ok || !reflect.DeepEqual(*net.Config, wantNet) {
-			t.Errorf("backbone %#v, want hnet %+v", got.Backbone, wantNet)
+		if kind, net := got.Backbone.Spec(); kind != hnet.Kind || !reflect.DeepEqual(net, &wantNet) {
+			t.Errorf("backbone %s %+v, want hnet %+v", kind, net, wantNet)
 		}
 		if meta.Recipe != info.Recipe || !reflect.DeepEqual(meta.Base, base) || !slices.Equal(meta.TrainedRhos, rhos) || meta.FormatVersion != 1 || meta.Backbone.Kind != "hnet" {
 			t.Errorf("meta %+v", meta)
 		}
-		if !slices.Equal(got.Params.Data, m.Params.Data) || !slices.Equal(got.Backbone.(*hnet.Network).Params.Data, m.Backbone.(*hnet.Network).Params.Data) {
+		if !slices.Equal(got.Params.Data, m.Params.Data) || !slices.Equal(got.Backbone.Parameters().Data, m.Backbone.Parameters().Data) {
 			t.Error("parameters differ after the round trip")
 		}
 		for _, frac := range [][]float32{{0, 0}, {0.3, 0.3}, {0.6, 0.6}, {0, 0.9}} {

@@ -73,7 +73,7 @@ const (
 	ChecksumKey = "dcdit.crc32c"
 	// KindHNet is the backbone kind of DC-DiT's own main network (dc/hnet),
 	// also used for DiT blocks upcycled into it.
-	KindHNet = "hnet"
+	KindHNet = hnet.Kind
 )
 
 // Kinds lists the backbone kinds this build reads.
@@ -439,15 +439,22 @@ func (m *Meta) FLOPsPerRho(steps int) []RhoFLOPs {
 func MetaOf(model *dc.Model, info Info) (*Meta, error) {
 	m := &Meta{FormatVersion: FormatVersion, Scaffold: *model.Config, TrainedRhos: append([]float64{}, info.TrainedRhos...),
 		Recipe: info.Recipe, Base: info.Base}
-	switch bb := model.Backbone.(type) {
-	case *hnet.Network:
-		c := *bb.Config
-		if c.PatchSize == 0 {
-			c.PatchSize = 1
-		}
-		m.Backbone = Backbone{Kind: KindHNet, HNet: &c}
-	default:
-		return nil, fmt.Errorf("checkpoint: cannot save a %T backbone (kinds: %s)", model.Backbone, strings.Join(Kinds, ", "))
+	// The backbone describes itself; its description is read back exactly
+	// as Load reads a file's, so what is saved is what loads (unknown kinds
+	// and config fields fail here, not on load).
+	kind, cfg := model.Backbone.Spec()
+	raw, err := json.Marshal(struct {
+		Kind   string `json:"kind"`
+		Config any    `json:"config"`
+	}{kind, cfg})
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: backbone %q config: %w", kind, err)
+	}
+	if err := m.Backbone.UnmarshalJSON(raw); err != nil {
+		return nil, fmt.Errorf("checkpoint: cannot save the backbone: %w", err)
+	}
+	if c := m.Backbone.HNet; c != nil && c.PatchSize == 0 {
+		c.PatchSize = 1
 	}
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)

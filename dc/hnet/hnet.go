@@ -19,11 +19,14 @@ import (
 	"github.com/dcdit/dcdit/params"
 )
 
-// Epsilons of the main network (block.py, isotropic.py).
-const (
-	layerNormEps = 1e-6 // HNetDiTBlock's affine-free LayerNorms
-	rmsNormEps   = 1e-5 // the stage's final RMSNorm
-)
+// rmsNormEps is the epsilon of the stage's final RMSNorm (isotropic.py);
+// the HNetDiTBlocks are DiT's blocks (dit.ApplyBlock), LayerNorm eps 1e-6
+// included.
+const rmsNormEps = 1e-5
+
+// Kind is the backbone kind of the main network in a DC checkpoint's
+// metadata (Network.Spec), also used for DiT blocks upcycled into it.
+const Kind = "hnet"
 
 // Prefix is the reference name of the main network's blocks and norm.
 const Prefix = "hnet.main_network.main_network."
@@ -47,13 +50,7 @@ type Config struct {
 }
 
 // gridPos maps a latent-grid coordinate to the position embedding's grid.
-func (c *Config) gridPos(v float64) float64 {
-	if c.PatchSize <= 1 {
-		return v
-	}
-	p := float64(c.PatchSize)
-	return (v+0.5)/p - 0.5
-}
+func (c *Config) gridPos(v float64) float64 { return dit.GridPos(v, c.PatchSize) }
 
 // Network is the main network with its embedders.
 type Network struct {
@@ -139,92 +136,69 @@ func New(c *Config, ts map[string]dc.Tensor) (*Network, error) {
 	return &Network{Config: c, Params: p}, nil
 }
 
-func (n *Network) p(name string) mat.Tensor { return n.Params.Get(name) }
-
 // Width returns D.
 func (n *Network) Width() int { return n.Config.Width }
 
 // CondWidth returns D: the conditioning is t_embed + y_embed at width D.
 func (n *Network) CondWidth() int { return n.Config.Width }
 
-// Condition returns c = t_embedder(t) + y_embedder(y), [B, D].
+// Condition returns c = t_embedder(t) + y_embedder(y), [B, D], DiT's
+// embedders (dit.Embedders), which the main network stores under DiT's
+// names.
 func (n *Network) Condition(t []float32, y []int) (mat.Tensor, error) {
-	if len(t) != len(y) || len(t) == 0 {
-		return nil, fmt.Errorf("hnet: %d timesteps and %d labels, want one of each per sample", len(t), len(y))
+	if err := dit.CheckLabels(t, y, n.Config.NumClasses); err != nil {
+		return nil, fmt.Errorf("hnet: %w", err)
 	}
-	for i, v := range y {
-		if v < 0 || v > n.Config.NumClasses {
-			return nil, fmt.Errorf("hnet: label %d of sample %d outside [0, %d] (%d is the null class)", v, i, n.Config.NumClasses, n.Config.NumClasses)
-		}
-	}
-	f := n.Config.FrequencySize
-	freq := make([]float32, len(t)*f)
-	dit.TimestepFrequencies(freq, t, f)
-	h := ops.Linear(mat.NewDense[float32](mat.WithShape(len(t), f), mat.WithBacking(freq)), n.p("t_embedder.mlp.0.weight"), n.p("t_embedder.mlp.0.bias"))
-	temb := ops.Linear(ops.SiLU(h), n.p("t_embedder.mlp.2.weight"), n.p("t_embedder.mlp.2.bias"))
-	return ops.Add(temb, ops.GatherRows(n.p("y_embedder.embedding_table.weight"), y)), nil
+	return dit.Embedders(n.Params, n.Config.FrequencySize, t, y), nil
 }
 
 // Forward adds the 2-D sin-cos embedding of each token's grid position to
-// the packed tokens x [N, D] and runs the blocks and the final RMSNorm.
+// the packed tokens x [N, D] and runs the blocks (DiT's, dit.ApplyBlock)
+// and the final RMSNorm.
 func (n *Network) Forward(x, c mat.Tensor, offsets []int, pos []float64) (mat.Tensor, error) {
 	D := n.Config.Width
 	N := x.Shape()[0]
-	if len(pos) != 2*N {
-		return nil, fmt.Errorf("hnet: %d position values for %d tokens, want two per token", len(pos), N)
+	if err := dit.CheckPacked(N, c.Shape()[0], offsets, pos); err != nil {
+		return nil, fmt.Errorf("hnet: %w", err)
 	}
-	if len(offsets) < 2 || offsets[len(offsets)-1] != N || c.Shape()[0] != len(offsets)-1 {
-		return nil, fmt.Errorf("hnet: offsets %v do not describe %d tokens of %d samples", offsets, N, c.Shape()[0])
-	}
-	pe := make([]float32, N*D)
-	for r := range N {
-		dit.PosEmbed2D(pe[r*D:(r+1)*D], n.Config.gridPos(pos[2*r]), n.Config.gridPos(pos[2*r+1]))
-	}
+	pe := dit.PackedPosEmbed(pos, D, n.Config.PatchSize)
 	h := ops.Add(x, mat.NewDense[float32](mat.WithShape(N, D), mat.WithBacking(pe)))
 	for i := range n.Config.Depth {
-		h = n.block(i, h, c, offsets)
+		h = dit.ApplyBlock(n.Params, fmt.Sprintf("%slayers.%d.", Prefix, i), n.Config.Heads, h, c, offsets)
 	}
-	return ops.RMSNorm(h, n.p(Prefix+"rmsnorm.weight"), rmsNormEps), nil
+	return ops.RMSNorm(h, n.Params.Get(Prefix+"rmsnorm.weight"), rmsNormEps), nil
 }
 
-// block is one HNetDiTBlock (adaLN-Zero DiT block) on packed tokens.
-func (n *Network) block(i int, x, c mat.Tensor, offsets []int) mat.Tensor {
-	D := n.Config.Width
-	b := fmt.Sprintf("%slayers.%d.", Prefix, i)
-	mod := ops.Linear(ops.SiLU(c), n.p(b+"adaLN_modulation.1.weight"), n.p(b+"adaLN_modulation.1.bias")) // [B, 6D]
-	chunk := func(k int) mat.Tensor { return ops.SliceCols(mod, k*D, (k+1)*D) }
-	shiftMSA, scaleMSA, gateMSA := chunk(0), chunk(1), chunk(2)
-	shiftMLP, scaleMLP, gateMLP := chunk(3), chunk(4), chunk(5)
+// Parameters returns the arena of the main network's tensors, under the
+// reference names a DC checkpoint stores.
+func (n *Network) Parameters() *params.Set { return n.Params }
 
-	h := ops.Modulate(ops.LayerNorm(x, layerNormEps), shiftMSA, scaleMSA, offsets)
-	qkv := ops.Linear(h, n.p(b+"attn.qkv.weight"), n.p(b+"attn.qkv.bias")) // [N, 3D]
-	a := ops.Attention(qkv, offsets, n.Config.Heads)
-	a = ops.Linear(a, n.p(b+"attn.proj.weight"), n.p(b+"attn.proj.bias"))
-	x = ops.GatedResidual(x, gateMSA, a, offsets)
+// ParamGroups returns the groups of one of the network's parameter names:
+// its blocks', its embedders' and its final RMSNorm's; nil for another
+// name.
+func (n *Network) ParamGroups(name string) []string {
+	if g := dit.BlockParamGroups(name, Prefix+"layers."); g != nil {
+		return g
+	}
+	if g := dit.EmbedderParamGroups(name); g != nil {
+		return g
+	}
+	if name == Prefix+"rmsnorm.weight" {
+		return []string{params.GroupBackboneNorm}
+	}
+	return nil
+}
 
-	h = ops.Modulate(ops.LayerNorm(x, layerNormEps), shiftMLP, scaleMLP, offsets)
-	h = ops.GELU(ops.Linear(h, n.p(b+"mlp.fc1.weight"), n.p(b+"mlp.fc1.bias")))
-	h = ops.Linear(h, n.p(b+"mlp.fc2.weight"), n.p(b+"mlp.fc2.bias"))
-	return ops.GatedResidual(x, gateMLP, h, offsets)
+// Spec returns Kind and a copy of the config.
+func (n *Network) Spec() (string, any) {
+	c := *n.Config
+	return Kind, &c
 }
 
 // FLOPs counts the conditioning (timestep MLP) and the blocks over packed
-// sequences of the given lengths, in dc.FLOPs' convention: 2 per
-// multiply-add, H·Σ L_b²·(4·d_h + 3) for attention.
+// sequences of the given lengths, in dc.FLOPs' convention
+// (dit.PackedFLOPs); the final RMSNorm, like every norm, is not counted.
 func (n *Network) FLOPs(lengths []int) float64 {
 	c := n.Config
-	D, hid := float64(c.Width), float64(c.MLPHidden)
-	B := float64(len(lengths))
-	var tokens, pairs float64
-	for _, l := range lengths {
-		tokens += float64(l)
-		pairs += float64(l) * float64(l)
-	}
-	mac := func(m, k, n float64) float64 { return 2 * m * k * n }
-	cond := mac(B, float64(c.FrequencySize), D) + mac(B, D, D)
-	block := mac(B, D, 6*D) + mac(tokens, D, 3*D) + mac(tokens, D, D) + mac(tokens, D, hid) + mac(tokens, hid, D)
-	attn := float64(c.Heads) * pairs * (4*D/float64(c.Heads) + 3)
-	return cond + float64(c.Depth)*(block+attn)
+	return dit.PackedFLOPs(dit.BlockSizes{Width: c.Width, Depth: c.Depth, Heads: c.Heads, MLPHidden: c.MLPHidden, FrequencySize: c.FrequencySize}, lengths)
 }
-
-var _ dc.BackboneFLOPs = (*Network)(nil)

@@ -88,7 +88,7 @@ func forwardCase() workload {
 	m := newDiTS2(12)
 	m.Params.SetRequiresGrad(false)
 	x, t, y := modelInputs(m.Config)
-	return workload{run: func() { m.Forward(x, t, y) }, flops: dit.ForwardFLOPs(m.Config, m.Config.NumTokens()).Total() * modelBatch}
+	return workload{run: func() { m.ForwardLatents(x, t, y) }, flops: dit.ForwardFLOPs(m.Config, m.Config.NumTokens()).Total() * modelBatch}
 }
 
 // trainStepCase times one DiT-S/2 training step as the reference does: MSE
@@ -112,7 +112,7 @@ func trainStepCase() workload {
 	return workload{
 		run: func() {
 			m.Params.ZeroGrad()
-			loss := ops.MSE(m.Forward(x, t, y), target)
+			loss := ops.MSE(m.ForwardLatents(x, t, y), target)
 			if err := ops.Backward(loss); err != nil {
 				panic(err)
 			}

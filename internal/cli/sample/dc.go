@@ -8,7 +8,6 @@ import (
 
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
-	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dit/ddpm"
 	"github.com/dcdit/dcdit/internal/cli/progress"
 	"github.com/dcdit/dcdit/internal/preview"
@@ -120,8 +119,8 @@ func runDC(opts *Options, layout arch.Layout) error {
 	}
 	// Inference: no parameter tracks gradients, so the ops keep no graph.
 	m.Params.SetRequiresGrad(false)
-	if net, ok := m.Backbone.(*hnet.Network); ok {
-		net.Params.SetRequiresGrad(false)
+	if bb := m.Backbone.Parameters(); bb != nil {
+		bb.SetRequiresGrad(false)
 	}
 	sched, err := ddpm.Respaced(trainSteps, strconv.Itoa(opts.Steps))
 	if err != nil {

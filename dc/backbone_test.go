@@ -1,0 +1,221 @@
+package dc_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nlpodyssey/spago/mat"
+
+	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/dc/hnet"
+	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/internal/fixtures"
+	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/ops"
+	"github.com/dcdit/dcdit/params"
+	"github.com/dcdit/dcdit/upcycle"
+)
+
+// Both the DiT itself and DC-DiT's main network are backbones.
+var (
+	_ dc.Backbone = (*dit.Model)(nil)
+	_ dc.Backbone = (*hnet.Network)(nil)
+)
+
+// randomDiT is a small DiT/p with every weight random (adaLN-Zero too), so
+// that every block contributes and a wrong position shows.
+func randomDiT(t *testing.T, patch int, seed uint64) *dit.Model {
+	t.Helper()
+	cfg := &arch.DiTConfig{Depth: 2, HiddenSize: 64, NumHeads: 4, PatchSize: patch, InChannels: 4, InputSize: 8,
+		LearnSigma: true, NumClasses: 5, MLPRatio: 2, FrequencySize: 256}
+	m, err := dit.Init(cfg, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 7))
+	for i := range m.Params.Data {
+		m.Params.Data[i] = float32(0.1 * rng.NormFloat64())
+	}
+	return m
+}
+
+func randn(seed uint64, n int) []float32 {
+	rng := rand.New(rand.NewPCG(seed, 11))
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	return v
+}
+
+// The DC scaffold runs around a *dit.Model backbone, forward and
+// backward: the loss reaches the scaffold, the DiT's blocks and
+// embedders, and not the DiT's own patch embedding and final layer,
+// which a DC model replaces.
+func TestScaffoldAroundDiT(t *testing.T) {
+	tests := []struct {
+		name  string
+		patch int
+		frac  []float32
+	}{
+		{"DiT/1, no drop", 1, nil},
+		{"DiT/2, no drop", 2, nil},
+		{"DiT/2, ρ 0.3 and 0.6", 2, []float32{0.3, 0.6}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bb := randomDiT(t, tt.patch, uint64(i+1))
+			tc := bb.Config
+			s := upcycle.DefaultScaffold()
+			s.NormGroups, s.RouterGroups = 8, 4
+			cfg, err := s.Config(tc.InChannels, tc.OutChannels(), tc.InputSize, tc.InputSize, bb.Width())
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := dc.New(cfg, upcycle.InitScaffold(cfg, 3), bb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The final layer starts at zero; a random one lets the
+			// gradient reach everything before it.
+			for _, name := range []string{"final_layer.linear.weight", "final_layer.adaLN_modulation.1.weight"} {
+				copy(m.Params.Get(name).Values(), randn(5, len(m.Params.Get(name).Values())))
+			}
+			B := 2
+			x := randn(4, B*cfg.InChannels*cfg.Tokens())
+			c, err := bb.Condition([]float32{10, 600}, []int{1, tc.NumClasses})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tokens := dc.ToTokens(x, B, cfg.InChannels, cfg.GridRows, cfg.GridCols)
+			res, err := m.Forward(mat.NewDense[float32](mat.WithShape(B*cfg.Tokens(), cfg.InChannels), mat.WithBacking(tokens)), c, tt.frac)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := mat.Data[float32](res.Out.Value())
+			if got, want := len(out), B*cfg.Tokens()*cfg.OutChannels; got != want {
+				t.Fatalf("output has %d values, want %d", got, want)
+			}
+			for _, v := range out {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					t.Fatal("output is not finite")
+				}
+			}
+			if err := ops.Backward(ops.Sum(ops.Mul(res.Out, res.Out))); err != nil {
+				t.Fatal(err)
+			}
+			// Not joined: the DiT's own x_embedder.* and final_layer.* share
+			// their names with the scaffold's (docs/zimage.md, "Backbone
+			// seam: step 1").
+			for _, part := range []struct {
+				owner string
+				ps    []*params.Param
+			}{{"scaffold", m.Params.List()}, {"DiT", bb.Parameters().List()}} {
+				for _, p := range part.ps {
+					groups := bb.ParamGroups(p.Name)
+					unused := part.owner == "DiT" && (slices.Contains(groups, params.GroupLatentEmbedder) || slices.Contains(groups, params.GroupFinalLayer))
+					var norm float64
+					for _, g := range p.Gradient() {
+						norm += float64(g) * float64(g)
+					}
+					switch {
+					case unused && norm != 0:
+						t.Errorf("%s %s: gradient norm² %g, want none (the scaffold replaces it)", part.owner, p.Name, norm)
+					case !unused && (norm == 0 || math.IsNaN(norm) || math.IsInf(norm, 0)):
+						t.Errorf("%s %s: gradient norm² %g, want a finite non-zero one", part.owner, p.Name, norm)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A DiT's Forward at the latent coordinates of its patch centres is its
+// own fixed-patch blocks: the real-valued positions land exactly on the
+// patch grid of its position table.
+func TestDiTForwardAtPatchCentres(t *testing.T) {
+	for _, patch := range []int{1, 2} {
+		bb := randomDiT(t, patch, 9)
+		cfg := bb.Config
+		B, p, g := 2, cfg.PatchSize, cfg.InputSize/cfg.PatchSize
+		x := randn(3, B*cfg.InChannels*cfg.InputSize*cfg.InputSize)
+		ts, ys := []float32{5, 700}, []int{1, cfg.NumClasses}
+		c, err := bb.Condition(ts, ys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens, offsets := bb.Embed(x, B)
+		want := bb.Blocks(tokens, c, offsets)
+
+		bare := ops.Linear(mat.NewDense[float32](mat.WithShape(B*g*g, cfg.InChannels*p*p),
+			mat.WithBacking(dit.Patchify(x, B, cfg.InChannels, cfg.InputSize, p))), bb.Params.Get("x_embedder.proj.weight"), bb.Params.Get("x_embedder.proj.bias"))
+		pos := make([]float64, 0, 2*B*g*g)
+		for range B {
+			for i := range g {
+				for j := range g {
+					pos = append(pos, float64(p*i)+float64(p-1)/2, float64(p*j)+float64(p-1)/2)
+				}
+			}
+		}
+		got, err := bb.Forward(bare, c, offsets, pos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := fixtures.RelErr(mat.Data[float32](got.Value()), mat.Data[float32](want.Value())); !fixtures.Within(e, 5e-6) {
+			t.Errorf("DiT/%d: Forward at the patch centres differs from the blocks over Embed: rel err %g", patch, e)
+		}
+	}
+}
+
+// Bad arguments to a DiT backbone are errors that name the problem.
+func TestDiTBackboneErrors(t *testing.T) {
+	bb := randomDiT(t, 2, 1)
+	D := bb.Width()
+	c, err := bb.Condition([]float32{1, 2}, []int{0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c3, err := bb.Condition([]float32{1, 2, 3}, []int{0, 1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := mat.NewDense[float32](mat.WithShape(3, D))
+	tests := []struct {
+		name    string
+		run     func() error
+		wantErr string
+	}{
+		{"labels and timesteps differ", func() error { _, err := bb.Condition([]float32{1}, []int{0, 1}); return err }, "1 timesteps and 2 labels"},
+		{"label beyond the null class", func() error { _, err := bb.Condition([]float32{1}, []int{6}); return err }, "label 6"},
+		{"negative label", func() error { _, err := bb.Condition([]float32{1}, []int{-1}); return err }, "label -1"},
+		{"positions short", func() error { _, err := bb.Forward(x, c, []int{0, 1, 3}, make([]float64, 4)); return err }, "4 position values for 3 tokens"},
+		{"offsets past the tokens", func() error { _, err := bb.Forward(x, c, []int{0, 1, 4}, make([]float64, 6)); return err }, "do not describe 3 tokens"},
+		{"offsets for another batch", func() error { _, err := bb.Forward(x, c, []int{0, 3}, make([]float64, 6)); return err }, "of 2 samples"},
+		{"offsets decrease", func() error { _, err := bb.Forward(x, c3, []int{0, 2, 1, 3}, make([]float64, 6)); return err }, "decrease at sample 2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.run()
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("error %v, want one mentioning %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// Each backbone counts its FLOPs as the scaffold's convention wants, and
+// the DiT's and the main network's agree for the same blocks.
+func TestBackboneFLOPsAgree(t *testing.T) {
+	bb := randomDiT(t, 2, 1)
+	tc := bb.Config
+	net := &hnet.Network{Config: &hnet.Config{Width: tc.HiddenSize, Depth: tc.Depth, Heads: tc.NumHeads, MLPHidden: tc.MLPHidden(),
+		FrequencySize: tc.FrequencySize, NumClasses: tc.NumClasses, PatchSize: tc.PatchSize}}
+	for _, lengths := range [][]int{{16}, {3, 40}, {0, 1, 64}} {
+		if a, b := bb.FLOPs(lengths), net.FLOPs(lengths); a != b || a <= 0 {
+			t.Errorf("lengths %v: DiT counts %g, main network %g", lengths, a, b)
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package dit
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/nlpodyssey/spago/mat"
+
+	"github.com/dcdit/dcdit/ops"
+	"github.com/dcdit/dcdit/params"
+)
+
+// Kind is the backbone kind of a DiT used as a DC backbone (Model.Spec).
+// No DC checkpoint stores it yet: a DiT grafted by package upcycle becomes
+// DC-DiT's main network, whose kind is "hnet".
+const Kind = "dit"
+
+// The methods below make *Model a dc.Backbone (the DC scaffold's seam)
+// without this package importing the scaffold: the transformer over packed
+// tokens at real-valued latent-grid positions, with DiT's own embedders as
+// the conditioning. The patch embedding and the final layer stay the
+// fixed-patch model's (ForwardLatents); inside a DC model the scaffold has
+// its own.
+
+// Width returns D, the width of the tokens Forward reads and writes.
+func (m *Model) Width() int { return m.Config.HiddenSize }
+
+// CondWidth returns D: the conditioning is t_embed + y_embed at width D.
+func (m *Model) CondWidth() int { return m.Config.HiddenSize }
+
+// Condition returns c = t_embedder(t) + y_embedder(y), [B, D]: the vector
+// every adaLN reads. t are the (float) diffusion timesteps, y the labels
+// (NumClasses is the null class).
+func (m *Model) Condition(t []float32, y []int) (mat.Tensor, error) {
+	if err := CheckLabels(t, y, m.Config.NumClasses); err != nil {
+		return nil, fmt.Errorf("dit: %w", err)
+	}
+	return m.condition(t, y), nil
+}
+
+// CheckLabels reports why timesteps t and labels y are not one of each per
+// sample with every label in [0, numClasses] (numClasses is the null
+// class), or nil; the label table would otherwise be read out of range.
+func CheckLabels(t []float32, y []int, numClasses int) error {
+	if len(t) != len(y) || len(t) == 0 {
+		return fmt.Errorf("%d timesteps and %d labels, want one of each per sample", len(t), len(y))
+	}
+	for i, v := range y {
+		if v < 0 || v > numClasses {
+			return fmt.Errorf("label %d of sample %d outside [0, %d] (%d is the null class)", v, i, numClasses, numClasses)
+		}
+	}
+	return nil
+}
+
+// Forward runs the blocks over packed tokens x [N, D] (sample s owning
+// rows offsets[s]..offsets[s+1]) under the per-sample conditioning c
+// [S, D], after adding the 2-D sin-cos embedding of each token's position:
+// pos[2r], pos[2r+1] are token r's row and column on the latent grid, real
+// numbers, mapped to the patch grid the table was trained on (GridPos).
+// It returns the last block's output [N, D]; DiT has no norm there.
+func (m *Model) Forward(x, c mat.Tensor, offsets []int, pos []float64) (mat.Tensor, error) {
+	if err := CheckPacked(x.Shape()[0], c.Shape()[0], offsets, pos); err != nil {
+		return nil, fmt.Errorf("dit: %w", err)
+	}
+	D := m.Config.HiddenSize
+	pe := PackedPosEmbed(pos, D, m.Config.PatchSize)
+	h := ops.Add(x, constant(len(pe)/D, D, pe))
+	return m.Blocks(h, c, offsets), nil
+}
+
+// CheckPacked reports why offsets and pos do not describe n packed tokens
+// of samples samples (offsets from 0 to n, one more than the samples; two
+// position values per token), or nil.
+func CheckPacked(n, samples int, offsets []int, pos []float64) error {
+	if len(pos) != 2*n {
+		return fmt.Errorf("%d position values for %d tokens, want two per token", len(pos), n)
+	}
+	if len(offsets) < 2 || offsets[0] != 0 || offsets[len(offsets)-1] != n || samples != len(offsets)-1 {
+		return fmt.Errorf("offsets %v do not describe %d tokens of %d samples", offsets, n, samples)
+	}
+	for s := 1; s < len(offsets); s++ {
+		if offsets[s] < offsets[s-1] {
+			return fmt.Errorf("offsets %v decrease at sample %d", offsets, s)
+		}
+	}
+	return nil
+}
+
+// GridPos maps a latent-grid coordinate v to the grid of a position table
+// trained on patches of side p: a latent cell is embedded at the position
+// of its centre, (v + ½)/p − ½, so the pretrained frequencies keep their
+// meaning. p ≤ 1 (a table on the latent grid itself) leaves v as it is.
+func GridPos(v float64, p int) float64 {
+	if p <= 1 {
+		return v
+	}
+	q := float64(p)
+	return (v+0.5)/q - 0.5
+}
+
+// PackedPosEmbed returns the 2-D sin-cos embedding [N, d] of the N tokens
+// whose latent-grid rows and columns pos holds (pos[2r], pos[2r+1]),
+// evaluated on the grid of patch size p (GridPos).
+func PackedPosEmbed(pos []float64, d, p int) []float32 {
+	n := len(pos) / 2
+	pe := make([]float32, n*d)
+	for r := range n {
+		PosEmbed2D(pe[r*d:(r+1)*d], GridPos(pos[2*r], p), GridPos(pos[2*r+1], p))
+	}
+	return pe
+}
+
+// Parameters returns the arena of every trainable tensor under DiT's
+// names, the patch embedding and final layer included (Forward leaves
+// them without gradient).
+func (m *Model) Parameters() *params.Set { return m.Params }
+
+// ParamGroups returns the groups of one of the model's parameters, as a
+// recipe's stage lists name them for a fixed-patch DiT; nil for a name
+// that is not one of its parameters.
+func (m *Model) ParamGroups(name string) []string {
+	if _, ok := m.Params.Lookup(name); !ok {
+		return nil
+	}
+	if g := BlockParamGroups(name, "blocks."); g != nil {
+		return g
+	}
+	if g := EmbedderParamGroups(name); g != nil {
+		return g
+	}
+	switch {
+	case strings.HasPrefix(name, "x_embedder."):
+		return []string{params.GroupEmbedders, params.GroupLatentEmbedder}
+	case strings.HasPrefix(name, "final_layer."):
+		return []string{params.GroupFinalLayer}
+	}
+	return nil
+}
+
+// BlockParamGroups returns the groups of a block parameter named
+// prefix + "<index>." + its name inside ApplyBlock's block, or nil for
+// another name.
+func BlockParamGroups(name, prefix string) []string {
+	rest, ok := strings.CutPrefix(name, prefix)
+	if !ok {
+		return nil
+	}
+	idx, inner, ok := strings.Cut(rest, ".")
+	if !ok || idx == "" || strings.Trim(idx, "0123456789") != "" {
+		return nil
+	}
+	switch {
+	case strings.HasPrefix(inner, "adaLN_modulation."):
+		return []string{params.GroupBackbone, params.GroupAdaLN}
+	case strings.HasPrefix(inner, "attn."):
+		return []string{params.GroupBackbone, params.GroupAttention}
+	case strings.HasPrefix(inner, "mlp."):
+		return []string{params.GroupBackbone, params.GroupMLP}
+	}
+	return []string{params.GroupBackbone}
+}
+
+// EmbedderParamGroups returns the groups of a parameter of the
+// conditioning embedders (Embedders), or nil for another name.
+func EmbedderParamGroups(name string) []string {
+	switch {
+	case strings.HasPrefix(name, "t_embedder."):
+		return []string{params.GroupEmbedders, params.GroupTimestepEmbedder}
+	case strings.HasPrefix(name, "y_embedder."):
+		return []string{params.GroupEmbedders, params.GroupClassEmbedder}
+	}
+	return nil
+}
+
+// Spec returns Kind and a copy of the model's config.
+func (m *Model) Spec() (string, any) {
+	c := *m.Config
+	return Kind, &c
+}
+
+// FLOPs counts the conditioning and the blocks over packed sequences of
+// the given lengths (the dc.FLOPs convention); the patch embedding and the
+// final layer, which a DC model replaces, are not counted.
+func (m *Model) FLOPs(lengths []int) float64 {
+	c := m.Config
+	return PackedFLOPs(BlockSizes{Width: c.HiddenSize, Depth: c.Depth, Heads: c.NumHeads, MLPHidden: c.MLPHidden(), FrequencySize: c.FrequencySize}, lengths)
+}
