@@ -10,6 +10,7 @@ import (
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/dit/ddpm"
 	"github.com/dcdit/dcdit/ops"
@@ -36,31 +37,15 @@ type Objective interface {
 	Step(step int, x0 []float32, y []int, rng *rand.Rand) (Metrics, error)
 }
 
-// noisy draws timesteps t ~ U{0 … T−1} and ε ~ N(0, I) for a batch.
-func noisy(rng *rand.Rand, B, n, T int) (t []int, noise []float32) {
-	t = make([]int, B)
-	for i := range t {
-		t[i] = rng.IntN(T)
-	}
-	noise = make([]float32, B*n)
-	for i := range noise {
-		noise[i] = float32(rng.NormFloat64())
-	}
-	return t, noise
-}
-
 // P2 weighs the hybrid loss's ε term by 1/(K + SNR_t)^Gamma
 // (ddpm.Schedule.P2Weights); Gamma = 0 is DiT's uniform weighting.
 type P2 struct {
 	K, Gamma float64
 }
 
-// weights returns the batch's ε weights (nil when uniform).
-func (p P2) weights(s *ddpm.Schedule, t []int) ([]float32, error) {
-	if p.Gamma == 0 {
-		return nil, nil
-	}
-	return s.P2Weights(t, p.K, p.Gamma)
+// process is the DDPM process the weighting applies to.
+func (p P2) process(s *ddpm.Schedule) *diffusion.DDPM {
+	return &diffusion.DDPM{Schedule: s, P2: diffusion.P2{K: p.K, Gamma: p.Gamma}}
 }
 
 // settings adds the weighting to a fingerprint when it is on; uniform
@@ -81,19 +66,56 @@ type DiTDiffusion struct {
 	P2 P2
 }
 
-// Step implements Objective.
+// Step implements Objective. Only the forward and backward passes are
+// DiT's; the noise, the input, the conditioning time and the loss are the
+// process's (diffusion.Process), so another process changes no line here.
 func (o *DiTDiffusion) Step(_ int, x0 []float32, y []int, rng *rand.Rand) (Metrics, error) {
 	c := o.Model.Config
-	t, noise := noisy(rng, len(y), c.InChannels*c.InputSize*c.InputSize, o.Schedule.Steps())
-	w, err := o.P2.weights(o.Schedule, t)
+	var proc diffusion.Process = o.P2.process(o.Schedule)
+	sh := diffusion.Shape{B: len(y), C: c.InChannels, HW: c.InputSize * c.InputSize}
+	if oc := proc.OutChannels(c.InChannels); oc != c.OutChannels() {
+		return Metrics{}, fmt.Errorf("distill: the diffusion process needs %d output channels, the DiT predicts %d", oc, c.OutChannels())
+	}
+	nz, err := proc.Draw(rng, sh)
 	if err != nil {
 		return Metrics{}, err
 	}
-	l, err := o.Model.DiffusionLoss(o.Schedule, x0, noise, t, y, w)
+	xt := make([]float32, len(x0))
+	if err := proc.Noisy(xt, x0, nz, sh); err != nil {
+		return Metrics{}, err
+	}
+	ts, err := proc.ModelTimes(nz)
 	if err != nil {
 		return Metrics{}, err
 	}
-	return Metrics{Loss: mean(l.Loss), MSE: mean(l.MSE), VB: mean(l.VB)}, nil
+	out := o.Model.ForwardLatents(xt, ts, y)
+	img := make([]float32, sh.B*c.OutChannels()*sh.HW)
+	dit.Unpatchify(img, mat.Data[float32](out.Value()), sh.B, c.OutChannels(), c.InputSize, c.PatchSize, false)
+	grad := make([]float32, len(img))
+	l, err := proc.Loss(grad, img, x0, nz, sh)
+	if err == nil {
+		err = o.Model.Backward(out, grad)
+	}
+	// The graph is done with: its buffers serve the next step.
+	ops.Release(out)
+	if err != nil {
+		return Metrics{}, err
+	}
+	return lossMetrics(l), nil
+}
+
+// lossMetrics reports the batch means of a process's loss terms; a term
+// the process does not have stays zero.
+func lossMetrics(l *diffusion.Losses) Metrics {
+	var m Metrics
+	m.Loss = mean(l.Loss)
+	if l.MSE != nil {
+		m.MSE = mean(l.MSE)
+	}
+	if l.VB != nil {
+		m.VB = mean(l.VB)
+	}
+	return m
 }
 
 // Budget says which tail-drop fraction a DC training step uses:
@@ -176,16 +198,23 @@ func (o *DCObjective) timestepWeights(t []int) []float64 {
 func (o *DCObjective) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Metrics, error) {
 	cfg := o.Model.Config
 	B, L := len(y), cfg.Tokens()
-	n := cfg.InChannels * L
-	t, noise := noisy(rng, B, n, o.Schedule.Steps())
-	sh := ddpm.Shape{B: B, C: cfg.InChannels, HW: L}
-	xt := make([]float32, len(x0))
-	if err := o.Schedule.QSample(xt, x0, noise, t, sh); err != nil {
+	// The distillation branch and its timestep weights still read DDPM's
+	// schedule; the draw, the input, the conditioning time and the hybrid
+	// loss go through the process seam.
+	var proc diffusion.Process = o.P2.process(o.Schedule)
+	sh := diffusion.Shape{B: B, C: cfg.InChannels, HW: L}
+	nz, err := proc.Draw(rng, sh)
+	if err != nil {
 		return Metrics{}, err
 	}
-	ts := make([]float32, B)
-	for i, v := range t {
-		ts[i] = float32(v)
+	t := nz.Levels
+	xt := make([]float32, len(x0))
+	if err := proc.Noisy(xt, x0, nz, sh); err != nil {
+		return Metrics{}, err
+	}
+	ts, err := proc.ModelTimes(nz)
+	if err != nil {
+		return Metrics{}, err
 	}
 	rho := o.Budget.rho(step, rng)
 
@@ -219,16 +248,12 @@ func (o *DCObjective) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Met
 	case Hybrid:
 		img := dc.FromTokens(out, B, cfg.OutChannels, cfg.GridRows, cfg.GridCols)
 		gimg := make([]float32, len(img))
-		w, err := o.P2.weights(o.Schedule, t)
-		if err != nil {
-			return Metrics{}, err
-		}
-		l, err := o.Schedule.WeightedTrainingLosses(gimg, img, x0, noise, t, sh, 1/float32(B), w)
+		l, err := proc.Loss(gimg, img, x0, nz, sh)
 		if err != nil {
 			return Metrics{}, err
 		}
 		copy(grad, dc.ToTokens(gimg, B, cfg.OutChannels, cfg.GridRows, cfg.GridCols))
-		m.Loss, m.MSE, m.VB = mean(l.Loss), mean(l.MSE), mean(l.VB)
+		m = lossMetrics(l)
 	default:
 		return Metrics{}, fmt.Errorf("distill: unknown DC loss %q (want l1, l2 or hybrid)", o.Loss)
 	}
