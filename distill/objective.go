@@ -76,15 +76,7 @@ func (o *DiTDiffusion) Step(_ int, x0 []float32, y []int, rng *rand.Rand) (Metri
 	if oc := proc.OutChannels(c.InChannels); oc != c.OutChannels() {
 		return Metrics{}, fmt.Errorf("distill: the diffusion process needs %d output channels, the DiT predicts %d", oc, c.OutChannels())
 	}
-	nz, err := proc.Draw(rng, sh)
-	if err != nil {
-		return Metrics{}, err
-	}
-	xt := make([]float32, len(x0))
-	if err := proc.Noisy(xt, x0, nz, sh); err != nil {
-		return Metrics{}, err
-	}
-	ts, err := proc.ModelTimes(nz)
+	nz, xt, ts, err := noisyBatch(proc, rng, x0, sh)
 	if err != nil {
 		return Metrics{}, err
 	}
@@ -203,19 +195,11 @@ func (o *DCObjective) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Met
 	// loss go through the process seam.
 	var proc diffusion.Process = o.P2.process(o.Schedule)
 	sh := diffusion.Shape{B: B, C: cfg.InChannels, HW: L}
-	nz, err := proc.Draw(rng, sh)
+	nz, xt, ts, err := noisyBatch(proc, rng, x0, sh)
 	if err != nil {
 		return Metrics{}, err
 	}
 	t := nz.Levels
-	xt := make([]float32, len(x0))
-	if err := proc.Noisy(xt, x0, nz, sh); err != nil {
-		return Metrics{}, err
-	}
-	ts, err := proc.ModelTimes(nz)
-	if err != nil {
-		return Metrics{}, err
-	}
 	rho := o.Budget.rho(step, rng)
 
 	cond, err := o.Model.Backbone.Condition(ts, y)
@@ -407,4 +391,23 @@ func (o *DCObjective) Settings() map[string]string {
 		s["teacher"] = fmt.Sprintf("%+v", *o.Teacher.Config)
 	}
 	return o.P2.settings(s)
+}
+
+// noisyBatch draws a step's noise levels and noise, forms the noisy input
+// and the model's conditioning times: the part of a training step every
+// objective shares.
+func noisyBatch(proc diffusion.Process, rng *rand.Rand, x0 []float32, sh diffusion.Shape) (*diffusion.Noise, []float32, []float32, error) {
+	nz, err := proc.Draw(rng, sh)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	xt := make([]float32, len(x0))
+	if err := proc.Noisy(xt, x0, nz, sh); err != nil {
+		return nil, nil, nil, err
+	}
+	ts, err := proc.ModelTimes(nz)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return nz, xt, ts, nil
 }
