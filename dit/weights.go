@@ -9,10 +9,7 @@ import (
 )
 
 // Param is one parameter tensor in float32.
-type Param struct {
-	Shape []int
-	Data  []float32
-}
+type Param = loaders.Dense
 
 // Weights are a DiT's parameters under the original (facebookresearch)
 // names, whatever naming the checkpoint used, with the configuration they
@@ -186,20 +183,8 @@ func (w *Weights) fromDiffusers(cfg *arch.DiTConfig, read func(string) (*Param, 
 				}
 				parts = append(parts, p)
 			}
-			w.Params[fmt.Sprintf("blocks.%d.attn.qkv.%s", i, kind)] = concatRows(parts)
+			w.Params[fmt.Sprintf("blocks.%d.attn.qkv.%s", i, kind)] = loaders.ConcatRows(parts)
 		}
 	}
 	return nil
-}
-
-// concatRows stacks tensors along their first dimension.
-func concatRows(parts []*Param) *Param {
-	shape := append([]int(nil), parts[0].Shape...)
-	shape[0] = 0
-	var data []float32
-	for _, p := range parts {
-		shape[0] += p.Shape[0]
-		data = append(data, p.Data...)
-	}
-	return &Param{Shape: shape, Data: data}
 }

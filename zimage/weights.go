@@ -9,10 +9,7 @@ import (
 )
 
 // Param is one parameter tensor in float32.
-type Param struct {
-	Shape []int
-	Data  []float32
-}
+type Param = loaders.Dense
 
 // Weights are a Z-Image transformer's parameters in the package's one
 // internal layout, whatever naming the checkpoint used, with the
@@ -111,7 +108,7 @@ func Load(path string, opts LoadOptions) (*Weights, error) {
 			}
 			parts = append(parts, p)
 		}
-		w.Params[name] = concatRows(parts)
+		w.Params[name] = loaders.ConcatRows(parts)
 	}
 	return w, nil
 }
@@ -176,19 +173,4 @@ func diffusersSources(name string, c *arch.ZImageConfig) []string {
 		}
 	}
 	return []string{name}
-}
-
-// concatRows stacks tensors along their first dimension.
-func concatRows(parts []*Param) *Param {
-	if len(parts) == 1 {
-		return parts[0]
-	}
-	shape := append([]int(nil), parts[0].Shape...)
-	shape[0] = 0
-	var data []float32
-	for _, p := range parts {
-		shape[0] += p.Shape[0]
-		data = append(data, p.Data...)
-	}
-	return &Param{Shape: shape, Data: data}
 }
