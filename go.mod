@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/BurntSushi/toml v1.6.0
+	github.com/ebitengine/purego v0.11.3
 	github.com/nlpodyssey/spago v1.1.0
 	github.com/spf13/cobra v1.10.2
 	golang.org/x/sys v0.49.0
