@@ -1,5 +1,6 @@
 // Package kernels holds the project's CUDA C kernels and typed launchers for
-// them. The sources (source.go) are Go strings compiled by NVRTC for the
+// them. The sources (source.go, and the *Source constants beside their
+// launchers in the other files) are Go strings compiled by NVRTC for the
 // device at first use, through cuda.Runtime.Compile and its disk cache, so
 // the package needs no CUDA toolkit at build time.
 //
@@ -15,6 +16,14 @@ import (
 	"github.com/dcdit/dcdit/cuda"
 )
 
+// fmadOff is NVRTC's option for every module. --fmad=false: the
+// CPU kernels (Go on amd64) round every product, so a product and sum
+// that NVRTC contracted into an FMA would differ from them in the last
+// bit, which the normalisation backward passes amplify through their
+// cancellations. Kernels that want FMAs (attention's dot products) call
+// fmaf, which the option leaves alone.
+const fmadOff = "--fmad=false"
+
 // blockSize is the threads per block of every kernel: a multiple of the
 // warp size that keeps one row's reduction within one block.
 const blockSize = 256
@@ -28,11 +37,17 @@ type Set struct {
 	maxBlocks int
 
 	add, mul, scale, gelu, silu, layerNorm, softmax cuda.Function
+
+	attn [attnNumWidths]attnKernels // by register width, compiled at first use
+	norm normFuncs
+	opt  optimFuncs
 }
 
 // Load compiles (or loads from the cache) the kernels for rt's device.
 func Load(rt *cuda.Runtime) (*Set, error) {
-	mod, err := rt.Compile("dcdit_kernels.cu", source)
+	// One module for every kernel but attention (attention.go): one NVRTC
+	// run and one cache entry.
+	mod, err := rt.Compile("dcdit_kernels.cu", source+normSource+optimSource, fmadOff)
 	if err != nil {
 		return nil, err
 	}
@@ -49,11 +64,17 @@ func Load(rt *cuda.Runtime) (*Set, error) {
 			return nil, err
 		}
 	}
+	for _, load := range []func() error{s.loadNorm, s.loadOptim} {
+		if err := load(); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
-// Module is the loaded module (its target, whether it came from the cache
-// and how long compiling took).
+// Module is the loaded module of every kernel but attention's (see
+// AttentionModule): its target, whether it came from the cache and how
+// long compiling took.
 func (s *Set) Module() *cuda.Module { return s.mod }
 
 // f32Len returns the number of float32 elements in b, or an error naming

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dcdit/dcdit/cuda"
 	cpu "github.com/dcdit/dcdit/kernels"
+	"github.com/dcdit/dcdit/optim"
 )
 
 // tol bounds every kernel's error relative to the CPU reference.
@@ -94,7 +95,7 @@ func check(t *testing.T, what string, got, want []float32) {
 // kernels over sizes that are not multiples of the block size, including
 // one larger than the grid (so the grid-stride loop runs).
 func TestElementwise(t *testing.T) {
-	r, s := openKernels(t, t.TempDir())
+	r, s := openKernels(t, testCacheDir)
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, n := range []int{1, 255, 1000, 1<<22 + 17} {
 		a, b := randSlice(rng, n, 3, 0), randSlice(rng, n, 3, 0)
@@ -163,7 +164,7 @@ func layerNormRef(x []float32, rows, cols int, eps float32) []float32 {
 // by working relative to the row's first element; the CPU's error is
 // logged.
 func TestLayerNorm(t *testing.T) {
-	r, s := openKernels(t, t.TempDir())
+	r, s := openKernels(t, testCacheDir)
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, tc := range []struct {
 		rows, cols     int
@@ -242,7 +243,7 @@ func softmaxRef(x []float32, rows, cols int) []float32 {
 
 // TestSoftmax compares Softmax with the float64 reference.
 func TestSoftmax(t *testing.T) {
-	r, s := openKernels(t, t.TempDir())
+	r, s := openKernels(t, testCacheDir)
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, tc := range []struct {
 		rows, cols int
@@ -263,7 +264,7 @@ func TestSoftmax(t *testing.T) {
 
 // TestArgumentErrors checks that mismatched buffers are errors.
 func TestArgumentErrors(t *testing.T) {
-	r, s := openKernels(t, t.TempDir())
+	r, s := openKernels(t, testCacheDir)
 	a, err := r.Alloc(40)
 	if err != nil {
 		t.Fatal(err)
@@ -356,7 +357,7 @@ func TestNoDevice(t *testing.T) {
 // BenchmarkLaunch measures the host cost of one kernel launch (a
 // one-element Scale) through purego, synchronising once at the end.
 func BenchmarkLaunch(b *testing.B) {
-	r, s := openKernels(b, b.TempDir())
+	r, s := openKernels(b, testCacheDir)
 	x, err := r.Alloc(4)
 	if err != nil {
 		b.Fatal(err)
@@ -377,7 +378,7 @@ func BenchmarkLaunch(b *testing.B) {
 // (batch 32 × 256 tokens × 1152 features), in GB/s of memory traffic
 // (bytes read and written once).
 func BenchmarkKernels(b *testing.B) {
-	r, s := openKernels(b, b.TempDir())
+	r, s := openKernels(b, testCacheDir)
 	const rows, cols = 32 * 256, 1152
 	const n = rows * cols
 	rng := rand.New(rand.NewPCG(11, 12))
@@ -388,11 +389,39 @@ func BenchmarkKernels(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer y.Free()
+	w := upload(b, r, randSlice(rng, cols, 1, 1))
+	vecs := upload(b, r, randSlice(rng, 32*cols, 0.1, 0)) // per-sample shift, scale, gate
+	dshift, dscale := upload(b, r, make([]float32, 32*cols)), upload(b, r, make([]float32, 32*cols))
+	stats := upload(b, r, make([]float32, 2*rows))
+	mean, _ := stats.Slice(0, 4*rows)
+	rstd, _ := stats.Slice(4*rows, 4*rows)
+	offsets := make([]int, 33)
+	for i := range offsets {
+		offsets[i] = 256 * i
+	}
+	p, err := s.NewPacking(offsets)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Free()
+	m, v := upload(b, r, make([]float32, n)), upload(b, r, make([]float32, n))
+	step := NewAdamWStep(optim.DefaultHyper(), 1)
+	// GroupNorm+SiLU reads the activation as 32 images of 256 pixels ×
+	// 1152 channels in 32 groups.
 	for _, k := range []struct {
 		name  string
 		bytes int // per call
 		run   func() error
 	}{
+		{"LayerNormBackward", 12 * n, func() error { return s.LayerNormBackward(y, z, x, mean, rstd, rows, cols) }},
+		{"RMSNorm", 8 * n, func() error { return s.RMSNorm(y, rstd, x, w, rows, cols, 1e-6) }},
+		{"RMSNormBackward", 12 * n, func() error { return s.RMSNormBackward(y, cuda.Buffer{}, z, x, w, rstd, rows, cols) }},
+		{"GroupNormSiLU", 8 * n, func() error {
+			return s.GroupNormSiLU(y, cuda.Buffer{}, cuda.Buffer{}, x, w, w, 32, 256, cols, 32, 1e-5)
+		}},
+		{"Modulate", 8 * n, func() error { return s.Modulate(y, x, vecs, vecs, p, cols) }},
+		{"ModulateBackward", 16 * n, func() error { return s.ModulateBackward(y, dshift, dscale, z, x, vecs, p, cols) }},
+		{"AdamW", 28 * n, func() error { return s.AdamW(y, x, m, v, step) }},
 		{"Add", 12 * n, func() error { return s.Add(y, x, z) }},
 		{"GELU", 8 * n, func() error { return s.GELU(y, x) }},
 		{"SiLU", 8 * n, func() error { return s.SiLU(y, x) }},
@@ -427,7 +456,7 @@ func BenchmarkKernels(b *testing.B) {
 // goroutine's calls may land on different OS threads, so this exercises
 // making the context current per call) and checks every result.
 func TestConcurrent(t *testing.T) {
-	r, s := openKernels(t, t.TempDir())
+	r, s := openKernels(t, testCacheDir)
 	const workers, iters, n = 8, 25, 10007
 	errs := make(chan error, workers)
 	for w := 0; w < workers; w++ {
