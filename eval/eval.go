@@ -70,6 +70,7 @@ var (
 	DefaultRhos              = []float64{0, 0.3, 0.6}
 	DefaultEdgeTimesteps     = []int{100, 200, 300}
 	DefaultBoundaryTimesteps = []int{50, 250, 500, 750, 950}
+	DefaultProbeTimesteps    = []int{100, 300, 500, 700, 900}
 )
 
 const (
@@ -142,6 +143,10 @@ type Options struct {
 	// 250, 500, 750, 950); NumBoundary its rows (data samples, default 4).
 	BoundaryTimesteps []int
 	NumBoundary       int
+	// ProbeTimesteps are the timesteps of the one-step error table
+	// (Report.PerTimestep; default 100, 300, 500, 700, 900; an empty,
+	// non-nil slice: none).
+	ProbeTimesteps []int
 	// Progress, if set, is called after each forward batch with the work
 	// done and the total (in forward batches).
 	Progress func(done, total int)
@@ -249,6 +254,8 @@ type Report struct {
 	DataFDFloor *float64         `json:"data_fd_floor,omitempty"`
 	// SamplingTimesteps are the sampler's timesteps, first to last.
 	SamplingTimesteps []int `json:"sampling_timesteps"`
+	// PerTimestep is the one-step error at each Options.ProbeTimesteps.
+	PerTimestep []TimestepRow `json:"per_timestep"`
 
 	Tokens     int        `json:"tokens"` // grid positions L
 	CFG        float64    `json:"cfg"`    // the rows' guidance scale (≤ 1: none)
@@ -290,6 +297,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.BoundaryTimesteps == nil {
 		o.BoundaryTimesteps = DefaultBoundaryTimesteps
 	}
+	if o.ProbeTimesteps == nil {
+		o.ProbeTimesteps = DefaultProbeTimesteps
+	}
 	for p, def := range map[*int]int{&o.NumInputs: defaultNumInputs, &o.NumSamples: defaultNumSamples, &o.Steps: defaultSteps,
 		&o.BatchSize: defaultBatchSize, &o.NumBoundary: defaultNumBoundary} {
 		if *p == 0 {
@@ -330,7 +340,7 @@ func (o Options) withDefaults() (Options, error) {
 			return o, fmt.Errorf("eval: Lite-CFG guidance scale %v: want a finite scale > 1", l.Scale)
 		}
 	}
-	for _, ts := range [][]int{o.EdgeTimesteps, o.BoundaryTimesteps} {
+	for _, ts := range [][]int{o.EdgeTimesteps, o.BoundaryTimesteps, o.ProbeTimesteps} {
 		for _, t := range ts {
 			if t < 0 || t >= o.DiffusionSteps {
 				return o, fmt.Errorf("eval: timestep %d outside [0, %d)", t, o.DiffusionSteps)
@@ -399,6 +409,9 @@ func Run(m *dc.Model, teacher *dit.Model, data *datasets.Set, opts Options) (*Re
 		}
 	}
 	if err := e.rows(); err != nil {
+		return nil, err
+	}
+	if err := e.timesteps(); err != nil {
 		return nil, err
 	}
 	if o.Lite != nil {
@@ -481,7 +494,7 @@ func (e *evaluator) work() int {
 		}
 	}
 	w := runs * (in + smp)
-	w += len(e.o.EdgeTimesteps) * in
+	w += (len(e.o.EdgeTimesteps) + len(e.o.ProbeTimesteps)) * in
 	return w + len(e.o.BoundaryTimesteps)*e.batches(min(e.o.NumBoundary, e.data.N))
 }
 

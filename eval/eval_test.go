@@ -415,3 +415,50 @@ func TestGuidedRows(t *testing.T) {
 		t.Errorf("JSON lacks the rows' guidance scale: %s", raw)
 	}
 }
+
+// The per-timestep table: one row per probe timestep at the first ρ, the
+// three errors finite and consistent with each other (the distance between
+// the two predictions obeys the triangle inequality through the noise),
+// no x̂0 accuracy without a feature network; none with an empty list.
+func TestPerTimestep(t *testing.T) {
+	s := newSetup(t)
+	opts := tinyOptions()
+	opts.Rhos = []float64{0.5}
+	opts.ProbeTimesteps = []int{100, 900}
+	r, err := Run(s.m, s.teacher, s.data, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.PerTimestep) != 2 {
+		t.Fatalf("%d per-timestep rows, want 2", len(r.PerTimestep))
+	}
+	for i, p := range r.PerTimestep {
+		if p.T != opts.ProbeTimesteps[i] || p.Rho != 0.5 {
+			t.Errorf("row %d: t %d ρ %v, want t %d ρ 0.5", i, p.T, p.Rho, opts.ProbeTimesteps[i])
+		}
+		a, b, d := math.Sqrt(p.EpsMSE), math.Sqrt(p.TeacherEpsMSE), math.Sqrt(p.EpsMSEToTeacher)
+		for name, v := range map[string]float64{"eps_mse": p.EpsMSE, "teacher_eps_mse": p.TeacherEpsMSE, "to_teacher": p.EpsMSEToTeacher, "slope": p.EpsSlope} {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				t.Errorf("t %d: %s = %v", p.T, name, v)
+			}
+		}
+		if !(d <= a+b+1e-9 && d >= math.Abs(a-b)-1e-9) || p.EpsMSEToTeacher == 0 {
+			t.Errorf("t %d: RMS errors %.4g (DC), %.4g (teacher), %.4g between them: not a triangle", p.T, a, b, d)
+		}
+		if p.X0ClassAccuracy != nil || p.TeacherX0ClassAccuracy != nil {
+			t.Errorf("t %d: x̂0 accuracy without a feature network", p.T)
+		}
+	}
+	var buf bytes.Buffer
+	if err := r.WriteTable(&buf); err != nil || !strings.Contains(buf.String(), "one-step error by timestep (ρ = 0.5") {
+		t.Errorf("table (%v) lacks the per-timestep block:\n%s", err, buf.String())
+	}
+	opts.ProbeTimesteps = []int{}
+	if r, err = Run(s.m, s.teacher, s.data, opts); err != nil || len(r.PerTimestep) != 0 {
+		t.Errorf("no probe timesteps: %d rows, err %v", len(r.PerTimestep), err)
+	}
+	opts.ProbeTimesteps = []int{1000}
+	if _, err := Run(s.m, s.teacher, s.data, opts); err == nil || !strings.Contains(err.Error(), "timestep 1000") {
+		t.Errorf("timestep 1000: err %v, want it named", err)
+	}
+}

@@ -55,6 +55,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "edge density ratio: %.2f (ρ = 0; edge cells kept %.1f%%, flat cells kept %.1f%%; t = %s%s)\n",
 			*r.EdgeDensityRatio, 100*e.EdgeKeptFraction, 100*e.FlatKeptFraction, strings.Join(ts, ", "), src)
 	}
+	if err := r.writeTimesteps(w); err != nil {
+		return err
+	}
 	_, err := fmt.Fprintf(w, "%d held-out inputs over t ∈ [0, 1000); %d samples per row, %d DDPM steps, seed %d\n", r.NumInputs, r.NumSamples, r.Steps, r.Seed)
 	return err
 }

@@ -42,6 +42,7 @@ type Options struct {
 	Features     string
 	Steps        int
 	Batch        int
+	ProbeT       []int
 	Seed         uint64
 	JSON         bool
 	Out          string
@@ -80,6 +81,12 @@ the model was not trained on, e.g. another seed):
                  blind to saturation; compare data_rms); also the network's accuracy
                  on the data and the FD between two halves of the data (the
                  floor at that count: give the data 2×--samples samples)
+  by timestep    at the first ρ, unguided, the --num inputs' clean samples
+                 all noised to each --probe-t: ε MSE of the DC model and the
+                 teacher against the noise and between them, the slope of
+                 the DC ε̂ on the teacher's (< 1: it shrinks the noise and
+                 its samples stay noisy), and with --features the class
+                 accuracy of x̂0 (what each model knows of the shape at t)
 
 The rows are unguided unless --cfg > 1 (then both branches run at the row's
 ρ and the teacher is guided too). Lite-CFG runs the conditional branch at
@@ -97,7 +104,9 @@ The table goes to stdout, or one JSON object with --json:
 "kept_per_step"}, ...],
 "lite_cfg": {...}, "teacher": {..., "fd", "class_accuracy"}, "feature_net":
 {"accuracy", ...}, "data_fd_floor", "sampling_timesteps", "edge_density_ratio": r,
-"edges": {...}, ...}.
+"edges": {...}, "per_timestep": [{"t", "rho", "eps_mse", "teacher_eps_mse",
+"eps_mse_to_teacher", "eps_slope", "x0_class_accuracy",
+"teacher_x0_class_accuracy"}, ...], ...}.
 
 --out DIR (created if needed) receives eval.json (that object) and three
 pictures through the linear latent-to-RGB preview: boundaries.png (data
@@ -140,6 +149,7 @@ The teacher is any DiT checkpoint 'dcdit sample' reads.`,
 	f.StringVar(&opts.Features, "features", "", "feature network for FD and class accuracy (e.g. testdata/featnet/model.safetensors)")
 	f.IntVar(&opts.Steps, "steps", 10, "DDPM sampling steps (the 1000 training steps respaced)")
 	f.IntVar(&opts.Batch, "batch", 16, "images per forward pass for the held-out inputs")
+	f.IntSliceVar(&opts.ProbeT, "probe-t", eval.DefaultProbeTimesteps, "timesteps of the one-step error table (empty: none)")
 	f.Uint64Var(&opts.Seed, "seed", 0, "seed of the input and sampling noise")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object instead of the table")
 	f.StringVar(&opts.Out, "out", "", "folder for eval.json and the PNGs (created if missing)")
@@ -273,7 +283,7 @@ func Run(opts *Options) error {
 	}
 	eo := eval.Options{
 		Rhos: opts.Rhos, NumInputs: opts.Num, NumSamples: opts.Samples, Steps: opts.Steps,
-		BatchSize: opts.Batch, Seed: opts.Seed, CFG: opts.CFG,
+		BatchSize: opts.Batch, Seed: opts.Seed, CFG: opts.CFG, ProbeTimesteps: opts.ProbeT,
 	}
 	if opts.Features != "" {
 		net, err := featnet.Load(opts.Features)
