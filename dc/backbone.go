@@ -3,11 +3,12 @@ package dc
 import (
 	"github.com/nlpodyssey/spago/mat"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/params"
 )
 
 // Backbone is the transformer the scaffold wraps: DC-DiT's own main
-// network, a pretrained DiT, later Z-Image. The scaffold, the trainer, the
+// network, a pretrained DiT, Z-Image. The scaffold, the trainer, the
 // checkpoint format and the CLI never look inside it: everything they
 // need is a method here, so no caller type-asserts to a concrete backbone.
 //
@@ -15,17 +16,24 @@ import (
 //     to it, the router and de-chunker work at it).
 //   - CondWidth: the width of its conditioning vector, which the scaffold's
 //     conv blocks and final layer also read (through their own weights).
-//   - Condition(t, y): the per-sample conditioning vector c [B, CondWidth]
-//     for diffusion timesteps t (float, training scale) and labels y.
+//   - Condition(in): the batch's conditioning for timesteps in.T and either
+//     labels in.Labels or captions in.Captions (cond.Input; a backbone
+//     rejects the kind it does not take). The scaffold reads only its
+//     Vector(), [B, CondWidth]; the rest (Z-Image: each sample's refined
+//     caption tokens) is for the backbone's own Forward.
 //   - Forward(x, c, offsets, pos): the transformer over a packed set of
-//     tokens x [N, D], all samples' kept tokens concatenated (sample s owns
-//     rows offsets[s] ≤ r < offsets[s+1]; no token may attend across
-//     samples), conditioned per sample on c, returning [N, D]. pos[2r] and
-//     pos[2r+1] are the original grid row and column of token r on the
-//     latent grid (integers for DC-DiT's patch-1 grid; a backbone trained
-//     at another grid may rescale them, so treat them as real numbers).
+//     image tokens x [N, D], all samples' kept tokens concatenated (sample
+//     s owns rows offsets[s] ≤ r < offsets[s+1]; no token may attend
+//     across samples), conditioned per sample on c (a Value this
+//     backbone's Condition made), returning the image tokens' hidden
+//     states [N, D] in the same order; tokens the backbone adds for
+//     itself (caption tokens, padding) stay inside. pos[2r] and pos[2r+1]
+//     are the original row and column of token r on the latent grid
+//     (integers for DC-DiT's patch-1 grid; treat them as real numbers).
 //     Whatever position encoding the backbone uses is its own business,
-//     applied at these positions. Gradients must flow to x and c.
+//     applied at these positions (DiT: 2-D sin-cos on its patch grid;
+//     Z-Image: 3-axis RoPE, the first axis its own). Gradients must flow
+//     to x and to c.Vector().
 //   - Parameters: the arena of its trainable tensors (nil for a backbone
 //     that has none, such as one only counted for FLOPs), under the names
 //     its checkpoint kind stores them by; the trainer joins it with the
@@ -40,7 +48,7 @@ import (
 //     sequences of the given lengths (BackboneFLOPs).
 //
 // The methods use only types from below the scaffold (spago's mat,
-// params, builtins), so that a backbone package implements Backbone
+// params, cond, builtins), so that a backbone package implements Backbone
 // without importing dc: imports flow from the scaffold down to the
 // backbones.
 //
@@ -49,8 +57,8 @@ import (
 type Backbone interface {
 	Width() int
 	CondWidth() int
-	Condition(t []float32, y []int) (mat.Tensor, error)
-	Forward(x, c mat.Tensor, offsets []int, pos []float64) (mat.Tensor, error)
+	Condition(in cond.Input) (cond.Value, error)
+	Forward(x mat.Tensor, c cond.Value, offsets []int, pos []float64) (mat.Tensor, error)
 	Parameters() *params.Set
 	ParamGroups(name string) []string
 	Spec() (kind string, config any)

@@ -9,19 +9,23 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/internal/fixtures"
+	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
 	"github.com/dcdit/dcdit/upcycle"
+	"github.com/dcdit/dcdit/zimage"
 )
 
-// Both the DiT itself and DC-DiT's main network are backbones.
+// The DiT itself, Z-Image and DC-DiT's main network are backbones.
 var (
 	_ dc.Backbone = (*dit.Model)(nil)
+	_ dc.Backbone = (*zimage.Backbone)(nil)
 	_ dc.Backbone = (*hnet.Network)(nil)
 )
 
@@ -86,7 +90,7 @@ func TestScaffoldAroundDiT(t *testing.T) {
 			}
 			B := 2
 			x := randn(4, B*cfg.InChannels*cfg.Tokens())
-			c, err := bb.Condition([]float32{10, 600}, []int{1, tc.NumClasses})
+			c, err := bb.Condition(cond.Input{T: []float32{10, 600}, Labels: []int{1, tc.NumClasses}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -133,6 +137,99 @@ func TestScaffoldAroundDiT(t *testing.T) {
 	}
 }
 
+// randomZImage is a small Z-Image whose adaLN width differs from its dim,
+// with every weight random.
+func randomZImage(t *testing.T, seed uint64) *zimage.Model {
+	t.Helper()
+	cfg := &arch.ZImageConfig{Dim: 32, NLayers: 2, NRefinerLayers: 1, NHeads: 2, NKVHeads: 2, InChannels: 4, PatchSize: 2, FPatchSize: 1,
+		CapFeatDim: 6, QKNorm: true, NormEps: 1e-5, RopeTheta: 256, TScale: 1000, AxesDims: []int64{4, 6, 6}, AxesLens: []int64{96, 16, 16},
+		FFNHidden: 48, AdaLNDim: 24, TMidDim: 16, FrequencySize: 16}
+	exp := arch.ExpectedZImage(cfg, arch.Comfy)
+	w := &zimage.Weights{Config: cfg, Params: map[string]*loaders.Dense{}}
+	for i, name := range exp.Names() {
+		shape, n := []int{}, 1
+		for _, d := range exp.Shape(i) {
+			shape = append(shape, int(d))
+			n *= int(d)
+		}
+		v := randn(seed+uint64(i), n)
+		for j := range v {
+			v[j] *= 0.2
+		}
+		w.Params[name] = &loaders.Dense{Shape: shape, Data: v}
+	}
+	m, err := zimage.New(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// The DC scaffold runs around a Z-Image backbone conditioned on captions
+// of different lengths, forward and backward, with the adaLN width as the
+// scaffold's conditioning width: the loss reaches the scaffold and every
+// Z-Image parameter but its own patch embedding and final layer.
+func TestScaffoldAroundZImage(t *testing.T) {
+	zm := randomZImage(t, 5)
+	bb := zimage.NewBackbone(zm)
+	zc := zm.Config
+	s := upcycle.DefaultScaffold()
+	s.NormGroups, s.RouterGroups = 8, 4
+	cfg, err := s.Config(zc.InChannels, zc.InChannels, 8, 8, bb.Width())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.CondDim = bb.CondWidth()
+	m, err := dc.New(cfg, upcycle.InitScaffold(cfg, 3), bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"final_layer.linear.weight", "final_layer.adaLN_modulation.1.weight"} {
+		copy(m.Params.Get(name).Values(), randn(5, len(m.Params.Get(name).Values())))
+	}
+	B := 2
+	in := cond.Input{T: []float32{0.2, 0.9}, Captions: []cond.Caption{
+		{Features: randn(6, 3*zc.CapFeatDim), Len: 3},
+		{Features: randn(7, 40*zc.CapFeatDim), Len: 40},
+	}}
+	c, err := bb.Condition(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := dc.ToTokens(randn(4, B*cfg.InChannels*cfg.Tokens()), B, cfg.InChannels, cfg.GridRows, cfg.GridCols)
+	res, err := m.Forward(mat.NewDense[float32](mat.WithShape(B*cfg.Tokens(), cfg.InChannels), mat.WithBacking(tokens)), c, []float32{0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range mat.Data[float32](res.Out.Value()) {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			t.Fatal("output is not finite")
+		}
+	}
+	if err := ops.Backward(ops.Sum(ops.Mul(res.Out, res.Out))); err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range []struct {
+		owner string
+		ps    []*params.Param
+	}{{"scaffold", m.Params.List()}, {"Z-Image", bb.Parameters().List()}} {
+		for _, p := range part.ps {
+			groups := bb.ParamGroups(p.Name)
+			unused := part.owner == "Z-Image" && (slices.Contains(groups, params.GroupLatentEmbedder) || slices.Contains(groups, params.GroupFinalLayer))
+			var norm float64
+			for _, g := range p.Gradient() {
+				norm += float64(g) * float64(g)
+			}
+			switch {
+			case unused && norm != 0:
+				t.Errorf("%s %s: gradient norm² %g, want none (the scaffold replaces it)", part.owner, p.Name, norm)
+			case !unused && (norm == 0 || math.IsNaN(norm) || math.IsInf(norm, 0)):
+				t.Errorf("%s %s: gradient norm² %g, want a finite non-zero one", part.owner, p.Name, norm)
+			}
+		}
+	}
+}
+
 // A DiT's Forward at the latent coordinates of its patch centres is its
 // own fixed-patch blocks: the real-valued positions land exactly on the
 // patch grid of its position table.
@@ -143,12 +240,12 @@ func TestDiTForwardAtPatchCentres(t *testing.T) {
 		B, p, g := 2, cfg.PatchSize, cfg.InputSize/cfg.PatchSize
 		x := randn(3, B*cfg.InChannels*cfg.InputSize*cfg.InputSize)
 		ts, ys := []float32{5, 700}, []int{1, cfg.NumClasses}
-		c, err := bb.Condition(ts, ys)
+		c, err := bb.Condition(cond.Input{T: ts, Labels: ys})
 		if err != nil {
 			t.Fatal(err)
 		}
 		tokens, offsets := bb.Embed(x, B)
-		want := bb.Blocks(tokens, c, offsets)
+		want := bb.Blocks(tokens, c.Vector(), offsets)
 
 		bare := ops.Linear(mat.NewDense[float32](mat.WithShape(B*g*g, cfg.InChannels*p*p),
 			mat.WithBacking(dit.Patchify(x, B, cfg.InChannels, cfg.InputSize, p))), bb.Params.Get("x_embedder.proj.weight"), bb.Params.Get("x_embedder.proj.bias"))
@@ -174,11 +271,11 @@ func TestDiTForwardAtPatchCentres(t *testing.T) {
 func TestDiTBackboneErrors(t *testing.T) {
 	bb := randomDiT(t, 2, 1)
 	D := bb.Width()
-	c, err := bb.Condition([]float32{1, 2}, []int{0, 1})
+	c, err := bb.Condition(cond.Input{T: []float32{1, 2}, Labels: []int{0, 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c3, err := bb.Condition([]float32{1, 2, 3}, []int{0, 1, 2})
+	c3, err := bb.Condition(cond.Input{T: []float32{1, 2, 3}, Labels: []int{0, 1, 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,9 +285,13 @@ func TestDiTBackboneErrors(t *testing.T) {
 		run     func() error
 		wantErr string
 	}{
-		{"labels and timesteps differ", func() error { _, err := bb.Condition([]float32{1}, []int{0, 1}); return err }, "1 timesteps and 2 labels"},
-		{"label beyond the null class", func() error { _, err := bb.Condition([]float32{1}, []int{6}); return err }, "label 6"},
-		{"negative label", func() error { _, err := bb.Condition([]float32{1}, []int{-1}); return err }, "label -1"},
+		{"labels and timesteps differ", func() error { _, err := bb.Condition(cond.Input{T: []float32{1}, Labels: []int{0, 1}}); return err }, "1 timesteps and 2 labels"},
+		{"label beyond the null class", func() error { _, err := bb.Condition(cond.Input{T: []float32{1}, Labels: []int{6}}); return err }, "label 6"},
+		{"negative label", func() error { _, err := bb.Condition(cond.Input{T: []float32{1}, Labels: []int{-1}}); return err }, "label -1"},
+		{"captions", func() error {
+			_, err := bb.Condition(cond.Input{T: []float32{1}, Labels: []int{0}, Captions: []cond.Caption{{Features: make([]float32, 4), Len: 1}}})
+			return err
+		}, "1 captions given to a class-conditional backbone"},
 		{"positions short", func() error { _, err := bb.Forward(x, c, []int{0, 1, 3}, make([]float64, 4)); return err }, "4 position values for 3 tokens"},
 		{"offsets past the tokens", func() error { _, err := bb.Forward(x, c, []int{0, 1, 4}, make([]float64, 6)); return err }, "do not describe 3 tokens"},
 		{"offsets for another batch", func() error { _, err := bb.Forward(x, c, []int{0, 3}, make([]float64, 6)); return err }, "of 2 samples"},

@@ -7,7 +7,8 @@
 // # Data flow (Model.Forward)
 //
 // Latents are token-major [B·L, C] in raster order (ToTokens). With c the
-// backbone's conditioning [B, CondDim]:
+// backbone's conditioning (Backbone.Condition on timesteps and labels or
+// captions; the scaffold reads its vector [B, CondDim]):
 //
 //	x_embedder conv 3×3 → encoder conv blocks (E … → D) → RMSNorm   = enc [B·L, D]
 //	residual = residual_proj(enc)
@@ -22,7 +23,7 @@
 // its documentation for exactly what one must provide. Package dc/hnet
 // holds DC-DiT's own main network (DiT's blocks and embedders, computed
 // by package dit, + RMSNorm); *dit.Model is a Backbone too (without the
-// RMSNorm).
+// RMSNorm), and so is *zimage.Backbone (caption-conditioned).
 // Parameters live in a params.Set arena under the reference state_dict
 // names, so reference checkpoints load as they are (hnet.Load).
 //

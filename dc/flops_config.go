@@ -5,6 +5,7 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/params"
 )
 
@@ -25,10 +26,10 @@ var errFLOPsOnly = errors.New("dc: a backbone given for counting FLOPs cannot ru
 
 func (f flopsOnly) Width() int     { return 0 }
 func (f flopsOnly) CondWidth() int { return 0 }
-func (f flopsOnly) Condition([]float32, []int) (mat.Tensor, error) {
+func (f flopsOnly) Condition(cond.Input) (cond.Value, error) {
 	return nil, errFLOPsOnly
 }
-func (f flopsOnly) Forward(x, c mat.Tensor, offsets []int, pos []float64) (mat.Tensor, error) {
+func (f flopsOnly) Forward(mat.Tensor, cond.Value, []int, []float64) (mat.Tensor, error) {
 	return nil, errFLOPsOnly
 }
 

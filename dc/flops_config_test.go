@@ -6,6 +6,7 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/params"
 )
 
@@ -15,10 +16,10 @@ type countingBackbone struct{ width int }
 
 func (b countingBackbone) Width() int     { return b.width }
 func (b countingBackbone) CondWidth() int { return b.width }
-func (b countingBackbone) Condition([]float32, []int) (mat.Tensor, error) {
+func (b countingBackbone) Condition(cond.Input) (cond.Value, error) {
 	return nil, errors.New("not run")
 }
-func (b countingBackbone) Forward(x, c mat.Tensor, offsets []int, pos []float64) (mat.Tensor, error) {
+func (b countingBackbone) Forward(mat.Tensor, cond.Value, []int, []float64) (mat.Tensor, error) {
 	return nil, errors.New("not run")
 }
 func (b countingBackbone) Parameters() *params.Set     { return nil }
@@ -73,7 +74,7 @@ func TestConfigFLOPsMatchesModel(t *testing.T) {
 // The stand-in backbone refuses to run.
 func TestConfigFLOPsBackboneDoesNotRun(t *testing.T) {
 	var b Backbone = flopsOnly{}
-	if _, err := b.Condition(nil, nil); err == nil {
+	if _, err := b.Condition(cond.Input{}); err == nil {
 		t.Error("Condition ran")
 	}
 	if _, err := b.Forward(nil, nil, nil, nil); err == nil {

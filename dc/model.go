@@ -5,6 +5,7 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
 )
@@ -58,11 +59,11 @@ type Result struct {
 }
 
 // Forward runs the model on token-major latents x [B·L, InChannels] (see
-// ToTokens) under the conditioning c [B, CondDim] (Backbone.Condition),
-// dropping the tail fraction frac of each sample's boundaries (one value,
-// one per sample, or none for ρ = 0). Gradients flow to x, c and every
-// parameter.
-func (m *Model) Forward(x, c mat.Tensor, frac []float32) (*Result, error) {
+// ToTokens) under the backbone's conditioning cv (Backbone.Condition; the
+// scaffold reads its vector c [B, CondDim]), dropping the tail fraction
+// frac of each sample's boundaries (one value, one per sample, or none for
+// ρ = 0). Gradients flow to x, c and every parameter.
+func (m *Model) Forward(x mat.Tensor, cv cond.Value, frac []float32) (*Result, error) {
 	cfg := m.Config
 	L := cfg.Tokens()
 	xs := x.Shape()
@@ -70,6 +71,7 @@ func (m *Model) Forward(x, c mat.Tensor, frac []float32) (*Result, error) {
 		return nil, fmt.Errorf("dc: forward: latents are [%d %d], want [B·%d, %d]", xs[0], xs[1], L, cfg.InChannels)
 	}
 	g := grid{batch: xs[0] / L, rows: cfg.GridRows, cols: cfg.GridCols}
+	c := cv.Vector()
 	if cs := c.Shape(); cs[0] != g.batch || cs[1] != cfg.CondDim {
 		return nil, fmt.Errorf("dc: forward: conditioning is [%d %d], want [%d %d]", cs[0], cs[1], g.batch, cfg.CondDim)
 	}
@@ -95,7 +97,7 @@ func (m *Model) Forward(x, c mat.Tensor, frac []float32) (*Result, error) {
 	}
 	ch := res.Chunks
 	packed := ops.GatherRows(enc, ch.Index) // [ΣM, D]
-	main, err := m.Backbone.Forward(packed, c, ch.Offsets, ch.Pos)
+	main, err := m.Backbone.Forward(packed, cv, ch.Offsets, ch.Pos)
 	if err != nil {
 		return nil, fmt.Errorf("dc: backbone: %w", err)
 	}
@@ -121,17 +123,17 @@ func (m *Model) Forward(x, c mat.Tensor, frac []float32) (*Result, error) {
 }
 
 // Predict runs the whole model without keeping gradients' inputs: latents
-// x [B, C, H, W], timesteps t and labels y give the prediction
-// [B, OutChannels, H, W] and the forward's result (for the masks and kept
-// counts).
-func (m *Model) Predict(x []float32, t []float32, y []int, frac []float32) ([]float32, *Result, error) {
+// x [B, C, H, W] and the conditioning in (one timestep and one label or
+// caption per sample) give the prediction [B, OutChannels, H, W] and the
+// forward's result (for the masks and kept counts).
+func (m *Model) Predict(x []float32, in cond.Input, frac []float32) ([]float32, *Result, error) {
 	cfg := m.Config
-	B := len(t)
-	if len(y) != B || len(x) != B*cfg.InChannels*cfg.Tokens() {
-		return nil, nil, fmt.Errorf("dc: predict: %d latent values, %d timesteps and %d labels, want [%d, %d, %d, %d] latents and one timestep and label per sample",
-			len(x), len(t), len(y), B, cfg.InChannels, cfg.GridRows, cfg.GridCols)
+	B := in.Samples()
+	if len(x) != B*cfg.InChannels*cfg.Tokens() {
+		return nil, nil, fmt.Errorf("dc: predict: %d latent values for %d timesteps, want [%d, %d, %d, %d] latents",
+			len(x), B, B, cfg.InChannels, cfg.GridRows, cfg.GridCols)
 	}
-	c, err := m.Backbone.Condition(t, y)
+	c, err := m.Backbone.Condition(in)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dc: backbone conditioning: %w", err)
 	}
@@ -146,16 +148,17 @@ func (m *Model) Predict(x []float32, t []float32, y []int, frac []float32) ([]fl
 
 // LiteCFG is the reference's Lite-CFG sampling function
 // (_make_lite_cfg_sample_fn): the first half of x [2n, C, H, W] is run
-// twice in one batch, the conditional copy (labels y[:n]) at tail-drop
-// fraction condFrac and the unconditional one (y[n:], the null class) at
-// uncondFrac; the first 3 output channels of both halves become
+// twice in one batch, the conditional copy (in's first n labels or
+// captions) at tail-drop fraction condFrac and the unconditional one (its
+// last n: the null class, or the negative captions) at uncondFrac; the
+// first 3 output channels of both halves become
 // uncond + scale·(cond − uncond) and the others stay per half. It returns
 // [2n, OutChannels, H, W] and the forward's result.
-func (m *Model) LiteCFG(x []float32, t []float32, y []int, scale, condFrac, uncondFrac float32) ([]float32, *Result, error) {
+func (m *Model) LiteCFG(x []float32, in cond.Input, scale, condFrac, uncondFrac float32) ([]float32, *Result, error) {
 	cfg := m.Config
-	B := len(t)
-	if B%2 != 0 || len(y) != B || len(x) != B*cfg.InChannels*cfg.Tokens() {
-		return nil, nil, fmt.Errorf("dc: lite-cfg: want an even batch of [cond; uncond] rows with one timestep and label each, got %d timesteps, %d labels, %d latent values", B, len(y), len(x))
+	B := in.Samples()
+	if B%2 != 0 || len(x) != B*cfg.InChannels*cfg.Tokens() {
+		return nil, nil, fmt.Errorf("dc: lite-cfg: want an even batch of [cond; uncond] rows, got %d timesteps and %d latent values (%d per sample)", B, len(x), cfg.InChannels*cfg.Tokens())
 	}
 	n, per := B/2, cfg.InChannels*cfg.Tokens()
 	combined := append(append(make([]float32, 0, len(x)), x[:n*per]...), x[:n*per]...)
@@ -166,7 +169,7 @@ func (m *Model) LiteCFG(x []float32, t []float32, y []int, scale, condFrac, unco
 			frac[i] = uncondFrac
 		}
 	}
-	out, res, err := m.Predict(combined, t, y, frac)
+	out, res, err := m.Predict(combined, in, frac)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/dit"
@@ -202,13 +203,13 @@ func (o *DCObjective) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Met
 	t := nz.Levels
 	rho := o.Budget.rho(step, rng)
 
-	cond, err := o.Model.Backbone.Condition(ts, y)
+	cv, err := o.Model.Backbone.Condition(cond.Input{T: ts, Labels: y})
 	if err != nil {
 		return Metrics{}, err
 	}
 	tokens := dc.ToTokens(xt, B, cfg.InChannels, cfg.GridRows, cfg.GridCols)
 	x := mat.NewDense[float32](mat.WithShape(B*L, cfg.InChannels), mat.WithBacking(tokens))
-	res, err := o.Model.Forward(x, cond, []float32{float32(rho)})
+	res, err := o.Model.Forward(x, cv, []float32{float32(rho)})
 	if err != nil {
 		return Metrics{}, err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
 )
@@ -28,45 +29,32 @@ func (m *Model) Width() int { return m.Config.HiddenSize }
 // CondWidth returns D: the conditioning is t_embed + y_embed at width D.
 func (m *Model) CondWidth() int { return m.Config.HiddenSize }
 
-// Condition returns c = t_embedder(t) + y_embedder(y), [B, D]: the vector
-// every adaLN reads. t are the (float) diffusion timesteps, y the labels
-// (NumClasses is the null class).
-func (m *Model) Condition(t []float32, y []int) (mat.Tensor, error) {
-	if err := CheckLabels(t, y, m.Config.NumClasses); err != nil {
+// Condition returns c = t_embedder(in.T) + y_embedder(in.Labels), [B, D]:
+// the vector every adaLN reads (cond.Plain). in.T are the (float)
+// diffusion timesteps, in.Labels the labels (NumClasses is the null
+// class); DiT takes no captions.
+func (m *Model) Condition(in cond.Input) (cond.Value, error) {
+	if err := in.CheckLabels(m.Config.NumClasses); err != nil {
 		return nil, fmt.Errorf("dit: %w", err)
 	}
-	return m.condition(t, y), nil
-}
-
-// CheckLabels reports why timesteps t and labels y are not one of each per
-// sample with every label in [0, numClasses] (numClasses is the null
-// class), or nil; the label table would otherwise be read out of range.
-func CheckLabels(t []float32, y []int, numClasses int) error {
-	if len(t) != len(y) || len(t) == 0 {
-		return fmt.Errorf("%d timesteps and %d labels, want one of each per sample", len(t), len(y))
-	}
-	for i, v := range y {
-		if v < 0 || v > numClasses {
-			return fmt.Errorf("label %d of sample %d outside [0, %d] (%d is the null class)", v, i, numClasses, numClasses)
-		}
-	}
-	return nil
+	return cond.Plain{V: m.condition(in.T, in.Labels)}, nil
 }
 
 // Forward runs the blocks over packed tokens x [N, D] (sample s owning
-// rows offsets[s]..offsets[s+1]) under the per-sample conditioning c
-// [S, D], after adding the 2-D sin-cos embedding of each token's position:
+// rows offsets[s]..offsets[s+1]) under the per-sample conditioning vector
+// c.Vector() [S, D], after adding the 2-D sin-cos embedding of each token's position:
 // pos[2r], pos[2r+1] are token r's row and column on the latent grid, real
 // numbers, mapped to the patch grid the table was trained on (GridPos).
 // It returns the last block's output [N, D]; DiT has no norm there.
-func (m *Model) Forward(x, c mat.Tensor, offsets []int, pos []float64) (mat.Tensor, error) {
-	if err := CheckPacked(x.Shape()[0], c.Shape()[0], offsets, pos); err != nil {
+func (m *Model) Forward(x mat.Tensor, c cond.Value, offsets []int, pos []float64) (mat.Tensor, error) {
+	v := c.Vector()
+	if err := CheckPacked(x.Shape()[0], v.Shape()[0], offsets, pos); err != nil {
 		return nil, fmt.Errorf("dit: %w", err)
 	}
 	D := m.Config.HiddenSize
 	pe := PackedPosEmbed(pos, D, m.Config.PatchSize)
 	h := ops.Add(x, constant(len(pe)/D, D, pe))
-	return m.Blocks(h, c, offsets), nil
+	return m.Blocks(h, v, offsets), nil
 }
 
 // CheckPacked reports why offsets and pos do not describe n packed tokens

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dit/ddpm"
 	"github.com/dcdit/dcdit/internal/fixtures"
 	"github.com/dcdit/dcdit/ops"
@@ -78,14 +79,15 @@ func computeDiT(t *testing.T, c fixtures.Case, file string) *fixtures.Got {
 	yemb := ops.GatherRows(m.p("y_embedder.embedding_table.weight"), y)
 	got.F32("y_emb", mat.Data[float32](yemb.Value()), forwardTol)
 
-	cond, err := m.Condition(ts, y)
+	cv, err := m.Condition(cond.Input{T: ts, Labels: y})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got.F32("c", mat.Data[float32](cond.Value()), forwardTol)
+	cvec := cv.Vector()
+	got.F32("c", mat.Data[float32](cvec.Value()), forwardTol)
 	tokens, offsets := m.Embed(x, B)
 	got.F32("tokens_in", mat.Data[float32](tokens.Value()), forwardTol)
-	got.F32("block0_out", mat.Data[float32](m.Block(0, tokens, cond, offsets).Value()), forwardTol)
+	got.F32("block0_out", mat.Data[float32](m.Block(0, tokens, cvec, offsets).Value()), forwardTol)
 	image := func(out mat.Tensor, batch int) []float32 {
 		img := make([]float32, batch*cfg.OutChannels()*cfg.InputSize*cfg.InputSize)
 		Unpatchify(img, mat.Data[float32](out.Value()), batch, cfg.OutChannels(), cfg.InputSize, cfg.PatchSize, false)

@@ -51,6 +51,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dit"
@@ -639,7 +640,7 @@ func floatT(t []int) []float32 {
 // the guided outputs (dc.Model.LiteCFG on [x; x] with labels [y; null]).
 func (e *evaluator) forward(s setting, x []float32, t, y []int) ([]float32, *dc.Result, error) {
 	if !s.guided() {
-		return e.m.Predict(x, floatT(t), y, []float32{float32(s.cond)})
+		return e.m.Predict(x, cond.Input{T: floatT(t), Labels: y}, []float32{float32(s.cond)})
 	}
 	B := len(y)
 	x2 := append(append(make([]float32, 0, 2*len(x)), x...), x...)
@@ -648,7 +649,7 @@ func (e *evaluator) forward(s setting, x []float32, t, y []int) ([]float32, *dc.
 	for range B {
 		y2 = append(y2, e.tc.Config.NumClasses)
 	}
-	return e.m.LiteCFG(x2, floatT(t2), y2, float32(s.scale), float32(s.cond), float32(s.uncond))
+	return e.m.LiteCFG(x2, cond.Input{T: floatT(t2), Labels: y2}, float32(s.scale), float32(s.cond), float32(s.uncond))
 }
 
 // denoiser runs the DC model under s for the sampler; kept, if set,
@@ -824,7 +825,7 @@ func (e *evaluator) edges() error {
 		}
 		for lo := 0; lo < e.nIn; lo += e.o.BatchSize {
 			hi := min(lo+e.o.BatchSize, e.nIn)
-			_, res, err := e.m.Predict(xt[lo*e.n:hi*e.n], floatT(t[lo:hi]), y[lo:hi], nil)
+			_, res, err := e.m.Predict(xt[lo*e.n:hi*e.n], cond.Input{T: floatT(t[lo:hi]), Labels: y[lo:hi]}, nil)
 			if err != nil {
 				return fmt.Errorf("eval: edge density: %w", err)
 			}
@@ -892,7 +893,7 @@ func (e *evaluator) boundaries() error {
 		var kept []bool
 		for lo := 0; lo < k; lo += e.o.BatchSize {
 			hi := min(lo+e.o.BatchSize, k)
-			_, res, err := e.m.Predict(xt[lo*e.n:hi*e.n], floatT(t[lo:hi]), y[lo:hi], nil)
+			_, res, err := e.m.Predict(xt[lo*e.n:hi*e.n], cond.Input{T: floatT(t[lo:hi]), Labels: y[lo:hi]}, nil)
 			if err != nil {
 				return fmt.Errorf("eval: boundary map: %w", err)
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/internal/fixtures"
 	"github.com/dcdit/dcdit/loaders/arch"
@@ -51,21 +52,21 @@ func TestGraftKeepsTheTeacher(t *testing.T) {
 	}
 	ts, ys := []float32{5, 700}, []int{1, cfg.NumClasses}
 
-	cWant, err := tm.Condition(ts, ys)
+	cWant, err := tm.Condition(cond.Input{T: ts, Labels: ys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cGot, err := m.Backbone.Condition(ts, ys)
+	cGot, err := m.Backbone.Condition(cond.Input{T: ts, Labels: ys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := fixtures.RelErr(data(cGot), data(cWant)); !fixtures.Within(e, 1e-6) {
+	if e := fixtures.RelErr(data(cGot.Vector()), data(cWant.Vector())); !fixtures.Within(e, 1e-6) {
 		t.Fatalf("conditioning differs from the teacher's: %g", e)
 	}
 
 	tokens, offsets := tm.Embed(x, B)
 	ones := mat.NewDense[float32](mat.WithShape(cfg.HiddenSize, 1), mat.WithBacking(filled(cfg.HiddenSize, 1)))
-	want := ops.RMSNorm(tm.Blocks(tokens, cWant, offsets), ones, 1e-5)
+	want := ops.RMSNorm(tm.Blocks(tokens, cWant.Vector(), offsets), ones, 1e-5)
 
 	// The same patch tokens without their position embedding, placed at
 	// the latent coordinates of the patch centres.
@@ -134,7 +135,7 @@ func TestInitScaffold(t *testing.T) {
 		t.Fatal(err)
 	}
 	x := filled(2*4*8*8, 0.5)
-	out, res, err := m.Predict(x, []float32{10, 500}, []int{0, 3}, nil)
+	out, res, err := m.Predict(x, cond.Input{T: []float32{10, 500}, Labels: []int{0, 3}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +216,7 @@ func TestPredictabilityPrior(t *testing.T) {
 			}
 		}
 	}
-	_, res, err := m.Predict(x, []float32{50}, []int{0}, nil)
+	_, res, err := m.Predict(x, cond.Input{T: []float32{50}, Labels: []int{0}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +257,7 @@ func TestPatchEncoderPrior(t *testing.T) {
 			for i := range x {
 				x[i] = float32(rng.NormFloat64())
 			}
-			_, res, err := m.Predict(x, []float32{300}, []int{1}, nil)
+			_, res, err := m.Predict(x, cond.Input{T: []float32{300}, Labels: []int{1}}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

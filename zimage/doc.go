@@ -40,4 +40,17 @@
 //
 // The model time t is 1 − σ (0 at pure noise) and the output is the
 // velocity x0 − ε; zimage/flowmatch holds the schedule and sampler.
+//
+// # As a DC backbone
+//
+// Backbone is the model as the DC scaffold's dc.Backbone: Condition gives
+// the adaLN input (the scaffold's conditioning vector) and each sample's
+// caption stream after the context refiner; Forward lays the kept image
+// tokens out as an image stream (padded with x_pad_token, RoPE at their
+// real-valued positions on the patch grid, the first axis after the
+// caption as the reference places a frame), runs the noise refiner,
+// unifies with the captions and runs the main layers, and returns the
+// image tokens' hidden states. With every token kept at its patch centre
+// and the model's own patch embedding as the tokens, that is Run's
+// computation before the final layer, exactly.
 package zimage

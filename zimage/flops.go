@@ -57,11 +57,18 @@ func ForwardFLOPs(c *arch.ZImageConfig, imageTokens, captionLen int) FLOPs {
 	attn := func(L float64) float64 { return H * L * L * (4*dh + 3) }
 
 	var f FLOPs
-	f.Embed = mac(n, patch, D) + mac(lc, float64(c.CapFeatDim), D) +
+	f.Embed = patchEmbedFLOPs(c, imageTokens) + mac(lc, float64(c.CapFeatDim), D) +
 		mac(1, float64(c.FrequencySize), float64(c.TMidDim)) + mac(1, float64(c.TMidDim), A)
 	f.Refiners = refiners*(modulation+lx*perRow) + refiners*lcp*perRow
 	f.Layers = layers * (modulation + u*perRow)
 	f.Attention = refiners*(attn(lx)+attn(lcp)) + layers*attn(u)
 	f.Final = mac(1, A, D) + mac(n, D, patch)
 	return f
+}
+
+// patchEmbedFLOPs counts the patch embedding (x_embedder) of n image
+// tokens, which a DC model replaces by its own latent embedder.
+func patchEmbedFLOPs(c *arch.ZImageConfig, n int) float64 {
+	patch := c.FPatchSize * c.PatchSize * c.PatchSize * c.InChannels
+	return 2 * float64(n) * float64(patch) * float64(c.Dim)
 }

@@ -26,7 +26,7 @@ type Latent struct {
 // sequence]. Streams are packed: no item attends to another, and there is
 // no batch padding.
 type Layout struct {
-	Grids                     [][3]int // token grid (Ft, Ht, Wt) per item
+	Grids                     [][3]int // token grid (Ft, Ht, Wt) per item (nil for Backbone's kept tokens)
 	ImageLen, ImagePadded     []int    // real and padded image tokens per item
 	CaptionLen, CaptionPadded []int    // real and padded caption tokens per item
 	// Offsets of the streams (S+1 entries each).
@@ -56,14 +56,37 @@ func NewLayout(grids [][3]int, captionLen []int) (*Layout, error) {
 	if len(grids) != len(captionLen) {
 		return nil, fmt.Errorf("zimage: %d images but %d captions", len(grids), len(captionLen))
 	}
-	l := &Layout{Grids: grids, CaptionLen: append([]int(nil), captionLen...)}
-	l.ImageOffsets, l.CaptionOffsets, l.UnifiedOffsets = []int{0}, []int{0}, []int{0}
-	realImg, realCap := 0, 0
+	imageLen := make([]int, len(grids))
 	for s, g := range grids {
-		n := g[0] * g[1] * g[2]
-		if n <= 0 {
+		imageLen[s] = g[0] * g[1] * g[2]
+		if imageLen[s] <= 0 {
 			return nil, fmt.Errorf("zimage: item %d has a token grid %v, want positive sizes", s, g)
 		}
+	}
+	l, err := newLayout(imageLen, captionLen, func(s, i, lc int) [3]float64 {
+		g := grids[s]
+		f, h, w := i/(g[1]*g[2]), i/g[2]%g[1], i%g[2]
+		return [3]float64{float64(lc + 1 + f), float64(h), float64(w)}
+	})
+	if err != nil {
+		return nil, err
+	}
+	l.Grids = grids
+	return l, nil
+}
+
+// newLayout plans the streams of items with imageLen[s] image tokens and
+// captionLen[s] caption tokens each; imagePos(s, i, lc) is the position
+// ids of item s's image token i, given the item's padded caption length lc
+// (the first axis continues after the caption). Grids is left nil.
+func newLayout(imageLen, captionLen []int, imagePos func(s, i, lc int) [3]float64) (*Layout, error) {
+	if len(imageLen) != len(captionLen) {
+		return nil, fmt.Errorf("zimage: %d images but %d captions", len(imageLen), len(captionLen))
+	}
+	l := &Layout{CaptionLen: append([]int(nil), captionLen...)}
+	l.ImageOffsets, l.CaptionOffsets, l.UnifiedOffsets = []int{0}, []int{0}, []int{0}
+	realImg, realCap := 0, 0
+	for s, n := range imageLen {
 		if captionLen[s] < 1 {
 			// The reference pads by repeating the last caption row, so an
 			// empty caption has nothing to pad with.
@@ -84,8 +107,8 @@ func NewLayout(grids [][3]int, captionLen []int) (*Layout, error) {
 		}
 		for i := range lx {
 			if i < n {
-				f, h, w := i/(g[1]*g[2]), i/g[2]%g[1], i%g[2]
-				l.ImagePos = append(l.ImagePos, float64(lc+1+f), float64(h), float64(w))
+				p := imagePos(s, i, lc)
+				l.ImagePos = append(l.ImagePos, p[0], p[1], p[2])
 				l.ImageRows = append(l.ImageRows, realImg+i)
 			} else {
 				l.ImagePos = append(l.ImagePos, 0, 0, 0)
@@ -109,8 +132,8 @@ func NewLayout(grids [][3]int, captionLen []int) (*Layout, error) {
 			l.CaptionRows[i] = realCap
 		}
 	}
-	imgRows := l.ImageOffsets[len(grids)]
-	for s := range grids {
+	imgRows := l.ImageOffsets[len(imageLen)]
+	for s := range imageLen {
 		for r := l.ImageOffsets[s]; r < l.ImageOffsets[s+1]; r++ {
 			if r-l.ImageOffsets[s] < l.ImageLen[s] {
 				l.OutputRows = append(l.OutputRows, len(l.UnifiedRows))

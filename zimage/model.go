@@ -317,14 +317,21 @@ func (m *Model) Prepare(x []Latent, t []float32, caps [][]float32) (*Batch, erro
 // real image tokens [Σ ImageLen, pF·pH·pW·C], item after item
 // (Unpatchify each item's rows into its latent shape).
 func (m *Model) Run(b *Batch) mat.Tensor {
+	x, adaln := m.hidden(b)
+	return m.FinalLayer(x, adaln, b.Layout.OutputOffsets())
+}
+
+// hidden is Run before the final layer: the real image tokens' hidden
+// states after the main layers [Σ ImageLen, D], item after item, and the
+// adaLN input. The final layer is per row, so only the rows that become
+// the output are kept.
+func (m *Model) hidden(b *Batch) (x, adaln mat.Tensor) {
 	l := b.Layout
-	adaln := m.Timestep(b.T)
+	adaln = m.Timestep(b.T)
 	img := m.NoiseRefiner(m.EmbedImage(b.Patches, l), adaln, m.NewStream(l.ImageOffsets, l.ImagePos))
 	txt := m.ContextRefiner(m.EmbedCaption(b.Captions, l), m.NewStream(l.CaptionOffsets, l.CaptionPos))
-	x := m.Layers(m.Unify(img, txt, l), adaln, m.NewStream(l.UnifiedOffsets, l.UnifiedPos()))
-	// The final layer is per row: only the rows that become the output
-	// go through it.
-	return m.FinalLayer(ops.GatherRows(x, l.OutputRows), adaln, l.OutputOffsets())
+	x = m.Layers(m.Unify(img, txt, l), adaln, m.NewStream(l.UnifiedOffsets, l.UnifiedPos()))
+	return ops.GatherRows(x, l.OutputRows), adaln
 }
 
 // Images rearranges Run's output into each item's latent shape

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dc/hnet"
@@ -37,7 +38,7 @@ func predict(t *testing.T, m *dc.Model, frac []float32) ([]float32, []int) {
 	for b := range B {
 		ts[b], ys[b] = float32(100*b+17), b
 	}
-	out, res, err := m.Predict(x, ts, ys, frac)
+	out, res, err := m.Predict(x, cond.Input{T: ts, Labels: ys}, frac)
 	if err != nil {
 		t.Fatal(err)
 	}

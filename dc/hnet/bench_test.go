@@ -8,6 +8,7 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/ops"
 )
@@ -56,7 +57,7 @@ func randomModel(b *testing.B, grid, E, D, heads, depth int) *dc.Model {
 // tokens of x are natural boundaries (random weights give an arbitrary
 // logit scale).
 func calibrateRouter(b *testing.B, m *dc.Model, x []float32, t []float32, y []int, keep float64) {
-	c, err := m.Backbone.Condition(t, y)
+	c, err := m.Backbone.Condition(cond.Input{T: t, Labels: y})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func BenchmarkDCDiTS(b *testing.B) {
 				m.Backbone.(*Network).Params.SetRequiresGrad(train)
 				var kept []int
 				for b.Loop() {
-					c, _ := m.Backbone.Condition(t, y)
+					c, _ := m.Backbone.Condition(cond.Input{T: t, Labels: y})
 					res, err := m.Forward(mat.NewDense[float32](mat.WithShape(B*L, 4), mat.WithBacking(x)), c, []float32{rho})
 					if err != nil {
 						b.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/internal/fixtures"
 )
@@ -30,18 +31,18 @@ func TestErrors(t *testing.T) {
 		m := loadFixture(t, c)
 		cfg := m.Config
 		L := cfg.Tokens()
-		cond, err := m.Backbone.Condition([]float32{1, 2}, []int{0, 1})
+		cv, err := m.Backbone.Condition(cond.Input{T: []float32{1, 2}, Labels: []int{0, 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		x := mat.NewDense[float32](mat.WithShape(2*L, cfg.InChannels))
-		_, err = m.Forward(mat.NewDense[float32](mat.WithShape(2*L+1, cfg.InChannels)), cond, nil)
+		_, err = m.Forward(mat.NewDense[float32](mat.WithShape(2*L+1, cfg.InChannels)), cv, nil)
 		wantErr(t, err, "latents")
-		_, err = m.Forward(x, cond, []float32{0.1, 0.2, 0.3})
+		_, err = m.Forward(x, cv, []float32{0.1, 0.2, 0.3})
 		wantErr(t, err, "3 drop fractions for a batch of 2")
-		_, err = m.Forward(x, cond, []float32{1})
+		_, err = m.Forward(x, cv, []float32{1})
 		wantErr(t, err, "drop fraction")
-		res, err := m.Forward(x, cond, nil)
+		res, err := m.Forward(x, cv, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,9 +50,9 @@ func TestErrors(t *testing.T) {
 		wantErr(t, err, "groups of 3")
 		_, err = res.RatioLoss(1, 0)
 		wantErr(t, err, "N = 1")
-		_, err = m.Backbone.Condition([]float32{1}, []int{cfg.OutChannels + 1000})
+		_, err = m.Backbone.Condition(cond.Input{T: []float32{1}, Labels: []int{cfg.OutChannels + 1000}})
 		wantErr(t, err, "label")
-		_, _, err = m.LiteCFG(make([]float32, 3*cfg.InChannels*L), []float32{1, 2, 3}, []int{0, 1, 2}, 1.5, 0, 0.5)
+		_, _, err = m.LiteCFG(make([]float32, 3*cfg.InChannels*L), cond.Input{T: []float32{1, 2, 3}, Labels: []int{0, 1, 2}}, 1.5, 0, 0.5)
 		wantErr(t, err, "even batch")
 
 		ts, err := dc.ReadSafetensors(filepath.Join(c.Dir, "weights.safetensors"))

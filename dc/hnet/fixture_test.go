@@ -10,6 +10,7 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/internal/fixtures"
 	"github.com/dcdit/dcdit/loaders/safetensors"
@@ -123,7 +124,7 @@ func readInputs(t *testing.T, m *dc.Model, io *fixtures.File) inputs {
 
 func forward(t *testing.T, m *dc.Model, in inputs, frac []float32, grad bool) (*dc.Result, mat.Tensor, mat.Tensor) {
 	t.Helper()
-	c, err := m.Backbone.Condition(in.t, in.y)
+	c, err := m.Backbone.Condition(cond.Input{T: in.t, Labels: in.y})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func forward(t *testing.T, m *dc.Model, in inputs, frac []float32, grad bool) (*
 	if err != nil {
 		t.Fatal(err)
 	}
-	return res, x, c
+	return res, x, c.Vector()
 }
 
 // dcditInputs are the inputs of a dcdit-tiny io.safetensors (its README's
@@ -189,8 +190,8 @@ func computeDCDiT(t *testing.T, c fixtures.Case) *fixtures.Got {
 	}
 
 	// Routing at no drop.
-	res, _, cond := forward(t, m, in, nil, false)
-	got.F32("c", values(cond), forwardTol)
+	res, _, cvec := forward(t, m, in, nil, false)
+	got.F32("c", values(cvec), forwardTol)
 	head := io.Shape("enc_out_b0_head")
 	got.F32("enc_out_b0_head", values(res.Encoded)[:head[0]*head[1]], forwardTol)
 	got.F32("router_logit", values(res.Routing.Logit), forwardTol)
@@ -291,7 +292,7 @@ func computeDCDiT(t *testing.T, c fixtures.Case) *fixtures.Got {
 	// The reference's Lite-CFG sample function.
 	frac := io.F32("litecfg.frac")
 	B := len(frac)
-	out, lres, err := m.LiteCFG(io.F32("x"), floats(io.Ints("litecfg.t")), io.Ints("litecfg.y"), io.F32("litecfg.cfg_scale")[0], frac[0], frac[B-1])
+	out, lres, err := m.LiteCFG(io.F32("x"), cond.Input{T: floats(io.Ints("litecfg.t")), Labels: io.Ints("litecfg.y")}, io.F32("litecfg.cfg_scale")[0], frac[0], frac[B-1])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/ops"
@@ -142,22 +143,23 @@ func (n *Network) Width() int { return n.Config.Width }
 // CondWidth returns D: the conditioning is t_embed + y_embed at width D.
 func (n *Network) CondWidth() int { return n.Config.Width }
 
-// Condition returns c = t_embedder(t) + y_embedder(y), [B, D], DiT's
-// embedders (dit.Embedders), which the main network stores under DiT's
-// names.
-func (n *Network) Condition(t []float32, y []int) (mat.Tensor, error) {
-	if err := dit.CheckLabels(t, y, n.Config.NumClasses); err != nil {
+// Condition returns c = t_embedder(in.T) + y_embedder(in.Labels), [B, D]
+// (cond.Plain), DiT's embedders (dit.Embedders), which the main network
+// stores under DiT's names; it takes no captions.
+func (n *Network) Condition(in cond.Input) (cond.Value, error) {
+	if err := in.CheckLabels(n.Config.NumClasses); err != nil {
 		return nil, fmt.Errorf("hnet: %w", err)
 	}
-	return dit.Embedders(n.Params, n.Config.FrequencySize, t, y), nil
+	return cond.Plain{V: dit.Embedders(n.Params, n.Config.FrequencySize, in.T, in.Labels)}, nil
 }
 
 // Forward adds the 2-D sin-cos embedding of each token's grid position to
 // the packed tokens x [N, D] and runs the blocks (DiT's, dit.ApplyBlock)
-// and the final RMSNorm.
-func (n *Network) Forward(x, c mat.Tensor, offsets []int, pos []float64) (mat.Tensor, error) {
+// under the conditioning vector c.Vector() and the final RMSNorm.
+func (n *Network) Forward(x mat.Tensor, cv cond.Value, offsets []int, pos []float64) (mat.Tensor, error) {
 	D := n.Config.Width
 	N := x.Shape()[0]
+	c := cv.Vector()
 	if err := dit.CheckPacked(N, c.Shape()[0], offsets, pos); err != nil {
 		return nil, fmt.Errorf("hnet: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/loaders/arch"
@@ -105,7 +106,7 @@ func newDCModel(s dcSpec) *dcModel {
 
 // forward runs the whole model (conditioning included) at ρ.
 func (d *dcModel) forward(frac []float32) *dc.Result {
-	c, err := d.m.Backbone.Condition(d.t, d.y)
+	c, err := d.m.Backbone.Condition(cond.Input{T: d.t, Labels: d.y})
 	if err != nil {
 		panic(fmt.Sprintf("bench: %v", err))
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dit/ddpm"
@@ -62,7 +63,7 @@ func dcDenoiser(m *dc.Model, guided bool, rhoCond, rhoUncond float32, stats *dcS
 				frac[i] = rhoUncond
 			}
 		}
-		out, res, err := m.Predict(x, tf, y, frac)
+		out, res, err := m.Predict(x, cond.Input{T: tf, Labels: y}, frac)
 		if err != nil {
 			return nil, err
 		}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dit/ddpm"
 	"github.com/dcdit/dcdit/internal/dctest"
 )
@@ -38,7 +39,7 @@ func TestDenoiserIsLiteCFG(t *testing.T) {
 				}
 				x2 := append(slices.Clone(x), x...)
 				tf := []float32{999, 500, 999, 500}
-				want, res, err := m.LiteCFG(x2, tf, append(slices.Clone(ys), nullClass, nullClass), scale, rho[0], rho[1])
+				want, res, err := m.LiteCFG(x2, cond.Input{T: tf, Labels: append(slices.Clone(ys), nullClass, nullClass)}, scale, rho[0], rho[1])
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -1,0 +1,217 @@
+package zimage
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nlpodyssey/spago/mat"
+
+	"github.com/dcdit/dcdit/cond"
+	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/ops"
+	"github.com/dcdit/dcdit/params"
+)
+
+// Kind is the backbone kind of a Z-Image transformer used as a DC
+// backbone (Backbone.Spec). No DC checkpoint stores it yet.
+const Kind = "zimage"
+
+// Backbone is a Z-Image transformer as the DC scaffold's backbone (a
+// dc.Backbone, without this package importing the scaffold): the
+// conditioning is the timestep embedding (the adaLN input the scaffold
+// also reads) plus each sample's caption, embedded and refined by the
+// context refiner; Forward runs the noise refiner on the kept image
+// tokens, joins each sample's refined caption tokens and runs the main
+// layers. The patch embedding and the final layer stay the model's own
+// (Run); inside a DC model the scaffold has its own.
+type Backbone struct {
+	Model *Model
+	// CaptionLen is the caption length FLOPs assumes for every sample
+	// (FLOPs is given image token counts only); 0 means
+	// TypicalCaptionLen.
+	CaptionLen int
+}
+
+// NewBackbone wraps a model as a backbone.
+func NewBackbone(m *Model) *Backbone { return &Backbone{Model: m} }
+
+// Conditioning is the Value the backbone's Condition makes: the adaLN
+// input [B, adaLN width] (the vector the scaffold reads) and the caption
+// stream after the context refiner, which Forward joins to the image
+// tokens.
+type Conditioning struct {
+	adaln mat.Tensor
+	// captions are the refined caption streams, packed: sample s owns
+	// its padded caption's rows (captionLen[s] valid, the rest pad
+	// tokens).
+	captions   mat.Tensor
+	captionLen []int
+	// model is the model that made it: another's caption stream has
+	// another width or other weights.
+	model *Model
+}
+
+// Vector returns the adaLN input [B, adaLN width].
+func (c *Conditioning) Vector() mat.Tensor { return c.adaln }
+
+// Width returns the model's dim, the width of the image tokens.
+func (b *Backbone) Width() int { return b.Model.Config.Dim }
+
+// CondWidth returns the adaLN width (min(dim, 256) in the reference): the
+// timestep embedding every modulation reads.
+func (b *Backbone) CondWidth() int { return b.Model.Config.AdaLNDim }
+
+// Condition embeds the timesteps in.T (model times in [0, 1], 0 at pure
+// noise, as Forward takes them) and each sample's caption in.Captions
+// (rows of cap_feat_dim; its first Len rows are used): the adaLN input,
+// and per sample the caption embedded, padded to a multiple of SeqMultiOf
+// with cap_pad_token and run through the context refiner. Z-Image takes
+// no labels.
+func (b *Backbone) Condition(in cond.Input) (cond.Value, error) {
+	m := b.Model
+	dim := m.Config.CapFeatDim
+	if err := in.CheckCaptions(dim); err != nil {
+		return nil, fmt.Errorf("zimage: %w", err)
+	}
+	lens := make([]int, len(in.Captions))
+	var feats []float32
+	for s, c := range in.Captions {
+		lens[s] = c.Len
+		feats = append(feats, c.Features[:c.Len*dim]...)
+	}
+	// A caption-only layout: the caption stream does not depend on the
+	// image tokens, which Forward lays out with the same caption lengths.
+	l, err := newLayout(make([]int, len(lens)), lens, nil)
+	if err != nil {
+		return nil, err
+	}
+	txt := m.ContextRefiner(m.EmbedCaption(feats, l), m.NewStream(l.CaptionOffsets, l.CaptionPos))
+	return &Conditioning{adaln: m.Timestep(in.T), captions: txt, captionLen: lens, model: m}, nil
+}
+
+// Forward runs the transformer over packed image tokens x [N, dim] (sample
+// s owns rows offsets[s]..offsets[s+1], at least one) under c, which this
+// backbone's Condition made. pos[2r], pos[2r+1] are token r's row and
+// column on the latent grid, real numbers, mapped to the patch grid as
+// DiT's are (dit.GridPos: a cell at its centre); the first RoPE axis is
+// the reference's: the image's single frame sits after the sample's
+// padded caption. Each sample's tokens are padded to a multiple of
+// SeqMultiOf with x_pad_token, refined by the noise refiner, joined with
+// the sample's refined caption tokens ([image ; caption], as Unify does)
+// and run through the main layers. It returns the hidden states of x's
+// tokens [N, dim], in x's order; the final layer is the caller's.
+func (b *Backbone) Forward(x mat.Tensor, c cond.Value, offsets []int, pos []float64) (mat.Tensor, error) {
+	m := b.Model
+	zc, ok := c.(*Conditioning)
+	if !ok || zc.model != m {
+		return nil, fmt.Errorf("zimage: conditioning of type %T was not made by this backbone's Condition", c)
+	}
+	xs := x.Shape()
+	if xs[1] != m.Config.Dim {
+		return nil, fmt.Errorf("zimage: tokens are [%d %d], want width %d", xs[0], xs[1], m.Config.Dim)
+	}
+	if err := dit.CheckPacked(xs[0], len(zc.captionLen), offsets, pos); err != nil {
+		return nil, fmt.Errorf("zimage: %w", err)
+	}
+	kept := make([]int, len(offsets)-1)
+	for s := range kept {
+		if kept[s] = offsets[s+1] - offsets[s]; kept[s] == 0 {
+			return nil, fmt.Errorf("zimage: sample %d has no image tokens (offsets %v)", s, offsets)
+		}
+	}
+	p := m.Config.PatchSize
+	l, err := newLayout(kept, zc.captionLen, func(s, i, lc int) [3]float64 {
+		r := offsets[s] + i
+		return [3]float64{float64(lc + 1), dit.GridPos(pos[2*r], p), dit.GridPos(pos[2*r+1], p)}
+	})
+	if err != nil {
+		return nil, err
+	}
+	img := ops.GatherRows(ops.ConcatRows(x, m.p("x_pad_token")), l.ImageRows)
+	img = m.NoiseRefiner(img, zc.adaln, m.NewStream(l.ImageOffsets, l.ImagePos))
+	u := m.Layers(m.Unify(img, zc.captions, l), zc.adaln, m.NewStream(l.UnifiedOffsets, l.UnifiedPos()))
+	return ops.GatherRows(u, l.OutputRows), nil
+}
+
+// Parameters returns the model's arena under its internal (ComfyUI)
+// names, the patch embedding and final layer included (Forward leaves
+// them without gradient).
+func (b *Backbone) Parameters() *params.Set { return b.Model.Params }
+
+// ParamGroups returns the groups of one of the model's parameters: the
+// timestep and caption embedders and the pad tokens are embedders (the
+// pad tokens take part in Forward), the refiners' and main layers' blocks
+// are the backbone (their adaLN, attention and feed-forward parts by
+// name), the patch embedding and the final layer are the latent embedder
+// and final layer a DC model replaces; nil for another name.
+func (b *Backbone) ParamGroups(name string) []string {
+	if _, ok := b.Model.tensors[name]; !ok {
+		return nil
+	}
+	switch {
+	case strings.HasPrefix(name, "t_embedder."):
+		return []string{params.GroupEmbedders, params.GroupTimestepEmbedder}
+	case strings.HasPrefix(name, "cap_embedder."), name == "cap_pad_token", name == "x_pad_token":
+		return []string{params.GroupEmbedders}
+	case strings.HasPrefix(name, "x_embedder."):
+		return []string{params.GroupEmbedders, params.GroupLatentEmbedder}
+	case strings.HasPrefix(name, "final_layer."):
+		return []string{params.GroupFinalLayer}
+	}
+	for _, prefix := range []string{"noise_refiner.", "context_refiner.", "layers."} {
+		if g := blockParamGroups(name, prefix); g != nil {
+			return g
+		}
+	}
+	return nil
+}
+
+// blockParamGroups returns the groups of a Block parameter named
+// prefix + "<index>." + its name inside the block, or nil for another
+// name. The sandwich norms go with the block as a whole.
+func blockParamGroups(name, prefix string) []string {
+	rest, ok := strings.CutPrefix(name, prefix)
+	if !ok {
+		return nil
+	}
+	idx, inner, ok := strings.Cut(rest, ".")
+	if !ok || idx == "" || strings.Trim(idx, "0123456789") != "" {
+		return nil
+	}
+	switch {
+	case strings.HasPrefix(inner, "adaLN_modulation."):
+		return []string{params.GroupBackbone, params.GroupAdaLN}
+	case strings.HasPrefix(inner, "attention."):
+		return []string{params.GroupBackbone, params.GroupAttention}
+	case strings.HasPrefix(inner, "feed_forward."):
+		return []string{params.GroupBackbone, params.GroupMLP}
+	}
+	return []string{params.GroupBackbone}
+}
+
+// Spec returns Kind and a copy of the model's config.
+func (b *Backbone) Spec() (string, any) {
+	c := *b.Model.Config
+	c.AxesDims, c.AxesLens = slices.Clone(c.AxesDims), slices.Clone(c.AxesLens)
+	return Kind, &c
+}
+
+// FLOPs counts, per sample of the given image token counts, what
+// Condition and Forward run, as ForwardFLOPs counts it: the timestep and
+// caption embedders, the refiners and the main layers over sequences
+// padded to multiples of SeqMultiOf, with a caption of CaptionLen tokens;
+// not the patch embedding and the final layer, which a DC model replaces.
+func (b *Backbone) FLOPs(lengths []int) float64 {
+	c := b.Model.Config
+	lc := b.CaptionLen
+	if lc == 0 {
+		lc = TypicalCaptionLen
+	}
+	var total float64
+	for _, n := range lengths {
+		f := ForwardFLOPs(c, n, lc)
+		total += f.Total() - f.Final - patchEmbedFLOPs(c, n)
+	}
+	return total
+}
