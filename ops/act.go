@@ -50,7 +50,11 @@ type activation[T float.DType] struct {
 func newActivation(op string, kind actKind, x mat.Tensor) ag.AutoGradFunction {
 	rows, cols := dims(op, "x", x)
 	s := activationSpec{kind, x, rows, cols}
-	return pick(op, &activation[float32]{activationSpec: s}, &activation[float64]{activationSpec: s}, named{"x", x})
+	var dev ag.AutoGradFunction
+	if kind != actTanh { // no device kernel for tanh yet
+		dev = &activationDevice{activation: activation[float32]{activationSpec: s}}
+	}
+	return pickOn(op, &activation[float32]{activationSpec: s}, &activation[float64]{activationSpec: s}, dev, named{"x", x})
 }
 
 func (f *activation[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x} }

@@ -41,7 +41,8 @@ func newAttention(qkv mat.Tensor, offsets []int, heads int) ag.AutoGradFunction 
 		panic(fmt.Sprintf("ops: Attention: qkv has %d columns, want 3·heads·headDim with %d heads", cols, heads))
 	}
 	s := attentionSpec{qkv, copyOffsets("Attention", offsets, rows), rows, heads, cols / (3 * heads)}
-	return pick("Attention", &attention[float32]{attentionSpec: s}, &attention[float64]{attentionSpec: s}, named{"qkv", qkv})
+	return pickOn("Attention", &attention[float32]{attentionSpec: s}, &attention[float64]{attentionSpec: s},
+		&attentionDevice{attention: attention[float32]{attentionSpec: s}}, named{"qkv", qkv})
 }
 
 func (f *attention[T]) Operands() []mat.Tensor { return []mat.Tensor{f.qkv} }

@@ -86,6 +86,8 @@ func recordedFn(n *ag.Operator) ag.AutoGradFunction {
 		return v.fn
 	case *value[float64]:
 		return v.fn
+	case *deviceValue:
+		return v.fn
 	}
 	return nil
 }
@@ -106,6 +108,8 @@ func (r recorder) Forward() (mat.Tensor, error) {
 	case *value[float32]:
 		v.fn = r.AutoGradFunction
 	case *value[float64]:
+		v.fn = r.AutoGradFunction
+	case *deviceValue:
 		v.fn = r.AutoGradFunction
 	case *mat.Dense[float32]:
 		return &value[float32]{Dense: v, fn: r.AutoGradFunction}, nil

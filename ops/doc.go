@@ -53,4 +53,17 @@
 //
 // Attention and convolution ops follow the same pattern over
 // kernels.AttentionForward/Backward and kernels.Conv3x3Forward/Backward.
+//
+// # Device operands
+//
+// An op whose operands are GPU tensors (package ops/device) runs on the
+// GPU: its constructor calls pickOn instead of pick, with a third
+// candidate, a float32 type in a *_device.go file that embeds the host
+// op's struct and replaces Forward and Backward with calls to package
+// cuda/kernels. Its result is a deviceValue (device.go), whose memory goes
+// back to the device's pool on Release. Code above ops does not change:
+// the same calls build the same graph, and Backward walks it the same way.
+// All operands of an op must live in the same place; a host operand beside
+// a device one, or a device operand of an op without a device
+// implementation, panics naming the op and the operand.
 package ops

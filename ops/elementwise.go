@@ -38,7 +38,7 @@ func newBinary(op string, kind binKind, a, b mat.Tensor) ag.AutoGradFunction {
 	rows, cols := dims(op, "a", a)
 	needShape(op, "b", b, rows, cols, " (the shape of a)")
 	s := binarySpec{kind, a, b, rows, cols}
-	return pick(op, &binary[float32]{s}, &binary[float64]{s}, named{"a", a}, named{"b", b})
+	return pickOn(op, &binary[float32]{s}, &binary[float64]{s}, &binaryDevice{binary[float32]{s}}, named{"a", a}, named{"b", b})
 }
 
 func (f *binary[T]) Operands() []mat.Tensor { return []mat.Tensor{f.a, f.b} }
@@ -101,7 +101,7 @@ type scale[T float.DType] struct{ scaleSpec }
 func newScale(x mat.Tensor, alpha float64) ag.AutoGradFunction {
 	rows, cols := dims("Scale", "x", x)
 	s := scaleSpec{x, alpha, rows, cols}
-	return pick("Scale", &scale[float32]{s}, &scale[float64]{s}, named{"x", x})
+	return pickOn("Scale", &scale[float32]{s}, &scale[float64]{s}, &scaleDevice{scale[float32]{s}}, named{"x", x})
 }
 
 func (f *scale[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x} }

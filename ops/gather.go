@@ -114,7 +114,7 @@ func newSliceCols(x mat.Tensor, from, to int) ag.AutoGradFunction {
 		panic(fmt.Sprintf("ops: SliceCols: columns [%d, %d) out of the %d columns of x", from, to, cols))
 	}
 	s := sliceColsSpec{x, rows, cols, from, to}
-	return pick("SliceCols", &sliceCols[float32]{s}, &sliceCols[float64]{s}, named{"x", x})
+	return pickOn("SliceCols", &sliceCols[float32]{s}, &sliceCols[float64]{s}, &sliceColsDevice{sliceCols[float32]{s}}, named{"x", x})
 }
 
 func (f *sliceCols[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x} }

@@ -30,7 +30,7 @@ func newLinear(x, w, b mat.Tensor) ag.AutoGradFunction {
 		ops = append(ops, named{"b", b})
 	}
 	s := linearSpec{x, w, b, rows, in, out}
-	return pick("Linear", &linear[float32]{s}, &linear[float64]{s}, ops...)
+	return pickOn("Linear", &linear[float32]{s}, &linear[float64]{s}, &linearDevice{linear[float32]{s}}, ops...)
 }
 
 func (f *linear[T]) Operands() []mat.Tensor {

@@ -40,7 +40,7 @@ type modulate[T float.DType] struct{ modulateSpec }
 func newModulate(x, shift, scale mat.Tensor, offsets []int) ag.AutoGradFunction {
 	ops := []named{{"x", x}, {"shift", shift}, {"scale", scale}}
 	s := modulateSpec{newPerSampleSpec("Modulate", x, offsets, ops[1:]...), x, shift, scale}
-	return pick("Modulate", &modulate[float32]{s}, &modulate[float64]{s}, ops...)
+	return pickOn("Modulate", &modulate[float32]{s}, &modulate[float64]{s}, &modulateDevice{modulate[float32]{s}}, ops...)
 }
 
 func (f *modulate[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x, f.shift, f.scale} }
@@ -77,7 +77,7 @@ func newGatedResidual(x, gate, h mat.Tensor, offsets []int) ag.AutoGradFunction 
 	ps := newPerSampleSpec("GatedResidual", x, offsets, named{"gate", gate})
 	needShape("GatedResidual", "h", h, ps.rows, ps.cols, " (the shape of x)")
 	s := gatedResidualSpec{ps, x, gate, h}
-	return pick("GatedResidual", &gatedResidual[float32]{s}, &gatedResidual[float64]{s},
+	return pickOn("GatedResidual", &gatedResidual[float32]{s}, &gatedResidual[float64]{s}, &gatedResidualDevice{gatedResidual[float32]{s}},
 		named{"x", x}, named{"gate", gate}, named{"h", h})
 }
 

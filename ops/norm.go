@@ -32,7 +32,8 @@ func newLayerNorm(x mat.Tensor, eps float64) ag.AutoGradFunction {
 	rows, cols := dims("LayerNorm", "x", x)
 	needEps("LayerNorm", eps)
 	s := layerNormSpec{x, rows, cols, eps}
-	return pick("LayerNorm", &layerNorm[float32]{layerNormSpec: s}, &layerNorm[float64]{layerNormSpec: s}, named{"x", x})
+	return pickOn("LayerNorm", &layerNorm[float32]{layerNormSpec: s}, &layerNorm[float64]{layerNormSpec: s},
+		&layerNormDevice{layerNorm: layerNorm[float32]{layerNormSpec: s}}, named{"x", x})
 }
 
 // needEps rejects a negative or NaN eps, which would make rstd NaN for

@@ -8,6 +8,8 @@ import (
 	"github.com/nlpodyssey/spago/ag"
 	"github.com/nlpodyssey/spago/mat"
 	"github.com/nlpodyssey/spago/mat/float"
+
+	"github.com/dcdit/dcdit/ops/device"
 )
 
 // named is an operand with the name used in panic messages.
@@ -33,6 +35,9 @@ func is64(op string, operands ...named) bool {
 			dt = "float32"
 		case *mat.Dense[float64], *value[float64]:
 			dt = "float64"
+		case device.Resident:
+			// pickOn sends device operands elsewhere: this op has none.
+			panic(fmt.Sprintf("ops: %s: no device implementation yet, and %s is on the device", op, o.name))
 		default:
 			panic(fmt.Sprintf("ops: %s: %s is a %T, want *mat.Dense[float32] or *mat.Dense[float64]", op, o.name, v))
 		}

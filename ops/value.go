@@ -162,6 +162,10 @@ func Release(roots ...mat.Tensor) {
 			if !v.release() {
 				continue
 			}
+		case *deviceValue:
+			if !v.release() {
+				continue
+			}
 		default:
 			// Another library's node: walk through it to the ops behind.
 			if seen == nil {

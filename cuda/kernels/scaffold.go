@@ -10,7 +10,8 @@ import (
 // scaffold's conv blocks (conv.go), the row gathers and scatters that
 // select and plug back kept tokens (gather.go), de-chunking (dechunk.go),
 // the backward passes of GELU, SiLU and the row softmax, and the sigmoid
-// and subtraction of the DC router (actgrad.go).
+// and subtraction of the DC router (actgrad.go), and the column copies of
+// SliceCols (cols.go).
 //
 // They are a module of their own, loaded by LoadScaffold beside the Set it
 // extends, so that the Set's module (and its cache entry) stays as it was
@@ -28,6 +29,7 @@ type Scaffold struct {
 	dcFwd, dcBwdU, dcBwdK, dcBwdDp           cuda.Function
 	geluBwd, geluBwdOut, siluBwd, siluBwdOut cuda.Function
 	softmaxBwd, sigmoid, sigmoidBwd, sub     cuda.Function
+	colsCopy                                 cuda.Function
 }
 
 // LoadScaffold compiles (or loads from the cache) the scaffold kernels for
@@ -36,7 +38,7 @@ func LoadScaffold(s *Set) (*Scaffold, error) {
 	if s == nil {
 		return nil, fmt.Errorf("cuda/kernels: LoadScaffold: nil kernel set")
 	}
-	mod, err := s.rt.Compile("dcdit_scaffold.cu", source+normSource+convSource+gatherSource+deChunkSource+actGradSource, fmadOff)
+	mod, err := s.rt.Compile("dcdit_scaffold.cu", source+normSource+convSource+gatherSource+deChunkSource+actGradSource+colsSource, fmadOff)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +54,7 @@ func LoadScaffold(s *Set) (*Scaffold, error) {
 		{&sc.geluBwd, "act_gelu_bwd"}, {&sc.geluBwdOut, "act_gelu_bwd_out"},
 		{&sc.siluBwd, "act_silu_bwd"}, {&sc.siluBwdOut, "act_silu_bwd_out"},
 		{&sc.softmaxBwd, "softmax_rows_bwd"}, {&sc.sigmoid, "act_sigmoid"}, {&sc.sigmoidBwd, "act_sigmoid_bwd"},
-		{&sc.sub, "ew_sub"},
+		{&sc.sub, "ew_sub"}, {&sc.colsCopy, "cols_copy"},
 	} {
 		if *f.dst, err = mod.Function(f.name); err != nil {
 			return nil, err

@@ -1,0 +1,93 @@
+package ops
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/nlpodyssey/spago/ag"
+	"github.com/nlpodyssey/spago/mat"
+
+	"github.com/dcdit/dcdit/ops/device"
+)
+
+// fakeResident stands in for a device tensor on a machine without a GPU:
+// dispatch looks only at device.Resident, so the seam is testable in CI.
+// Its Forward would fail (there is no tensor behind it); these tests only
+// build ops.
+type fakeResident struct{ *mat.Dense[float32] }
+
+func (f fakeResident) Value() mat.Tensor            { return f }
+func (f fakeResident) DeviceTensor() *device.Tensor { return nil }
+
+// operand returns a float32 [rows, cols] operand, on the (fake) device or
+// on the host.
+func operand(onDevice bool, rows, cols int) mat.Tensor {
+	m := mat.NewDense[float32](mat.WithShape(rows, cols), mat.WithGrad(true))
+	if onDevice {
+		return fakeResident{m}
+	}
+	return m
+}
+
+// TestDispatchByPlacement: each op with a device implementation picks it
+// for device operands and exactly its host function for host ones.
+func TestDispatchByPlacement(t *testing.T) {
+	off := []int{0, 1, 4}
+	cases := []struct {
+		name      string
+		build     func(dev bool) ag.AutoGradFunction
+		host, dev string
+	}{
+		{"Linear", func(d bool) ag.AutoGradFunction {
+			return newLinear(operand(d, 4, 3), operand(d, 5, 3), operand(d, 5, 1))
+		}, "*ops.linear[float32]", "*ops.linearDevice"},
+		{"Linear without bias", func(d bool) ag.AutoGradFunction { return newLinear(operand(d, 4, 3), operand(d, 5, 3), nil) }, "*ops.linear[float32]", "*ops.linearDevice"},
+		{"Add", func(d bool) ag.AutoGradFunction { return newBinary("Add", binAdd, operand(d, 2, 3), operand(d, 2, 3)) }, "*ops.binary[float32]", "*ops.binaryDevice"},
+		{"Mul", func(d bool) ag.AutoGradFunction { return newBinary("Mul", binMul, operand(d, 2, 3), operand(d, 2, 3)) }, "*ops.binary[float32]", "*ops.binaryDevice"},
+		{"Scale", func(d bool) ag.AutoGradFunction { return newScale(operand(d, 2, 3), 2) }, "*ops.scale[float32]", "*ops.scaleDevice"},
+		{"GELU", func(d bool) ag.AutoGradFunction { return newActivation("GELU", actGELU, operand(d, 2, 3)) }, "*ops.activation[float32]", "*ops.activationDevice"},
+		{"SiLU", func(d bool) ag.AutoGradFunction { return newActivation("SiLU", actSiLU, operand(d, 2, 3)) }, "*ops.activation[float32]", "*ops.activationDevice"},
+		{"LayerNorm", func(d bool) ag.AutoGradFunction { return newLayerNorm(operand(d, 4, 3), 1e-6) }, "*ops.layerNorm[float32]", "*ops.layerNormDevice"},
+		{"Modulate", func(d bool) ag.AutoGradFunction {
+			return newModulate(operand(d, 4, 3), operand(d, 2, 3), operand(d, 2, 3), off)
+		}, "*ops.modulate[float32]", "*ops.modulateDevice"},
+		{"GatedResidual", func(d bool) ag.AutoGradFunction {
+			return newGatedResidual(operand(d, 4, 3), operand(d, 2, 3), operand(d, 4, 3), off)
+		}, "*ops.gatedResidual[float32]", "*ops.gatedResidualDevice"},
+		{"Attention", func(d bool) ag.AutoGradFunction { return newAttention(operand(d, 4, 12), off, 2) }, "*ops.attention[float32]", "*ops.attentionDevice"},
+		{"SliceCols", func(d bool) ag.AutoGradFunction { return newSliceCols(operand(d, 2, 6), 2, 4) }, "*ops.sliceCols[float32]", "*ops.sliceColsDevice"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := fmt.Sprintf("%T", c.build(false)); got != c.host {
+				t.Errorf("host operands: %s, want %s", got, c.host)
+			}
+			if got := fmt.Sprintf("%T", c.build(true)); got != c.dev {
+				t.Errorf("device operands: %s, want %s", got, c.dev)
+			}
+		})
+	}
+}
+
+// TestDispatchRefuses: mixing host and device operands, and a device
+// operand of an op without a device implementation, panic naming the op
+// and the operands.
+func TestDispatchRefuses(t *testing.T) {
+	cases := []struct {
+		name  string
+		build func()
+		parts []string
+	}{
+		{"mixed Linear", func() { newLinear(operand(true, 4, 3), operand(false, 5, 3), nil) },
+			[]string{"ops: Linear:", "x is on the device", "w is a *mat.Dense[float32] on the host", "device.ToDevice"}},
+		{"mixed Modulate", func() { newModulate(operand(false, 4, 3), operand(false, 2, 3), operand(true, 2, 3), []int{0, 1, 4}) },
+			[]string{"ops: Modulate:", "scale is on the device", "x is a *mat.Dense[float32] on the host"}},
+		{"Tanh on the device", func() { newActivation("Tanh", actTanh, operand(true, 2, 3)) },
+			[]string{"ops: Tanh: no device implementation yet", "x is on the device"}},
+		{"RMSNorm on the device", func() { newRMSNorm(operand(true, 2, 3), operand(true, 3, 1), 1e-6) },
+			[]string{"ops: RMSNorm: no device implementation yet", "x is on the device"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { mustPanic(t, c.build, c.parts...) })
+	}
+}
