@@ -105,85 +105,44 @@ func Load(path string, opts LoadOptions) (*Weights, error) {
 	return w, nil
 }
 
-// diffusersNames maps original names (with %d for the block) to diffusers
-// names, for tensors that are only renamed.
-var diffusersNames = [][2]string{
-	{"x_embedder.proj.weight", "pos_embed.proj.weight"},
-	{"x_embedder.proj.bias", "pos_embed.proj.bias"},
-	{"blocks.%d.adaLN_modulation.1.weight", "transformer_blocks.%d.norm1.linear.weight"},
-	{"blocks.%d.adaLN_modulation.1.bias", "transformer_blocks.%d.norm1.linear.bias"},
-	{"blocks.%d.attn.proj.weight", "transformer_blocks.%d.attn1.to_out.0.weight"},
-	{"blocks.%d.attn.proj.bias", "transformer_blocks.%d.attn1.to_out.0.bias"},
-	{"blocks.%d.mlp.fc1.weight", "transformer_blocks.%d.ff.net.0.proj.weight"},
-	{"blocks.%d.mlp.fc1.bias", "transformer_blocks.%d.ff.net.0.proj.bias"},
-	{"blocks.%d.mlp.fc2.weight", "transformer_blocks.%d.ff.net.2.weight"},
-	{"blocks.%d.mlp.fc2.bias", "transformer_blocks.%d.ff.net.2.bias"},
-	{"final_layer.adaLN_modulation.1.weight", "proj_out_1.weight"},
-	{"final_layer.adaLN_modulation.1.bias", "proj_out_1.bias"},
-	{"final_layer.linear.weight", "proj_out_2.weight"},
-	{"final_layer.linear.bias", "proj_out_2.bias"},
-}
-
-// embedderNames maps the shared embedders to their per-block diffusers copies.
-var embedderNames = [][2]string{
-	{"t_embedder.mlp.0.weight", "transformer_blocks.%d.norm1.emb.timestep_embedder.linear_1.weight"},
-	{"t_embedder.mlp.0.bias", "transformer_blocks.%d.norm1.emb.timestep_embedder.linear_1.bias"},
-	{"t_embedder.mlp.2.weight", "transformer_blocks.%d.norm1.emb.timestep_embedder.linear_2.weight"},
-	{"t_embedder.mlp.2.bias", "transformer_blocks.%d.norm1.emb.timestep_embedder.linear_2.bias"},
-	{"y_embedder.embedding_table.weight", "transformer_blocks.%d.norm1.emb.class_embedder.embedding_table.weight"},
-}
-
 func (w *Weights) fromDiffusers(cfg *arch.DiTConfig, read func(string) (*Param, error)) error {
-	for _, pair := range diffusersNames {
-		if !strings.Contains(pair[0], "%d") {
-			p, err := read(pair[1])
+	for _, km := range arch.DiTDiffusersKeys(cfg) {
+		var parts []*Param
+		for _, name := range km.Others {
+			p, err := read(name)
 			if err != nil {
 				return err
 			}
-			w.Params[pair[0]] = p
-			continue
+			parts = append(parts, p)
+			if km.Kind == arch.Replicated {
+				// Block 0's copy is used; the others are only compared.
+				break
+			}
 		}
-		for i := range cfg.Depth {
-			p, err := read(fmt.Sprintf(pair[1], i))
-			if err != nil {
+		if km.Kind == arch.Replicated {
+			if err := checkCopies(parts[0], km.Others, read); err != nil {
 				return err
 			}
-			w.Params[fmt.Sprintf(pair[0], i)] = p
 		}
+		// A fused qkv is timm's rows [q; k; v]; one part is returned as is.
+		w.Params[km.Name] = loaders.ConcatRows(parts)
 	}
-	for _, pair := range embedderNames {
-		p, err := read(fmt.Sprintf(pair[1], 0))
+	return nil
+}
+
+// checkCopies compares every block's copy of an embedder with block 0's.
+// A difference means the checkpoint was trained in diffusers with untied
+// embedders, which the original architecture cannot represent.
+func checkCopies(first *Param, copies []string, read func(string) (*Param, error)) error {
+	for _, name := range copies[1:] {
+		q, err := read(name)
 		if err != nil {
 			return err
 		}
-		// Every block carries the same copy; a difference means the
-		// checkpoint was trained in diffusers with untied embedders,
-		// which the original architecture cannot represent.
-		for i := 1; i < cfg.Depth; i++ {
-			q, err := read(fmt.Sprintf(pair[1], i))
-			if err != nil {
-				return err
+		for k := range first.Data {
+			if first.Data[k] != q.Data[k] {
+				return fmt.Errorf("%s differs from block 0's copy (element %d: %g vs %g); per-block embedders cannot be mapped to DiT", name, k, q.Data[k], first.Data[k])
 			}
-			for k := range p.Data {
-				if p.Data[k] != q.Data[k] {
-					return fmt.Errorf("%s differs from block 0's copy (element %d: %g vs %g); per-block embedders cannot be mapped to DiT", fmt.Sprintf(pair[1], i), k, q.Data[k], p.Data[k])
-				}
-			}
-		}
-		w.Params[pair[0]] = p
-	}
-	// diffusers splits timm's fused qkv (rows [q; k; v]) into three linears.
-	for i := range cfg.Depth {
-		for _, kind := range []string{"weight", "bias"} {
-			var parts []*Param
-			for _, n := range []string{"q", "k", "v"} {
-				p, err := read(fmt.Sprintf("transformer_blocks.%d.attn1.to_%s.%s", i, n, kind))
-				if err != nil {
-					return err
-				}
-				parts = append(parts, p)
-			}
-			w.Params[fmt.Sprintf("blocks.%d.attn.qkv.%s", i, kind)] = loaders.ConcatRows(parts)
 		}
 	}
 	return nil

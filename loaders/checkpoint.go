@@ -5,6 +5,7 @@
 package loaders
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -97,6 +98,24 @@ func (t *Tensor) Bytes() ([]byte, error) {
 		return t.st.Bytes()
 	}
 	return t.pt.bytes()
+}
+
+// Section returns a reader over the tensor's raw bytes (as Bytes) that
+// reads the file with pread instead of mapping it, so that a streaming
+// copy of a large model keeps only its buffers in memory. A strided
+// PyTorch tensor, which has no contiguous byte range, is gathered first.
+func (t *Tensor) Section() (*io.SectionReader, error) {
+	if t.st != nil {
+		return t.st.Reader(), nil
+	}
+	if off, n, ok := t.pt.t.ByteRange(); ok {
+		return io.NewSectionReader(t.pt.file.f, off, n), nil
+	}
+	raw, err := t.pt.t.ReadBytes(t.pt.file.f)
+	if err != nil {
+		return nil, err
+	}
+	return io.NewSectionReader(bytes.NewReader(raw), 0, int64(len(raw))), nil
 }
 
 // Float32 returns the values as float32, decoding other dtypes. F32 data at

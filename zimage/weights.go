@@ -101,7 +101,7 @@ func Load(path string, opts LoadOptions) (*Weights, error) {
 			continue
 		}
 		var parts []*Param
-		for _, src := range diffusersSources(name, cfg) {
+		for _, src := range arch.ZImageDiffusersKey(name, cfg).Others {
 			p, err := read(src)
 			if err != nil {
 				return nil, err
@@ -145,32 +145,4 @@ func checkConfig(c *arch.ZImageConfig) error {
 		return fmt.Errorf("norm_eps %v, want ≥ 0", c.NormEps)
 	}
 	return nil
-}
-
-// diffusersRenames maps internal (ComfyUI) name parts to diffusers/Tongyi
-// ones; the embedder prefixes carry the patch key and are handled apart.
-var diffusersRenames = [][2]string{
-	{".attention.out.weight", ".attention.to_out.0.weight"},
-	{".attention.q_norm.weight", ".attention.norm_q.weight"},
-	{".attention.k_norm.weight", ".attention.norm_k.weight"},
-}
-
-// diffusersSources returns the diffusers names whose row-wise
-// concatenation is the internal tensor name (three for a fused qkv).
-func diffusersSources(name string, c *arch.ZImageConfig) []string {
-	if rest, ok := strings.CutPrefix(name, "x_embedder."); ok {
-		return []string{"all_x_embedder." + c.PatchKey() + "." + rest}
-	}
-	if rest, ok := strings.CutPrefix(name, "final_layer."); ok {
-		return []string{"all_final_layer." + c.PatchKey() + "." + rest}
-	}
-	if block, ok := strings.CutSuffix(name, ".attention.qkv.weight"); ok {
-		return []string{block + ".attention.to_q.weight", block + ".attention.to_k.weight", block + ".attention.to_v.weight"}
-	}
-	for _, r := range diffusersRenames {
-		if block, ok := strings.CutSuffix(name, r[0]); ok {
-			return []string{block + r[1]}
-		}
-	}
-	return []string{name}
 }

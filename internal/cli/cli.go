@@ -15,6 +15,7 @@ import (
 
 	"github.com/dcdit/dcdit/internal/cli/bench"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
+	"github.com/dcdit/dcdit/internal/cli/convert"
 	"github.com/dcdit/dcdit/internal/cli/data"
 	"github.com/dcdit/dcdit/internal/cli/evaluate"
 	"github.com/dcdit/dcdit/internal/cli/featnet"
@@ -90,6 +91,7 @@ compute budget chosen at inference time.`,
 	root.AddCommand(evaluate.NewCmd(io, nil))
 	root.AddCommand(featnet.NewCmd(io, nil, nil))
 	root.AddCommand(flops.NewCmd(io, nil))
+	root.AddCommand(convert.NewCmd(io, nil))
 	root.AddCommand(recipe.NewCmd(io, nil))
 	root.AddCommand(train.NewUpcycleCmd(io, nil), train.NewTrainCmd(io, nil))
 	return root

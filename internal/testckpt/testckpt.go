@@ -119,7 +119,7 @@ func generateCheckpoints(dir string) error {
 			})
 		},
 		func() error {
-			return writeJSON(filepath.Join(dir, "dit-diffusers", "transformer", "config.json"), ditDiffusersConfig(dit))
+			return writeJSON(filepath.Join(dir, "dit-diffusers", "transformer", "config.json"), arch.DiTDiffusersConfig(dit))
 		},
 		func() error {
 			return safetensors.Write(filepath.Join(dir, "dit-diffusers", "transformer", "diffusion_pytorch_model.safetensors"), ditDiff, pt)
@@ -129,7 +129,7 @@ func generateCheckpoints(dir string) error {
 			return err
 		},
 		func() error {
-			return writeJSON(filepath.Join(dir, "zimage-diffusers", "transformer", "config.json"), zimageConfigJSON(zi))
+			return writeJSON(filepath.Join(dir, "zimage-diffusers", "transformer", "config.json"), arch.ZImageDiffusersConfig(zi))
 		},
 		func() error {
 			_, err := safetensors.WriteSharded(filepath.Join(dir, "zimage-diffusers", "transformer"), "diffusion_pytorch_model", ziDiff, 60_000, pt)
@@ -154,26 +154,6 @@ func generateCheckpoints(dir string) error {
 		}
 	}
 	return nil
-}
-
-func ditDiffusersConfig(c *arch.DiTConfig) map[string]any {
-	return map[string]any{
-		"_class_name": "DiTTransformer2DModel", "num_attention_heads": c.NumHeads,
-		"attention_head_dim": c.HiddenSize / c.NumHeads, "in_channels": c.InChannels, "out_channels": c.OutChannels(),
-		"num_layers": c.Depth, "sample_size": c.InputSize, "patch_size": c.PatchSize, "attention_bias": true,
-		"activation_fn": "gelu-approximate", "num_embeds_ada_norm": 1000, "norm_type": "ada_norm_zero",
-		"norm_elementwise_affine": false, "norm_eps": 1e-5,
-	}
-}
-
-func zimageConfigJSON(c *arch.ZImageConfig) map[string]any {
-	return map[string]any{
-		"_class_name": "ZImageTransformer2DModel", "all_patch_size": []int{c.PatchSize}, "all_f_patch_size": []int{c.FPatchSize},
-		"in_channels": c.InChannels, "dim": c.Dim, "n_layers": c.NLayers, "n_refiner_layers": c.NRefinerLayers,
-		"n_heads": c.NHeads, "n_kv_heads": c.NKVHeads, "norm_eps": c.NormEps, "qk_norm": c.QKNorm,
-		"cap_feat_dim": c.CapFeatDim, "rope_theta": c.RopeTheta, "t_scale": c.TScale,
-		"axes_dims": c.AxesDims, "axes_lens": c.AxesLens,
-	}
 }
 
 func saveTensors(ts []safetensors.WriteTensor) []pytorch.SaveTensor {

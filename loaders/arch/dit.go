@@ -201,6 +201,16 @@ func ditInputSize(r *Report, c *DiTConfig, k keySet, in Input, layout Layout) {
 	}
 	// A stated size sizes the position table that loading computes, so
 	// one outside [1, MaxInputSize] is reported and not used.
+	var stored DiTConfig
+	if text, ok := in.Metadata[DiTConfigKey]; ok && json.Unmarshal([]byte(text), &stored) == nil && stored.InputSize != 0 {
+		// dcdit records the config of the DiTs it writes (a diffusers
+		// file converted from an original one has no pos_embed left).
+		if stored.InputSize >= 1 && stored.InputSize <= MaxInputSize {
+			c.InputSize = stored.InputSize
+			return
+		}
+		r.warnf("metadata %s input_size = %d is outside 1 … %d: ignored", DiTConfigKey, stored.InputSize, MaxInputSize)
+	}
 	if n, ok := intFrom(in.Config, "sample_size"); ok {
 		if n >= 1 && n <= MaxInputSize {
 			c.InputSize = int(n)

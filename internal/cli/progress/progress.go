@@ -25,6 +25,7 @@ type Bar struct {
 	start, last time.Time
 	done        int
 	note        string // shown after the counts
+	bytes       bool   // done and total are bytes, shown as sizes and a rate
 	drawn       int    // length of the bar line on screen, to blank leftovers
 	wrote       bool   // a plain line was written
 }
@@ -53,6 +54,14 @@ func newBar(w io.Writer, label string, total int, tty bool, now func() time.Time
 	if tty {
 		b.draw()
 	}
+	return b
+}
+
+// NewBytes starts a bar for a task measured in bytes (a copy, a
+// conversion): the counts read "1.2 GB / 24.6 GB" with the rate so far.
+func NewBytes(w io.Writer, label string, total int64) *Bar {
+	b := newBar(w, label, int(total), IsTerminal(w), time.Now)
+	b.bytes = true
 	return b
 }
 
@@ -121,6 +130,12 @@ func (b *Bar) status() string { return b.label + ": " + b.counts() }
 func (b *Bar) counts() string {
 	elapsed := b.now().Sub(b.start)
 	s := fmt.Sprintf("%d/%d steps, %s elapsed", b.done, b.total, Duration(elapsed))
+	if b.bytes {
+		s = fmt.Sprintf("%s / %s, %s elapsed", Bytes(int64(b.done)), Bytes(int64(b.total)), Duration(elapsed))
+		if sec := elapsed.Seconds(); sec > 0 {
+			s += fmt.Sprintf(", %s/s", Bytes(int64(float64(b.done)/sec)))
+		}
+	}
 	switch {
 	case b.done == b.total:
 	case b.done == 0:
@@ -146,6 +161,20 @@ func Duration(d time.Duration) string {
 		return fmt.Sprintf("%dm%02ds", s/60, s%60)
 	}
 	return fmt.Sprintf("%dh%02dm%02ds", s/3600, s/60%60, s%60)
+}
+
+// Bytes formats n in decimal units ("512 B", "3.4 MB", "24.6 GB"), the
+// units checkpoint sizes are quoted in.
+func Bytes(n int64) string {
+	switch {
+	case n < 1000:
+		return fmt.Sprintf("%d B", n)
+	case n < 1e6:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	case n < 1e9:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.2f GB", float64(n)/1e9)
 }
 
 // IsTerminal reports whether w is an *os.File open on a terminal.
