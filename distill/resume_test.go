@@ -12,8 +12,8 @@ import (
 
 	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/dit/ddpm"
-	"github.com/dcdit/dcdit/internal/atomicfile"
 	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/loaders/atomicfile"
 	"github.com/dcdit/dcdit/upcycle"
 )
 

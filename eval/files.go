@@ -7,7 +7,7 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/dcdit/dcdit/internal/atomicfile"
+	"github.com/dcdit/dcdit/loaders/atomicfile"
 )
 
 // Names of the files WriteFiles writes.

@@ -9,8 +9,8 @@ import (
 	"image/png"
 	"io"
 
-	"github.com/dcdit/dcdit/internal/atomicfile"
-	"github.com/dcdit/dcdit/internal/preview"
+	"github.com/dcdit/dcdit/loaders/atomicfile"
+	"github.com/dcdit/dcdit/preview"
 )
 
 // Picture layout.

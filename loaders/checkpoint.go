@@ -16,9 +16,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/dcdit/dcdit/internal/mmapfile"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
+	"github.com/dcdit/dcdit/loaders/mmapfile"
 	"github.com/dcdit/dcdit/loaders/pytorch"
 	"github.com/dcdit/dcdit/loaders/safetensors"
 )

@@ -17,7 +17,7 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
-	"github.com/dcdit/dcdit/internal/editdist"
+	"github.com/dcdit/dcdit/editdist"
 )
 
 // Spec describes one tensor of a Set: its name and its shape as a matrix

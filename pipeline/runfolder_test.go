@@ -12,7 +12,7 @@ import (
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/distill"
-	"github.com/dcdit/dcdit/internal/atomicfile"
+	"github.com/dcdit/dcdit/loaders/atomicfile"
 )
 
 // Killed mid-distillation or mid-way through multi-budget finetuning

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/dcdit/dcdit/dc/hnet"
-	"github.com/dcdit/dcdit/internal/editdist"
+	"github.com/dcdit/dcdit/editdist"
 )
 
 // Parameter group names usable in a stage's trainable and frozen lists.

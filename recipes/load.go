@@ -14,7 +14,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/dcdit/dcdit/internal/editdist"
+	"github.com/dcdit/dcdit/editdist"
 )
 
 // Problem is one thing wrong with a recipe: where (file, line, key) and

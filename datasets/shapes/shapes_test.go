@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/dcdit/dcdit/datasets"
-	"github.com/dcdit/dcdit/internal/preview"
+	"github.com/dcdit/dcdit/preview"
 )
 
 // digest hashes samples 0..n−1 (latent bits, label, edges).

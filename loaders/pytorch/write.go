@@ -11,7 +11,7 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/dcdit/dcdit/internal/atomicfile"
+	"github.com/dcdit/dcdit/loaders/atomicfile"
 	"github.com/dcdit/dcdit/loaders/dtype"
 )
 

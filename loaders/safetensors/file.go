@@ -6,8 +6,8 @@ import (
 	"os"
 	"sync"
 
-	"github.com/dcdit/dcdit/internal/mmapfile"
 	"github.com/dcdit/dcdit/loaders/dtype"
+	"github.com/dcdit/dcdit/loaders/mmapfile"
 )
 
 // File is an open safetensors file. Opening reads the header only; the file

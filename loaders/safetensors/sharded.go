@@ -14,7 +14,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/dcdit/dcdit/internal/atomicfile"
+	"github.com/dcdit/dcdit/loaders/atomicfile"
 )
 
 // IndexSuffix ends the name of a sharded checkpoint's index file

@@ -13,7 +13,7 @@ import (
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
-	"github.com/dcdit/dcdit/internal/preview"
+	"github.com/dcdit/dcdit/preview"
 )
 
 // ShapesOptions are the flags of `dcdit data shapes`.

@@ -11,9 +11,9 @@ import (
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dit/ddpm"
 	"github.com/dcdit/dcdit/internal/cli/progress"
-	"github.com/dcdit/dcdit/internal/preview"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/preview"
 )
 
 // detect reads a checkpoint's headers and says which architecture (and

@@ -15,10 +15,10 @@ import (
 
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/progress"
-	"github.com/dcdit/dcdit/internal/preview"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
+	"github.com/dcdit/dcdit/preview"
 	"github.com/dcdit/dcdit/zimage"
 	"github.com/dcdit/dcdit/zimage/flowmatch"
 )

@@ -11,7 +11,7 @@ import (
 	"io"
 	"math"
 
-	"github.com/dcdit/dcdit/internal/atomicfile"
+	"github.com/dcdit/dcdit/loaders/atomicfile"
 )
 
 // Fit is a linear map from latent channels to RGB in [−1, 1].

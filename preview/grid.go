@@ -7,7 +7,7 @@ import (
 	"image/png"
 	"io"
 
-	"github.com/dcdit/dcdit/internal/atomicfile"
+	"github.com/dcdit/dcdit/loaders/atomicfile"
 )
 
 // WriteGridPNG tiles the batch ([B, C, H, W]) into a grid cols samples wide,
