@@ -48,7 +48,7 @@ func newConv(op string, taps int, x, w, b mat.Tensor, batch, height, width int) 
 		ops = append(ops, named{"b", b})
 	}
 	s := convSpec{x, w, b, taps, batch, height, width, rows, cin, cout}
-	return pick(op, &conv[float32]{s}, &conv[float64]{s}, ops...)
+	return pickOn(op, &conv[float32]{s}, &conv[float64]{s}, &convDevice{conv[float32]{s}}, ops...)
 }
 
 func (f *conv[T]) Operands() []mat.Tensor {

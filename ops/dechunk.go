@@ -51,7 +51,8 @@ func newDeChunk(h, p mat.Tensor, offsets []int, pos []float64, sigma, clamp floa
 		panic(fmt.Sprintf("ops: DeChunk: clamp = %v, want in [0, 0.5)", clamp))
 	}
 	s := deChunkSpec{h, p, copyOffsets("DeChunk", offsets, rows), append([]float64(nil), pos...), rows, cols, sigma, clamp}
-	return pick("DeChunk", &deChunk[float32]{deChunkSpec: s}, &deChunk[float64]{deChunkSpec: s}, named{"h", h}, named{"p", p})
+	return pickOn("DeChunk", &deChunk[float32]{deChunkSpec: s}, &deChunk[float64]{deChunkSpec: s},
+		&deChunkDevice{deChunk: deChunk[float32]{deChunkSpec: s}}, named{"h", h}, named{"p", p})
 }
 
 func (f *deChunk[T]) Operands() []mat.Tensor { return []mat.Tensor{f.h, f.p} }

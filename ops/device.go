@@ -5,6 +5,7 @@ import (
 
 	"github.com/nlpodyssey/spago/ag"
 	"github.com/nlpodyssey/spago/mat"
+	"github.com/nlpodyssey/spago/mat/float"
 
 	"github.com/dcdit/dcdit/cuda"
 	"github.com/dcdit/dcdit/ops/device"
@@ -64,6 +65,22 @@ type deviceValue struct {
 	*device.Tensor
 	fn       ag.AutoGradFunction
 	released bool // Release runs on one goroutine
+}
+
+// Data waits for the device and returns a host copy of the result's
+// values. It is the one host read an op's device result allows (a bare
+// device.Tensor refuses it): code above ops reads results at the edge with
+// mat.Data (DC-DiT's router thresholds its probabilities on the host, a
+// caller reads the output). Ops themselves never reach it: they dispatch
+// on placement before touching data, and an op without a device
+// implementation panics first. Writes to the copy do not reach the device.
+// A CUDA error panics, since mat.Matrix's Data returns none.
+func (v *deviceValue) Data() float.Slice {
+	h, err := device.ToHost(v.Tensor)
+	if err != nil {
+		panic(fmt.Sprintf("ops: reading a device result: %v", err))
+	}
+	return float.Make(mat.Data[float32](h)...)
 }
 
 // dt returns the device tensor of an operand (placement checked it).

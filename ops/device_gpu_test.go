@@ -110,6 +110,45 @@ func TestDeviceOpsMatchHost(t *testing.T) {
 			func(x []mat.Tensor) mat.Tensor { return GELU(Linear(x[0], x[1], nil)) }, 1e-5},
 		{"SliceCols twice, summed", []input{{name: "x", rows: 4, cols: 24}},
 			func(x []mat.Tensor) mat.Tensor { return Add(SliceCols(x[0], 0, 8), SliceCols(x[0], 16, 24)) }, 1e-5},
+		{"RMSNorm", []input{{name: "x", rows: 40, cols: 96, scale: 3}, {name: "w", rows: 96, cols: 1}},
+			func(x []mat.Tensor) mat.Tensor { return RMSNorm(x[0], x[1], 1e-5) }, 1e-5},
+		{"GroupNorm", []input{{name: "x", rows: 2 * 36, cols: 32, scale: 2}, {name: "w", rows: 32, cols: 1}, {name: "b", rows: 32, cols: 1}},
+			func(x []mat.Tensor) mat.Tensor { return GroupNorm(x[0], x[1], x[2], 2, 8, 1e-5) }, 1e-5},
+		{"GroupNormSiLU", []input{{name: "x", rows: 2 * 36, cols: 32, scale: 2}, {name: "w", rows: 32, cols: 1}, {name: "b", rows: 32, cols: 1}},
+			func(x []mat.Tensor) mat.Tensor { return GroupNormSiLU(x[0], x[1], x[2], 2, 8, 1e-5) }, 1e-5},
+		{"Conv3x3", []input{{name: "x", rows: 2 * 5 * 7, cols: 12}, {name: "w", rows: 20, cols: 12 * 9}, {name: "b", rows: 20, cols: 1}},
+			func(x []mat.Tensor) mat.Tensor { return Conv3x3(x[0], x[1], x[2], 2, 5, 7) }, 1e-5},
+		{"Conv1x1", []input{{name: "x", rows: 70, cols: 12}, {name: "w", rows: 20, cols: 12}, {name: "b", rows: 20, cols: 1}},
+			func(x []mat.Tensor) mat.Tensor { return Conv1x1(x[0], x[1], x[2]) }, 1e-5},
+		{"GatherRows with repeats", []input{{name: "x", rows: 10, cols: 24}},
+			func(x []mat.Tensor) mat.Tensor { return GatherRows(x[0], []int{3, 0, 9, 3, 3, 7}) }, 1e-5},
+		{"ScatterRows", []input{{name: "x", rows: 4, cols: 24}},
+			func(x []mat.Tensor) mat.Tensor { return ScatterRows(x[0], []int{8, 1, 5, 0}, 10) }, 1e-5},
+		{"DeChunk", []input{{name: "h", rows: 40, cols: 24}, {name: "p", rows: 40, cols: 1, scale: 0.3}},
+			func(x []mat.Tensor) mat.Tensor {
+				pos := make([]float64, 80)
+				for i := range 40 {
+					pos[2*i], pos[2*i+1] = float64(i%7), float64((3*i)%5)
+				}
+				return DeChunk(x[0], Sigmoid(x[1]), off, pos, 1.5, 1e-4)
+			}, 1e-4},
+		{"AddPerSample", []input{{name: "x", rows: 40, cols: 24}, {name: "v", rows: 4, cols: 24}},
+			func(x []mat.Tensor) mat.Tensor { return AddPerSample(x[0], x[1], off) }, 1e-5},
+		{"ScaleRows of STE", []input{{name: "x", rows: 40, cols: 24}, {name: "s", rows: 40, cols: 1}},
+			func(x []mat.Tensor) mat.Tensor { return ScaleRows(x[0], STE(x[1])) }, 1e-5},
+		{"ScaleRows", []input{{name: "x", rows: 40, cols: 24}, {name: "s", rows: 40, cols: 1}},
+			func(x []mat.Tensor) mat.Tensor { return ScaleRows(x[0], x[1]) }, 1e-5},
+		{"MSE", []input{{name: "a", rows: 300, cols: 33}, {name: "b", rows: 300, cols: 33}},
+			func(x []mat.Tensor) mat.Tensor { return MSE(x[0], x[1]) }, 1e-5},
+		{"Sum and Mean", []input{{name: "a", rows: 300, cols: 33}},
+			func(x []mat.Tensor) mat.Tensor { return Add(Sum(x[0]), Scale(Mean(x[0]), 3)) }, 1e-5},
+		{"MeanRows", []input{{name: "x", rows: 40, cols: 3}},
+			func(x []mat.Tensor) mat.Tensor { return MeanRows(x[0], off) }, 1e-5},
+		{"host constants beside device operands", []input{{name: "x", rows: 4, cols: 4}},
+			func(x []mat.Tensor) mat.Tensor {
+				c := newMatrix(4, 4, []float32{1, -2, 3, 4, 5, 6, -7, 8, 9, 10, 11, 12, -13, 14, 15, 16})
+				return Add(Mul(x[0], c), Linear(c, x[0], nil))
+			}, 1e-5},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -56,6 +56,23 @@ func TestDispatchByPlacement(t *testing.T) {
 		}, "*ops.gatedResidual[float32]", "*ops.gatedResidualDevice"},
 		{"Attention", func(d bool) ag.AutoGradFunction { return newAttention(operand(d, 4, 12), off, 2) }, "*ops.attention[float32]", "*ops.attentionDevice"},
 		{"SliceCols", func(d bool) ag.AutoGradFunction { return newSliceCols(operand(d, 2, 6), 2, 4) }, "*ops.sliceCols[float32]", "*ops.sliceColsDevice"},
+		{"RMSNorm", func(d bool) ag.AutoGradFunction { return newRMSNorm(operand(d, 2, 3), operand(d, 3, 1), 1e-6) }, "*ops.rmsNorm[float32]", "*ops.rmsNormDevice"},
+		{"GroupNorm", func(d bool) ag.AutoGradFunction {
+			return newGroupNorm(operand(d, 4, 4), operand(d, 4, 1), operand(d, 4, 1), 2, 2, 1e-5)
+		}, "*ops.groupNorm[float32]", "*ops.groupNormDevice"},
+		{"Conv3x3", func(d bool) ag.AutoGradFunction {
+			return newConv("Conv3x3", 9, operand(d, 8, 3), operand(d, 5, 27), operand(d, 5, 1), 2, 2, 2)
+		}, "*ops.conv[float32]", "*ops.convDevice"},
+		{"GatherRows", func(d bool) ag.AutoGradFunction { return newGatherRows(operand(d, 4, 3), []int{3, 0, 3}) }, "*ops.gatherRows[float32]", "*ops.gatherRowsDevice"},
+		{"ScatterRows", func(d bool) ag.AutoGradFunction { return newScatterRows(operand(d, 2, 3), []int{3, 0}, 4) }, "*ops.scatterRows[float32]", "*ops.scatterRowsDevice"},
+		{"DeChunk", func(d bool) ag.AutoGradFunction {
+			return newDeChunk(operand(d, 4, 3), operand(d, 4, 1), off, make([]float64, 8), 1, 1e-4)
+		}, "*ops.deChunk[float32]", "*ops.deChunkDevice"},
+		{"AddPerSample", func(d bool) ag.AutoGradFunction { return newAddPerSample(operand(d, 4, 3), operand(d, 2, 3), off) }, "*ops.addPerSample[float32]", "*ops.addPerSampleDevice"},
+		{"ScaleRows", func(d bool) ag.AutoGradFunction { return newScaleRows(operand(d, 4, 3), operand(d, 4, 1)) }, "*ops.scaleRows[float32]", "*ops.scaleRowsDevice"},
+		{"STE", func(d bool) ag.AutoGradFunction { return newSTE(operand(d, 4, 1)) }, "*ops.ste[float32]", "*ops.steDevice"},
+		{"MSE", func(d bool) ag.AutoGradFunction { return newTotal("MSE", totMSE, operand(d, 4, 3), operand(d, 4, 3)) }, "*ops.total[float32]", "*ops.totalDevice"},
+		{"MeanRows", func(d bool) ag.AutoGradFunction { return newMeanRows(operand(d, 4, 1), off) }, "*ops.meanRows[float32]", "*ops.meanRowsDevice"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -84,10 +101,27 @@ func TestDispatchRefuses(t *testing.T) {
 			[]string{"ops: Modulate:", "scale is on the device", "x is a *mat.Dense[float32] on the host"}},
 		{"Tanh on the device", func() { newActivation("Tanh", actTanh, operand(true, 2, 3)) },
 			[]string{"ops: Tanh: no device implementation yet", "x is on the device"}},
-		{"RMSNorm on the device", func() { newRMSNorm(operand(true, 2, 3), operand(true, 3, 1), 1e-6) },
-			[]string{"ops: RMSNorm: no device implementation yet", "x is on the device"}},
+		{"AddRowVector on the device", func() { newAddRowVector(operand(true, 2, 3), operand(true, 3, 1)) },
+			[]string{"ops: AddRowVector: no device implementation yet", "x is on the device"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { mustPanic(t, c.build, c.parts...) })
+	}
+}
+
+// TestColocate: host constants beside a device operand are uploaded (here
+// the fake device has no memory, so the upload itself is not reached);
+// host runs and host operands that require a gradient are left alone.
+func TestColocate(t *testing.T) {
+	a, b := operand(false, 2, 3), operand(false, 2, 3)
+	ca, cb := a, b
+	colocate("Add", &a, &b)
+	if a != ca || b != cb {
+		t.Errorf("host operands were replaced")
+	}
+	var none mat.Tensor
+	colocate("Linear", &a, &b, &none)
+	if none != nil {
+		t.Errorf("a nil operand was replaced")
 	}
 }

@@ -65,5 +65,10 @@
 // the same calls build the same graph, and Backward walks it the same way.
 // All operands of an op must live in the same place; a host operand beside
 // a device one, or a device operand of an op without a device
-// implementation, panics naming the op and the operand.
+// implementation, panics naming the op and the operand. One exception
+// keeps model code unchanged: a host constant (a float32 matrix that
+// requires no gradient) beside a device operand of Linear, Add, Sub, Mul,
+// ScaleRows, AddPerSample or MSE is uploaded where it meets it (colocate).
+// A device op's result answers mat.Data with a host copy, for reads at the
+// edge such as DC-DiT's router threshold.
 package ops

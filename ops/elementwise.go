@@ -9,14 +9,23 @@ import (
 )
 
 // Add returns a + b for matrices of the same shape.
-func Add(a, b mat.Tensor) mat.Tensor { return run(newBinary("Add", binAdd, a, b)) }
+func Add(a, b mat.Tensor) mat.Tensor {
+	colocate("Add", &a, &b)
+	return run(newBinary("Add", binAdd, a, b))
+}
 
 // Sub returns a − b for matrices of the same shape.
-func Sub(a, b mat.Tensor) mat.Tensor { return run(newBinary("Sub", binSub, a, b)) }
+func Sub(a, b mat.Tensor) mat.Tensor {
+	colocate("Sub", &a, &b)
+	return run(newBinary("Sub", binSub, a, b))
+}
 
 // Mul returns the elementwise product a∘b of matrices of the same shape
 // (spago's ag.Prod; ag.Mul is the matrix product).
-func Mul(a, b mat.Tensor) mat.Tensor { return run(newBinary("Mul", binMul, a, b)) }
+func Mul(a, b mat.Tensor) mat.Tensor {
+	colocate("Mul", &a, &b)
+	return run(newBinary("Mul", binMul, a, b))
+}
 
 type binKind int
 
@@ -163,6 +172,7 @@ func (f *addRowVector[T]) Backward(gy mat.Tensor) error {
 // s of N elements: a per-token multiplier, such as DC-DiT's
 // straight-through confidence.
 func ScaleRows(x, s mat.Tensor) mat.Tensor {
+	colocate("ScaleRows", &x, &s)
 	return run(newScaleRows(x, s))
 }
 
@@ -177,7 +187,7 @@ func newScaleRows(x, s mat.Tensor) ag.AutoGradFunction {
 	rows, cols := dims("ScaleRows", "x", x)
 	needVector("ScaleRows", "s", s, rows, " (the rows of x)")
 	sp := scaleRowsSpec{x, s, rows, cols}
-	return pick("ScaleRows", &scaleRows[float32]{sp}, &scaleRows[float64]{sp}, named{"x", x}, named{"s", s})
+	return pickOn("ScaleRows", &scaleRows[float32]{sp}, &scaleRows[float64]{sp}, &scaleRowsDevice{scaleRows[float32]{sp}}, named{"x", x}, named{"s", s})
 }
 
 func (f *scaleRows[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x, f.s} }

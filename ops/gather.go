@@ -30,7 +30,7 @@ type gatherRows[T float.DType] struct{ rowsSpec }
 func newGatherRows(x mat.Tensor, idx []int) ag.AutoGradFunction {
 	xRows, cols := dims("GatherRows", "x", x)
 	s := rowsSpec{x, copyIndex("GatherRows", idx, xRows), len(idx), cols, xRows}
-	return pick("GatherRows", &gatherRows[float32]{s}, &gatherRows[float64]{s}, named{"x", x})
+	return pickOn("GatherRows", &gatherRows[float32]{s}, &gatherRows[float64]{s}, &gatherRowsDevice{gatherRows: gatherRows[float32]{s}}, named{"x", x})
 }
 
 func (f *gatherRows[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x} }
@@ -76,7 +76,7 @@ func newScatterRows(x mat.Tensor, idx []int, rows int) ag.AutoGradFunction {
 		seen[j] = true
 	}
 	s := rowsSpec{x, own, rows, cols, xRows}
-	return pick("ScatterRows", &scatterRows[float32]{s}, &scatterRows[float64]{s}, named{"x", x})
+	return pickOn("ScatterRows", &scatterRows[float32]{s}, &scatterRows[float64]{s}, &scatterRowsDevice{scatterRows: scatterRows[float32]{s}}, named{"x", x})
 }
 
 func (f *scatterRows[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x} }

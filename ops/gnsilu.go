@@ -21,8 +21,11 @@ func GroupNormSiLU(x, w, b mat.Tensor, batch, groups int, eps float64) mat.Tenso
 		spec = g.groupNormSpec
 	case *groupNorm[float64]:
 		spec = g.groupNormSpec
+	case *groupNormDevice:
+		spec = g.groupNormSpec
 	}
-	return run(pick("GroupNormSiLU", &groupNormSiLU[float32]{groupNormSpec: spec}, &groupNormSiLU[float64]{groupNormSpec: spec},
+	return run(pickOn("GroupNormSiLU", &groupNormSiLU[float32]{groupNormSpec: spec}, &groupNormSiLU[float64]{groupNormSpec: spec},
+		&groupNormDevice{groupNorm: groupNorm[float32]{groupNormSpec: spec}, silu: true},
 		named{"x", x}, named{"w", w}, named{"b", b}))
 }
 

@@ -11,7 +11,10 @@ import (
 // Linear returns y = x·Wᵀ + b for x [N, in], W [out, in] (PyTorch's
 // nn.Linear layout) and b a vector of out elements, or nil for no bias;
 // y is [N, out].
-func Linear(x, w, b mat.Tensor) mat.Tensor { return run(newLinear(x, w, b)) }
+func Linear(x, w, b mat.Tensor) mat.Tensor {
+	colocate("Linear", &x, &w, &b)
+	return run(newLinear(x, w, b))
+}
 
 type linearSpec struct {
 	x, w, b       mat.Tensor // b may be nil

@@ -106,6 +106,7 @@ func (f *gatedResidual[T]) Backward(gy mat.Tensor) error {
 // [S, D] over the rows of each sample of x [N, D] (packed by offsets): for
 // example a conditioning projection added to every token of a conv block.
 func AddPerSample(x, v mat.Tensor, offsets []int) mat.Tensor {
+	colocate("AddPerSample", &x, &v)
 	return run(newAddPerSample(x, v, offsets))
 }
 
@@ -118,7 +119,7 @@ type addPerSample[T float.DType] struct{ addPerSampleSpec }
 
 func newAddPerSample(x, v mat.Tensor, offsets []int) ag.AutoGradFunction {
 	s := addPerSampleSpec{newPerSampleSpec("AddPerSample", x, offsets, named{"v", v}), x, v}
-	return pick("AddPerSample", &addPerSample[float32]{s}, &addPerSample[float64]{s}, named{"x", x}, named{"v", v})
+	return pickOn("AddPerSample", &addPerSample[float32]{s}, &addPerSample[float64]{s}, &addPerSampleDevice{addPerSample[float32]{s}}, named{"x", x}, named{"v", v})
 }
 
 func (f *addPerSample[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x, f.v} }

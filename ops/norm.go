@@ -85,7 +85,8 @@ func newRMSNorm(x, w mat.Tensor, eps float64) ag.AutoGradFunction {
 	needVector("RMSNorm", "w", w, cols, " (the columns of x)")
 	needEps("RMSNorm", eps)
 	s := rmsNormSpec{x, w, rows, cols, eps}
-	return pick("RMSNorm", &rmsNorm[float32]{rmsNormSpec: s}, &rmsNorm[float64]{rmsNormSpec: s}, named{"x", x}, named{"w", w})
+	return pickOn("RMSNorm", &rmsNorm[float32]{rmsNormSpec: s}, &rmsNorm[float64]{rmsNormSpec: s},
+		&rmsNormDevice{rmsNorm: rmsNorm[float32]{rmsNormSpec: s}}, named{"x", x}, named{"w", w})
 }
 
 func (f *rmsNorm[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x, f.w} }
@@ -141,8 +142,8 @@ func newGroupNorm(x, w, b mat.Tensor, batch, groups int, eps float64) ag.AutoGra
 		tokens = rows / batch
 	}
 	s := groupNormSpec{x, w, b, batch, tokens, cols, groups, eps}
-	return pick("GroupNorm", &groupNorm[float32]{groupNormSpec: s}, &groupNorm[float64]{groupNormSpec: s},
-		named{"x", x}, named{"w", w}, named{"b", b})
+	return pickOn("GroupNorm", &groupNorm[float32]{groupNormSpec: s}, &groupNorm[float64]{groupNormSpec: s},
+		&groupNormDevice{groupNorm: groupNorm[float32]{groupNormSpec: s}}, named{"x", x}, named{"w", w}, named{"b", b})
 }
 
 func (f *groupNorm[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x, f.w, f.b} }

@@ -19,7 +19,10 @@ func Mean(x mat.Tensor) mat.Tensor { return run(newTotal("Mean", totMean, x, nil
 // MSELoss with reduction "mean" (the DiT and flow-matching losses, and the
 // distillation regression). b is typically a target that does not require
 // gradients.
-func MSE(a, b mat.Tensor) mat.Tensor { return run(newTotal("MSE", totMSE, a, b)) }
+func MSE(a, b mat.Tensor) mat.Tensor {
+	colocate("MSE", &a, &b)
+	return run(newTotal("MSE", totMSE, a, b))
+}
 
 type totKind int
 
@@ -46,7 +49,7 @@ func newTotal(op string, kind totKind, a, b mat.Tensor) ag.AutoGradFunction {
 		ops = append(ops, named{"b", b})
 	}
 	s := totalSpec{kind, a, b, rows * cols}
-	return pick(op, &total[float32]{s}, &total[float64]{s}, ops...)
+	return pickOn(op, &total[float32]{s}, &total[float64]{s}, &totalDevice{total[float32]{s}}, ops...)
 }
 
 func (f *total[T]) Operands() []mat.Tensor {
@@ -113,7 +116,7 @@ type meanRows[T float.DType] struct{ meanRowsSpec }
 
 func newMeanRows(x mat.Tensor, offsets []int) ag.AutoGradFunction {
 	s := meanRowsSpec{newPerSampleSpec("MeanRows", x, offsets), x}
-	return pick("MeanRows", &meanRows[float32]{s}, &meanRows[float64]{s}, named{"x", x})
+	return pickOn("MeanRows", &meanRows[float32]{s}, &meanRows[float64]{s}, &meanRowsDevice{meanRows[float32]{s}}, named{"x", x})
 }
 
 func (f *meanRows[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x} }

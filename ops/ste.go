@@ -24,7 +24,7 @@ type ste[T float.DType] struct{ steSpec }
 func newSTE(x mat.Tensor) ag.AutoGradFunction {
 	rows, cols := dims("STE", "x", x)
 	s := steSpec{x, rows, cols}
-	return pick("STE", &ste[float32]{s}, &ste[float64]{s}, named{"x", x})
+	return pickOn("STE", &ste[float32]{s}, &ste[float64]{s}, &steDevice{ste[float32]{s}}, named{"x", x})
 }
 
 func (f *ste[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x} }

@@ -47,6 +47,7 @@ type Param struct {
 	gradT   *mat.Dense[float32]
 	mu      sync.Mutex
 	touched bool
+	dev     DeviceSide // nil: the parameter lives on the host (device.go)
 }
 
 // New allocates a Set for specs, zero-filled, in the given order. Names
@@ -122,6 +123,24 @@ func (s *Set) unknown(name string) string {
 	return fmt.Sprintf("params: no parameter %q among the set's %d; closest: %s", name, len(s.list), strings.Join(quoted, ", "))
 }
 
+// AddPrefix renames every parameter prefix + its name, in place: Get,
+// Lookup, Range and List answer the new names from then on, and a *Param
+// held elsewhere keeps its identity (and its new Name). It copies nothing,
+// so that a model of billions of parameters can be renamed where a second
+// arena would not fit. Rename a set before joining it (Join keys the joint
+// set by the names the parts have then). The new names must stay unique,
+// which a common prefix guarantees.
+func (s *Set) AddPrefix(prefix string) {
+	byName := make(map[string]*Param, len(s.byName))
+	ranges := make(map[string][2]int, len(s.ranges))
+	for _, p := range s.list {
+		r := s.ranges[p.Name]
+		p.Name = prefix + p.Name
+		byName[p.Name], ranges[p.Name] = p, r
+	}
+	s.byName, s.ranges = byName, ranges
+}
+
 // Range returns where the parameter called name lies in Data and Grad.
 func (s *Set) Range(name string) (lo, hi int, ok bool) {
 	r, ok := s.ranges[name]
@@ -140,6 +159,9 @@ func (s *Set) ZeroGrad() {
 	clear(s.Grad)
 	for _, p := range s.list {
 		p.touched = false
+		if p.dev != nil {
+			p.dev.ZeroGrad()
+		}
 	}
 }
 
@@ -166,6 +188,10 @@ func (p *Param) Gradient() []float32 { return p.grad }
 // AccGrad adds g into the parameter's view of the gradient arena. Spago
 // may run operators' backward passes concurrently, so it locks.
 func (p *Param) AccGrad(g mat.Tensor) {
+	if p.dev != nil {
+		p.dev.AccGrad(g)
+		return
+	}
 	src := mat.Data[float32](g)
 	if len(src) != len(p.grad) {
 		// A shape mismatch here is an op bug; spago panics in the same case.
@@ -181,6 +207,9 @@ func (p *Param) AccGrad(g mat.Tensor) {
 
 // Grad returns the accumulated gradient as a matrix (nil before any).
 func (p *Param) Grad() mat.Tensor {
+	if p.dev != nil {
+		return p.dev.Grad()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.touched {
@@ -192,6 +221,9 @@ func (p *Param) Grad() mat.Tensor {
 // HasGrad reports whether a gradient was accumulated since the last
 // ZeroGrad.
 func (p *Param) HasGrad() bool {
+	if p.dev != nil {
+		return p.dev.HasGrad()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.touched
@@ -199,6 +231,9 @@ func (p *Param) HasGrad() bool {
 
 // ZeroGrad clears this parameter's gradient.
 func (p *Param) ZeroGrad() {
+	if p.dev != nil {
+		p.dev.ZeroGrad()
+	}
 	p.mu.Lock()
 	clear(p.grad)
 	p.touched = false

@@ -25,6 +25,7 @@ type Device struct {
 	rt   *cuda.Runtime
 	set  *kernels.Set
 	sc   *kernels.Scaffold
+	mdl  *kernels.Models
 	prec cuda.Precision
 
 	mu     sync.Mutex
@@ -51,7 +52,11 @@ func Open(rt *cuda.Runtime, opts Options) (*Device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("device: loading scaffold kernels: %w", err)
 	}
-	return &Device{rt: rt, set: set, sc: sc, prec: opts.Precision,
+	mdl, err := kernels.LoadModels(set)
+	if err != nil {
+		return nil, fmt.Errorf("device: loading model kernels: %w", err)
+	}
+	return &Device{rt: rt, set: set, sc: sc, mdl: mdl, prec: opts.Precision,
 		free: make(map[int][]cuda.Buffer), packs: make(map[string]*kernels.Packing)}, nil
 }
 
@@ -64,6 +69,10 @@ func (d *Device) Kernels() *kernels.Set { return d.set }
 // Scaffold is the device's second kernel set (activation backward passes,
 // 1×1 convolutions that serve as Linear, column slices, …).
 func (d *Device) Scaffold() *kernels.Scaffold { return d.sc }
+
+// Models is the device's fourth kernel set (per-row scaling, per-sample
+// adds, scalar reductions and losses, row means).
+func (d *Device) Models() *kernels.Models { return d.mdl }
 
 // Precision is the GEMM precision of the device ops.
 func (d *Device) Precision() cuda.Precision { return d.prec }

@@ -33,22 +33,26 @@ type Tensor struct {
 // It is apart from the Tensor so that the garbage collector's cleanup can
 // recycle it without keeping the tensor alive.
 type memory struct {
-	dev  *Device
-	mu   sync.Mutex
-	bufs []cuda.Buffer
-	done bool
+	dev   *Device
+	mu    sync.Mutex
+	bufs  []cuda.Buffer
+	funcs []func() // OnRelease
+	done  bool
 }
 
 func (m *memory) recycle() {
 	m.mu.Lock()
-	bufs, done := m.bufs, m.done
-	m.bufs, m.done = nil, true
+	bufs, funcs, done := m.bufs, m.funcs, m.done
+	m.bufs, m.funcs, m.done = nil, nil, true
 	m.mu.Unlock()
 	if done {
 		return
 	}
 	for _, b := range bufs {
 		m.dev.Recycle(b)
+	}
+	for _, f := range funcs {
+		f()
 	}
 }
 
@@ -169,6 +173,19 @@ func (t *Tensor) Keep(bufs ...cuda.Buffer) {
 	}
 	t.mem.mu.Lock()
 	t.mem.bufs = append(t.mem.bufs, bufs...)
+	t.mem.mu.Unlock()
+}
+
+// OnRelease runs f when t's memory goes back to the pool (Release, or the
+// cleanup of an unreachable tensor): for device state an op keeps that is
+// not a pool buffer, such as a gather's row index. f may run on another
+// goroutine. It panics on a view, which owns nothing.
+func (t *Tensor) OnRelease(f func()) {
+	if t.mem == nil {
+		panic("device: OnRelease on a view")
+	}
+	t.mem.mu.Lock()
+	t.mem.funcs = append(t.mem.funcs, f)
 	t.mem.mu.Unlock()
 }
 
