@@ -75,7 +75,7 @@ func TestScaffoldAroundDiT(t *testing.T) {
 			tc := bb.Config
 			s := upcycle.DefaultScaffold()
 			s.NormGroups, s.RouterGroups = 8, 4
-			cfg, err := s.Config(tc.InChannels, tc.OutChannels(), tc.InputSize, tc.InputSize, bb.Width())
+			cfg, err := s.Config(tc.InChannels, tc.OutChannels(), tc.InputSize, tc.InputSize, bb.Width(), bb.CondWidth())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -175,11 +175,10 @@ func TestScaffoldAroundZImage(t *testing.T) {
 	zc := zm.Config
 	s := upcycle.DefaultScaffold()
 	s.NormGroups, s.RouterGroups = 8, 4
-	cfg, err := s.Config(zc.InChannels, zc.InChannels, 8, 8, bb.Width())
+	cfg, err := s.Config(zc.InChannels, zc.InChannels, 8, 8, bb.Width(), bb.CondWidth())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.CondDim = bb.CondWidth()
 	m, err := dc.New(cfg, upcycle.InitScaffold(cfg, 3), bb)
 	if err != nil {
 		t.Fatal(err)

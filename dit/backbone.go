@@ -11,9 +11,11 @@ import (
 	"github.com/dcdit/dcdit/params"
 )
 
-// Kind is the backbone kind of a DiT used as a DC backbone (Model.Spec).
-// No DC checkpoint stores it yet: a DiT grafted by package upcycle becomes
-// DC-DiT's main network, whose kind is "hnet".
+// Kind is the backbone kind of a DiT used as a DC backbone (Model.Spec),
+// which a DC checkpoint of kind "dit" stores (see dc/checkpoint; its
+// tensors are the model's own names under dc.BackbonePrefix: PrefixNames).
+// A DiT grafted by upcycle.Graft becomes DC-DiT's main network instead,
+// whose kind is "hnet".
 const Kind = "dit"
 
 // The methods below make *Model a dc.Backbone (the DC scaffold's seam)
@@ -100,17 +102,18 @@ func PackedPosEmbed(pos []float64, d, p int) []float32 {
 }
 
 // Parameters returns the arena of every trainable tensor under DiT's
-// names, the patch embedding and final layer included (Forward leaves
-// them without gradient).
+// names (after PrefixNames, under the prefixed ones), the patch embedding
+// and final layer included (Forward leaves them without gradient).
 func (m *Model) Parameters() *params.Set { return m.Params }
 
-// ParamGroups returns the groups of one of the model's parameters, as a
-// recipe's stage lists name them for a fixed-patch DiT; nil for a name
-// that is not one of its parameters.
+// ParamGroups returns the groups of one of the model's parameters (by its
+// name in Parameters), as a recipe's stage lists name them for a
+// fixed-patch DiT; nil for a name that is not one of its parameters.
 func (m *Model) ParamGroups(name string) []string {
 	if _, ok := m.Params.Lookup(name); !ok {
 		return nil
 	}
+	name = strings.TrimPrefix(name, m.names)
 	if g := BlockParamGroups(name, "blocks."); g != nil {
 		return g
 	}

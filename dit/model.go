@@ -26,6 +26,21 @@ type Model struct {
 	Params *params.Set
 	// posEmbed is the fixed [T, D] table at the native grid.
 	posEmbed []float32
+	// names is the prefix of every name in Params: "" but for a model
+	// stored inside a DC model (PrefixNames).
+	names string
+}
+
+// PrefixNames renames every parameter prefix + its name, in place
+// (params.Set.AddPrefix: nothing is copied); the model computes as
+// before, and Save still writes DiT's own names. A DC model stores a DiT
+// backbone's tensors under such a prefix (dc.BackbonePrefix), so that its
+// patch embedding and final layer, which the scaffold replaces, do not
+// clash with the scaffold's own x_embedder and final_layer. Rename before
+// joining the arena with another (params.Join).
+func (m *Model) PrefixNames(prefix string) {
+	m.Params.AddPrefix(prefix)
+	m.names = prefix + m.names
 }
 
 // paramSpecs lists the trainable tensors of a config as matrices, in the
@@ -82,7 +97,7 @@ func matrixShape(shape []int64) (rows, cols int) {
 	return int(shape[0]), cols
 }
 
-func (m *Model) p(name string) *params.Param { return m.Params.Get(name) }
+func (m *Model) p(name string) *params.Param { return m.Params.Get(m.names + name) }
 
 // constant wraps data as a matrix that takes no gradient.
 func constant(rows, cols int, data []float32) mat.Tensor {
@@ -92,29 +107,30 @@ func constant(rows, cols int, data []float32) mat.Tensor {
 // condition returns c = t_embedder(t) + y_embedder(y), [B, D] (see
 // Condition); a label outside the table panics in the ops.
 func (m *Model) condition(t []float32, y []int) mat.Tensor {
-	return Embedders(m.Params, m.Config.FrequencySize, t, y)
+	return Embedders(m.Params, m.names, m.Config.FrequencySize, t, y)
 }
 
 // Embedders computes DiT's conditioning c = t_embedder(t) + y_embedder(y),
-// [B, D], from the parameters t_embedder.mlp.{0,2}.{weight,bias} and
-// y_embedder.embedding_table.weight of set: every adaLN reads it. t are
-// the (float) diffusion timesteps, frequencySize the width of their
-// sinusoidal features, y the labels. DC-DiT's main network stores its
+// [B, D], from the parameters prefix + t_embedder.mlp.{0,2}.{weight,bias}
+// and prefix + y_embedder.embedding_table.weight of set: every adaLN reads
+// it. t are the (float) diffusion timesteps, frequencySize the width of
+// their sinusoidal features, y the labels. DC-DiT's main network stores its
 // embedders under the same names, so both compute them here.
-func Embedders(set *params.Set, frequencySize int, t []float32, y []int) mat.Tensor {
+func Embedders(set *params.Set, prefix string, frequencySize int, t []float32, y []int) mat.Tensor {
 	f := frequencySize
 	freq := make([]float32, len(t)*f)
 	TimestepFrequencies(freq, t, f)
-	h := ops.Linear(constant(len(t), f, freq), set.Get("t_embedder.mlp.0.weight"), set.Get("t_embedder.mlp.0.bias"))
-	temb := ops.Linear(ops.SiLU(h), set.Get("t_embedder.mlp.2.weight"), set.Get("t_embedder.mlp.2.bias"))
-	yemb := ops.GatherRows(set.Get("y_embedder.embedding_table.weight"), y)
+	p := func(name string) mat.Tensor { return set.Get(prefix + name) }
+	h := ops.Linear(constant(len(t), f, freq), p("t_embedder.mlp.0.weight"), p("t_embedder.mlp.0.bias"))
+	temb := ops.Linear(ops.SiLU(h), p("t_embedder.mlp.2.weight"), p("t_embedder.mlp.2.bias"))
+	yemb := ops.GatherRows(p("y_embedder.embedding_table.weight"), y)
 	return ops.Add(temb, yemb)
 }
 
 // Block applies transformer block i to packed tokens x [N, D] under the
 // per-sample conditioning c [S, D] (adaLN-Zero, DiT's math exactly).
 func (m *Model) Block(i int, x, c mat.Tensor, offsets []int) mat.Tensor {
-	return ApplyBlock(m.Params, fmt.Sprintf("blocks.%d.", i), m.Config.NumHeads, x, c, offsets)
+	return ApplyBlock(m.Params, fmt.Sprintf("%sblocks.%d.", m.names, i), m.Config.NumHeads, x, c, offsets)
 }
 
 // ApplyBlock is the DiT block, the only one in the codebase: the
@@ -247,27 +263,36 @@ func Unpatchify(dst, src []float32, batch, channels, size, p int, grad bool) {
 }
 
 // Denoiser adapts the model to ddpm's sampling interface: NCHW latents in,
-// NCHW [B, 2C, H, W] outputs out (learned sigma), no gradients kept.
+// NCHW [B, 2C, H, W] outputs out (learned sigma), no gradients kept. The
+// integer timesteps are the model times Predict takes.
 func (m *Model) Denoiser() func(x []float32, t []int, y []int) ([]float32, error) {
-	c := m.Config
 	return func(x []float32, t []int, y []int) ([]float32, error) {
-		B := len(t)
-		if len(x) != B*c.InChannels*c.InputSize*c.InputSize || len(y) != B {
-			return nil, fmt.Errorf("dit: denoiser got %d latent values and %d labels for a batch of %d", len(x), len(y), B)
-		}
-		ts := make([]float32, B)
+		ts := make([]float32, len(t))
 		for i, v := range t {
 			ts[i] = float32(v)
 		}
-		// Sampling keeps no graph: without gradients every op runs eagerly
-		// and frees its intermediates.
-		if m.Params.RequiresGrad() {
-			m.Params.SetRequiresGrad(false)
-			defer m.Params.SetRequiresGrad(true)
-		}
-		out := m.ForwardLatents(x, ts, y)
-		img := make([]float32, B*c.OutChannels()*c.InputSize*c.InputSize)
-		Unpatchify(img, mat.Data[float32](out.Value()), B, c.OutChannels(), c.InputSize, c.PatchSize, false)
-		return img, nil
+		return m.Predict(x, ts, y)
 	}
+}
+
+// Predict runs the fixed-patch model on NCHW latents x [B, C, H, W] at
+// model times t (DDPM timesteps as floats) with labels y and returns the
+// NCHW output [B, OutChannels, H, W], keeping no gradients: a sampler's
+// call (diffusion.LabelModel).
+func (m *Model) Predict(x, t []float32, y []int) ([]float32, error) {
+	c := m.Config
+	B := len(t)
+	if len(x) != B*c.InChannels*c.InputSize*c.InputSize || len(y) != B {
+		return nil, fmt.Errorf("dit: denoiser got %d latent values and %d labels for a batch of %d", len(x), len(y), B)
+	}
+	// Sampling keeps no graph: without gradients every op runs eagerly
+	// and frees its intermediates.
+	if m.Params.RequiresGrad() {
+		m.Params.SetRequiresGrad(false)
+		defer m.Params.SetRequiresGrad(true)
+	}
+	out := m.ForwardLatents(x, t, y)
+	img := make([]float32, B*c.OutChannels()*c.InputSize*c.InputSize)
+	Unpatchify(img, mat.Data[float32](out.Value()), B, c.OutChannels(), c.InputSize, c.PatchSize, false)
+	return img, nil
 }

@@ -38,7 +38,7 @@ func SaveAs(path string, m *Model, values []float32, metadata map[string]string,
 		if name == "pos_embed" {
 			v = m.posEmbed
 		} else {
-			lo, hi, ok := m.Params.Range(name)
+			lo, hi, ok := m.Params.Range(m.names + name)
 			if !ok {
 				return fmt.Errorf("dit: save %s: the model lacks %q", path, name)
 			}

@@ -54,6 +54,7 @@ import (
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/dit/ddpm"
 	"github.com/dcdit/dcdit/eval/featnet"
@@ -382,7 +383,7 @@ func Run(m *dc.Model, teacher *dit.Model, data *datasets.Set, opts Options) (*Re
 	restore := noGrad(m)
 	defer restore()
 
-	e := &evaluator{m: m, teacher: teacher.Denoiser(), tc: teacher, o: o, data: data, refs: map[float64]*reference{}}
+	e := &evaluator{m: m, tc: teacher, o: o, data: data, refs: map[float64]*reference{}}
 	e.cfg = m.Config
 	e.L = e.cfg.Tokens()
 	e.n = e.cfg.InChannels * e.L
@@ -395,11 +396,17 @@ func Run(m *dc.Model, teacher *dit.Model, data *datasets.Set, opts Options) (*Re
 	}
 	r.pics.c, r.pics.h, r.pics.w = e.cfg.InChannels, e.cfg.GridRows, e.cfg.GridCols
 	e.r = r
-	if e.sched, err = ddpm.Respaced(o.DiffusionSteps, strconv.Itoa(o.Steps)); err != nil {
+	// DiT's process: the training schedule noises the held-out inputs and
+	// gives their model times; the respaced one samples, guiding DiT's 3
+	// channels.
+	sched, err := ddpm.Respaced(o.DiffusionSteps, strconv.Itoa(o.Steps))
+	if err != nil {
 		return nil, fmt.Errorf("eval: %w", err)
 	}
-	for s := e.sched.Steps() - 1; s >= 0; s-- {
-		r.SamplingTimesteps = append(r.SamplingTimesteps, e.sched.TimestepMap[s])
+	e.train = &diffusion.DDPM{Schedule: ddpm.Linear(o.DiffusionSteps)}
+	e.sampler = &diffusion.DDPM{Schedule: sched, GuidedChannels: 3}
+	for s := sched.Steps() - 1; s >= 0; s-- {
+		r.SamplingTimesteps = append(r.SamplingTimesteps, sched.TimestepMap[s])
 	}
 	if err := e.inputs(); err != nil {
 		return nil, err
@@ -431,17 +438,18 @@ func Run(m *dc.Model, teacher *dit.Model, data *datasets.Set, opts Options) (*Re
 
 // evaluator carries one run's state.
 type evaluator struct {
-	m       *dc.Model
-	teacher ddpm.Denoiser
-	tc      *dit.Model
-	cfg     *dc.Config
-	o       Options
-	data    *datasets.Set
-	r       *Report
+	m    *dc.Model
+	tc   *dit.Model
+	cfg  *dc.Config
+	o    Options
+	data *datasets.Set
+	r    *Report
 
 	L, n, nIn   int
 	done, total int
-	sched       *ddpm.Schedule
+	// train is the process the held-out inputs are noised with (the full
+	// training schedule), sampler the one samples are drawn with.
+	train, sampler diffusion.Process
 
 	// real holds the feature statistics of the data's first NumSamples
 	// samples (with Options.Features).
@@ -449,7 +457,8 @@ type evaluator struct {
 
 	// The held-out inputs.
 	xt []float32 // [nIn, C, H, W]
-	t  []int
+	t  []int     // their noise levels (timesteps)
+	tm []float32 // the model times of those levels
 	y  []int
 	// refs holds the teacher's results per guidance scale.
 	refs map[float64]*reference
@@ -516,23 +525,27 @@ func (e *evaluator) noise(stream uint64, n int) []float32 {
 	return v
 }
 
-// noised returns q_sample of data samples 0..k−1 at timestep t (one per
-// sample), with noise from stream.
-func (e *evaluator) noised(k int, t []int, stream uint64) ([]float32, []int, error) {
+// noised returns data samples 0..k−1 noised by the training process at
+// levels t (one per sample), with noise from stream, the model times of
+// those levels, and the samples' labels.
+func (e *evaluator) noised(k int, t []int, stream uint64) (xt, tm []float32, y []int, err error) {
 	idx := make([]int, k)
 	for i := range idx {
 		idx[i] = i
 	}
 	x0, y, err := e.data.Batch(nil, nil, idx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	xt := make([]float32, len(x0))
-	sched := ddpm.Linear(e.o.DiffusionSteps)
-	if err := sched.QSample(xt, x0, e.noise(stream, len(x0)), t, ddpm.Shape{B: k, C: e.cfg.InChannels, HW: e.L}); err != nil {
-		return nil, nil, fmt.Errorf("eval: %w", err)
+	nz := &diffusion.Noise{Levels: t, Noise: e.noise(stream, len(x0))}
+	xt = make([]float32, len(x0))
+	if err := e.train.Noisy(xt, x0, nz, diffusion.Shape{B: k, C: e.cfg.InChannels, HW: e.L}); err != nil {
+		return nil, nil, nil, fmt.Errorf("eval: %w", err)
 	}
-	return xt, y, nil
+	if tm, err = e.train.ModelTimes(nz); err != nil {
+		return nil, nil, nil, fmt.Errorf("eval: %w", err)
+	}
+	return xt, tm, y, nil
 }
 
 // inputs builds the held-out noisy inputs: data samples 0..nIn−1 at
@@ -543,7 +556,7 @@ func (e *evaluator) inputs() error {
 		e.t[i] = int((float64(i) + 0.5) * float64(e.o.DiffusionSteps) / float64(e.nIn))
 	}
 	var err error
-	e.xt, e.y, err = e.noised(e.nIn, e.t, 1)
+	e.xt, e.tm, e.y, err = e.noised(e.nIn, e.t, 1)
 	return err
 }
 
@@ -561,7 +574,7 @@ func (e *evaluator) reference(scale float64) (*reference, error) {
 		return ref, nil
 	}
 	guide := e.guidance(scale)
-	model := guide.Guided(e.teacher, ddpm.Shape{C: e.cfg.InChannels, HW: e.L})
+	model := guide.Guided(e.tc.Denoiser(), ddpm.Shape{C: e.cfg.InChannels, HW: e.L})
 	ref := &reference{eps: make([]float32, 0, len(e.xt))}
 	var elapsed time.Duration
 	for lo := 0; lo < e.nIn; lo += e.o.BatchSize {
@@ -577,7 +590,7 @@ func (e *evaluator) reference(scale float64) (*reference, error) {
 	}
 	ref.ms = ms(elapsed) / float64(e.nIn)
 	var err error
-	if ref.samples, err = e.sample(e.teacher, guide); err != nil {
+	if ref.samples, err = e.sample(e.tc.Predict, scale); err != nil {
 		return nil, fmt.Errorf("eval: teacher: %w", err)
 	}
 	if ref.quality, err = e.score(ref.samples); err != nil {
@@ -627,36 +640,29 @@ func psnr(a, b []float32, rangeR float64) float64 {
 	return min(10*math.Log10(rangeR*rangeR/mse), MaxPSNR)
 }
 
-func floatT(t []int) []float32 {
-	ts := make([]float32, len(t))
-	for i, v := range t {
-		ts[i] = float32(v)
-	}
-	return ts
-}
-
-// forward runs the DC model on a batch x [B, C, H, W] under setting s:
-// [B, 2C, H, W] unguided, or [2B, 2C, H, W] guided, where the first B are
-// the guided outputs (dc.Model.LiteCFG on [x; x] with labels [y; null]).
-func (e *evaluator) forward(s setting, x []float32, t, y []int) ([]float32, *dc.Result, error) {
+// forward runs the DC model on a batch x [B, C, H, W] at model times t
+// under setting s: [B, 2C, H, W] unguided, or [2B, 2C, H, W] guided, where
+// the first B are the guided outputs (dc.Model.LiteCFG on [x; x] with
+// labels [y; null]).
+func (e *evaluator) forward(s setting, x, t []float32, y []int) ([]float32, *dc.Result, error) {
 	if !s.guided() {
-		return e.m.Predict(x, cond.Input{T: floatT(t), Labels: y}, []float32{float32(s.cond)})
+		return e.m.Predict(x, cond.Input{T: t, Labels: y}, []float32{float32(s.cond)})
 	}
 	B := len(y)
 	x2 := append(append(make([]float32, 0, 2*len(x)), x...), x...)
-	t2 := append(append(make([]int, 0, 2*B), t...), t...)
+	t2 := append(append(make([]float32, 0, 2*B), t...), t...)
 	y2 := append(make([]int, 0, 2*B), y...)
 	for range B {
 		y2 = append(y2, e.tc.Config.NumClasses)
 	}
-	return e.m.LiteCFG(x2, cond.Input{T: floatT(t2), Labels: y2}, float32(s.scale), float32(s.cond), float32(s.uncond))
+	return e.m.LiteCFG(x2, cond.Input{T: t2, Labels: y2}, float32(s.scale), float32(s.cond), float32(s.uncond))
 }
 
 // denoiser runs the DC model under s for the sampler; kept, if set,
 // receives each call's kept mask of the (conditional) samples, and
 // perStep each call's mean kept tokens per conditional sample.
-func (e *evaluator) denoiser(s setting, kept func([]bool), perStep *[]float64) ddpm.Denoiser {
-	return func(x []float32, t []int, y []int) ([]float32, error) {
+func (e *evaluator) denoiser(s setting, kept func([]bool), perStep *[]float64) diffusion.LabelModel {
+	return func(x, t []float32, y []int) ([]float32, error) {
 		out, res, err := e.forward(s, x, t, y)
 		if err != nil {
 			return nil, err
@@ -675,13 +681,15 @@ func (e *evaluator) denoiser(s setting, kept func([]bool), perStep *[]float64) d
 
 // sample draws NumSamples samples with labels 0, 1, 2, … (mod the data
 // set's classes) from the run's seed, in one batch (so that the samples do
-// not depend on BatchSize).
-func (e *evaluator) sample(model ddpm.Denoiser, guide ddpm.Guidance) ([]float32, error) {
+// not depend on BatchSize), guided at scale (off at ≤ 1) with the null
+// class as the unconditional label.
+func (e *evaluator) sample(model diffusion.LabelModel, scale float64) ([]float32, error) {
 	labels := e.sampleLabels()
-	x, err := e.sched.Sample(model, ddpm.Shape{B: len(labels), C: e.cfg.InChannels, HW: e.L}, ddpm.SampleOptions{
-		Classes: labels, Guidance: guide, Seed: e.o.Seed,
-		Progress: func(done, total int) { e.step() },
-	})
+	x, err := e.sampler.Sample(diffusion.WithLabels(model, labels, e.tc.Config.NumClasses),
+		diffusion.Shape{B: len(labels), C: e.cfg.InChannels, HW: e.L}, diffusion.SampleOptions{
+			Guidance: scale, Seed: e.o.Seed,
+			Progress: func(done, total int) { e.step() },
+		})
 	if err != nil {
 		return nil, fmt.Errorf("eval: sampling: %w", err)
 	}
@@ -701,7 +709,7 @@ func (e *evaluator) measure(s setting, record func([]bool)) (*measured, error) {
 	for lo := 0; lo < e.nIn; lo += e.o.BatchSize {
 		hi := min(lo+e.o.BatchSize, e.nIn)
 		start := time.Now()
-		out, res, err := e.forward(s, e.xt[lo*e.n:hi*e.n], e.t[lo:hi], e.y[lo:hi])
+		out, res, err := e.forward(s, e.xt[lo*e.n:hi*e.n], e.tm[lo:hi], e.y[lo:hi])
 		elapsed += time.Since(start)
 		if err != nil {
 			return nil, err
@@ -724,7 +732,9 @@ func (e *evaluator) measure(s setting, record func([]bool)) (*measured, error) {
 		gflops: flops / n / 1e9, ms: ms(elapsed) / n,
 		epsRelMSE: relMSE(eps, ref.eps),
 	}
-	if m.samples, err = e.sample(e.denoiser(s, record, &m.keptPerStep), ddpm.Guidance{}); err != nil {
+	// The DC model guides itself (Lite-CFG inside forward): the process
+	// samples it unguided.
+	if m.samples, err = e.sample(e.denoiser(s, record, &m.keptPerStep), 0); err != nil {
 		return nil, err
 	}
 	m.psnr = psnr(m.samples, ref.samples, e.r.DataRange[1]-e.r.DataRange[0])
@@ -819,13 +829,13 @@ func (e *evaluator) edges() error {
 		for i := range t {
 			t[i] = tv
 		}
-		xt, y, err := e.noised(e.nIn, t, 100+uint64(k))
+		xt, tm, y, err := e.noised(e.nIn, t, 100+uint64(k))
 		if err != nil {
 			return err
 		}
 		for lo := 0; lo < e.nIn; lo += e.o.BatchSize {
 			hi := min(lo+e.o.BatchSize, e.nIn)
-			_, res, err := e.m.Predict(xt[lo*e.n:hi*e.n], cond.Input{T: floatT(t[lo:hi]), Labels: y[lo:hi]}, nil)
+			_, res, err := e.m.Predict(xt[lo*e.n:hi*e.n], cond.Input{T: tm[lo:hi], Labels: y[lo:hi]}, nil)
 			if err != nil {
 				return fmt.Errorf("eval: edge density: %w", err)
 			}
@@ -886,14 +896,14 @@ func (e *evaluator) boundaries() error {
 		for i := range t {
 			t[i] = tv
 		}
-		xt, y, err := e.noised(k, t, 200+uint64(j))
+		xt, tm, y, err := e.noised(k, t, 200+uint64(j))
 		if err != nil {
 			return err
 		}
 		var kept []bool
 		for lo := 0; lo < k; lo += e.o.BatchSize {
 			hi := min(lo+e.o.BatchSize, k)
-			_, res, err := e.m.Predict(xt[lo*e.n:hi*e.n], cond.Input{T: floatT(t[lo:hi]), Labels: y[lo:hi]}, nil)
+			_, res, err := e.m.Predict(xt[lo*e.n:hi*e.n], cond.Input{T: tm[lo:hi], Labels: y[lo:hi]}, nil)
 			if err != nil {
 				return fmt.Errorf("eval: boundary map: %w", err)
 			}

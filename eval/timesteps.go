@@ -46,7 +46,7 @@ func (e *evaluator) timesteps() error {
 		}
 		stream := probeStream + uint64(i)
 		noise := e.noise(stream, e.nIn*e.n)
-		xt, y, err := e.noised(e.nIn, t, stream)
+		xt, tm, y, err := e.noised(e.nIn, t, stream)
 		if err != nil {
 			return err
 		}
@@ -55,12 +55,12 @@ func (e *evaluator) timesteps() error {
 		for lo := 0; lo < e.nIn; lo += e.o.BatchSize {
 			hi := min(lo+e.o.BatchSize, e.nIn)
 			x := xt[lo*e.n : hi*e.n]
-			out, _, err := e.forward(setting{cond: rho}, x, t[lo:hi], y[lo:hi])
+			out, _, err := e.forward(setting{cond: rho}, x, tm[lo:hi], y[lo:hi])
 			if err != nil {
 				return fmt.Errorf("eval: t = %d: %w", tv, err)
 			}
 			dcEps = append(dcEps, epsOf(out, hi-lo, e.n)...)
-			ref, err := e.teacher(x, t[lo:hi], y[lo:hi])
+			ref, err := e.tc.Predict(x, tm[lo:hi], y[lo:hi])
 			if err != nil {
 				return fmt.Errorf("eval: teacher at t = %d: %w", tv, err)
 			}

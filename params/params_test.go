@@ -184,3 +184,32 @@ func TestJoin(t *testing.T) {
 		t.Fatal("joining a set with itself: no error for the repeated names")
 	}
 }
+
+// AddPrefix renames in place: the new names answer, the old ones do not,
+// the parameters and their ranges stay, and the set then joins with a set
+// that holds the old names.
+func TestAddPrefix(t *testing.T) {
+	s, _ := New([]Spec{{"w", 2, 3}, {"b", 2, 1}})
+	w, b := s.Get("w"), s.Get("b")
+	s.AddPrefix("backbone.")
+	if got, ok := s.Lookup("backbone.w"); !ok || got != w || w.Name != "backbone.w" {
+		t.Fatalf("Lookup(backbone.w) = %v, %v", got, ok)
+	}
+	if _, ok := s.Lookup("w"); ok {
+		t.Fatal("the old name still answers")
+	}
+	if lo, hi, ok := s.Range("backbone.b"); !ok || lo != 6 || hi != 8 {
+		t.Fatalf("Range(backbone.b) = [%d,%d) %v, want [6,8)", lo, hi, ok)
+	}
+	if l := s.List(); l[0] != w || l[1] != b || b.Name != "backbone.b" {
+		t.Fatal("List changed order or names")
+	}
+	other, _ := New([]Spec{{"w", 1, 1}})
+	j, err := Join(other, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Get("backbone.w") != w || j.Len() != 9 {
+		t.Fatal("the joint set does not hold the renamed parameters")
+	}
+}

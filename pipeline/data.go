@@ -8,6 +8,7 @@ import (
 
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/datasets/shapes"
+	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/dit/ddpm"
 	"github.com/dcdit/dcdit/recipes"
@@ -76,6 +77,7 @@ func teacherData(path string, teacher *dit.Model, d recipes.Data, diffusionSteps
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: data: %w", err)
 	}
+	proc := &diffusion.DDPM{Schedule: sched} // the teacher's process, guiding DiT's 3 channels
 	hw := c.InputSize * c.InputSize
 	set := &datasets.Set{N: d.Samples, C: c.InChannels, H: c.InputSize, W: c.InputSize, NumClasses: c.NumClasses,
 		Metadata: map[string]string{"dcdit.generated_by": key}}
@@ -87,9 +89,8 @@ func teacherData(path string, teacher *dit.Model, d recipes.Data, diffusionSteps
 		for i := range ys {
 			ys[i] = classes[(lo+i)%len(classes)]
 		}
-		x, err := sched.Sample(teacher.Denoiser(), ddpm.Shape{B: n, C: c.InChannels, HW: hw}, ddpm.SampleOptions{
-			Classes:  ys,
-			Guidance: ddpm.Guidance{Scale: float32(d.CFG), NullClass: c.NumClasses},
+		x, err := proc.Sample(diffusion.WithLabels(teacher.Predict, ys, c.NumClasses), diffusion.Shape{B: n, C: c.InChannels, HW: hw}, diffusion.SampleOptions{
+			Guidance: d.CFG,
 			Seed:     seed ^ uint64(lo)*0x9e3779b97f4a7c15,
 		})
 		if err != nil {

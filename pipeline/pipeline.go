@@ -298,15 +298,6 @@ func ditConfig(m *recipes.Model) *arch.DiTConfig {
 		MLPRatio: m.MLPRatio, FrequencySize: 256}
 }
 
-func scaffold(s *recipes.Scaffold) upcycle.Scaffold {
-	return upcycle.Scaffold{
-		WidthFactor: s.WidthFactor, EncoderBlocks: s.EncoderBlocks, DecoderBlocks: s.DecoderBlocks,
-		Sigma: s.Sigma, TargetN: s.TargetN, RatioLossWeight: s.Router.RatioLossWeight,
-		RatioBatchSize: s.Router.RatioBatchSize, NormGroups: s.NormGroups, RouterGroups: s.Router.Groups,
-		RouterInit: s.Router.Init, RouterDimFactor: s.Router.DimFactor, EncoderInit: s.EncoderInit,
-	}
-}
-
 // buildModel grafts the scaffold onto the teacher, copies the teacher for
 // a fixed-patch finetune, or initialises a model from scratch.
 func buildModel(r *recipes.Recipe, teacher *dit.Model, weights *dit.Weights, seed uint64) (*model, error) {
@@ -332,7 +323,7 @@ func buildModel(r *recipes.Recipe, teacher *dit.Model, weights *dit.Weights, see
 		}
 		base = m
 	}
-	g, err := upcycle.NewGrafted(base, scaffold(r.Scaffold), seed)
+	g, err := upcycle.NewGrafted(base, r.Scaffold.Upcycle(), seed)
 	if err != nil {
 		return nil, err
 	}

@@ -357,7 +357,8 @@ func modelConfig(r *Recipe) *arch.DiTConfig {
 }
 
 // dcConfigs builds the scaffold's and the main network's configs from the
-// backbone, checking what the recipe's factors must divide.
+// backbone as upcycle.Graft does, after checking what the recipe's
+// factors must divide (so that a problem names its recipe key).
 func dcConfigs(p *problems, r *Recipe, b *arch.DiTConfig) (*dc.Config, *hnet.Config) {
 	s := r.Scaffold
 	D := b.HiddenSize
@@ -389,19 +390,13 @@ func dcConfigs(p *problems, r *Recipe, b *arch.DiTConfig) (*dc.Config, *hnet.Con
 	if !ok {
 		return nil, nil
 	}
-	c := &dc.Config{
-		InChannels: b.InChannels, OutChannels: b.OutChannels(), GridRows: b.InputSize, GridCols: b.InputSize,
-		EncDecDim: E, ModelDim: D, CondDim: D, RouterDim: R,
-		EncoderBlocks: s.EncoderBlocks, DecoderBlocks: s.DecoderBlocks, NormGroups: s.NormGroups, RouterGroups: s.Router.Groups,
-		Sigma: s.Sigma, TargetN: s.TargetN, RatioLossWeight: s.Router.RatioLossWeight, RatioBatchSize: s.Router.RatioBatchSize,
-	}
-	if err := c.Validate(); err != nil {
-		p.add("scaffold", "%v", err)
+	// The configs themselves are the graft's: the planned model is the
+	// one pipeline builds (upcycle.Graft), not a copy of its derivation.
+	c, h, err := s.Upcycle().GraftConfigs(b)
+	if err != nil {
+		p.add("scaffold", "%v", strings.TrimPrefix(err.Error(), "upcycle: "))
 		return nil, nil
 	}
-	patch := b.PatchSize
-	h := &hnet.Config{Width: D, Depth: b.Depth, Heads: b.NumHeads, MLPHidden: b.MLPHidden(), FrequencySize: b.FrequencySize,
-		NumClasses: b.NumClasses, PatchSize: patch}
 	return c, h
 }
 

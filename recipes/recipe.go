@@ -41,6 +41,8 @@
 //	rho = [0.0, 0.3, 0.6]
 package recipes
 
+import "github.com/dcdit/dcdit/upcycle"
+
 // Stage kinds.
 const (
 	// KindDistill is grafting-style distillation: the DC model learns to
@@ -224,6 +226,18 @@ type Scaffold struct {
 	BackboneNorm string `toml:"backbone_norm"`
 	// Router sets the router and the ratio loss.
 	Router Router `toml:"router"`
+}
+
+// Upcycle returns the scaffold's choices as package upcycle takes them
+// (Graft, GraftConfigs): the one conversion, used by the planner and the
+// pipeline alike.
+func (s *Scaffold) Upcycle() upcycle.Scaffold {
+	return upcycle.Scaffold{
+		WidthFactor: s.WidthFactor, EncoderBlocks: s.EncoderBlocks, DecoderBlocks: s.DecoderBlocks,
+		Sigma: s.Sigma, TargetN: s.TargetN, RatioLossWeight: s.Router.RatioLossWeight,
+		RatioBatchSize: s.Router.RatioBatchSize, NormGroups: s.NormGroups, RouterGroups: s.Router.Groups,
+		RouterInit: s.Router.Init, RouterDimFactor: s.Router.DimFactor, EncoderInit: s.EncoderInit,
+	}
 }
 
 // Router sets the spatial-predictability router and its ratio loss.

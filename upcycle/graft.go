@@ -10,6 +10,7 @@ import (
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/params"
 )
 
@@ -42,8 +43,12 @@ func DefaultScaffold() Scaffold {
 }
 
 // Config returns the DC scaffold's configuration around a backbone of
-// width D on a rows×cols latent grid.
-func (s Scaffold) Config(inChannels, outChannels, rows, cols, D int) (*dc.Config, error) {
+// width D (dc.Backbone.Width) whose conditioning vector has width
+// condWidth (dc.Backbone.CondWidth: D for DiT and DC-DiT's main network,
+// the adaLN width for Z-Image), on a rows×cols latent grid. It is the one
+// derivation: Graft and the recipe planner (package recipes) both call
+// it.
+func (s Scaffold) Config(inChannels, outChannels, rows, cols, D, condWidth int) (*dc.Config, error) {
 	if s.WidthFactor < 1 || D%s.WidthFactor != 0 {
 		return nil, fmt.Errorf("upcycle: width factor %d does not divide the backbone width %d", s.WidthFactor, D)
 	}
@@ -56,7 +61,7 @@ func (s Scaffold) Config(inChannels, outChannels, rows, cols, D int) (*dc.Config
 	}
 	c := &dc.Config{
 		InChannels: inChannels, OutChannels: outChannels, GridRows: rows, GridCols: cols,
-		EncDecDim: D / s.WidthFactor, ModelDim: D, CondDim: D, RouterDim: D / rf,
+		EncDecDim: D / s.WidthFactor, ModelDim: D, CondDim: condWidth, RouterDim: D / rf,
 		EncoderBlocks: s.EncoderBlocks, DecoderBlocks: s.DecoderBlocks,
 		NormGroups: s.NormGroups, RouterGroups: s.RouterGroups,
 		Sigma: s.Sigma, TargetN: s.TargetN, RatioLossWeight: s.RatioLossWeight, RatioBatchSize: s.RatioBatchSize,
@@ -75,9 +80,10 @@ func (s Scaffold) Config(inChannels, outChannels, rows, cols, D int) (*dc.Config
 // embedder, encoder, router, decoder, final layer) is initialised as the
 // official DC-DiT initialises it. The teacher is not modified.
 func Graft(teacher *dit.Model, s Scaffold, seed uint64) (*dc.Model, error) {
-	tc := teacher.Config
-	ncfg := &hnet.Config{Width: tc.HiddenSize, Depth: tc.Depth, Heads: tc.NumHeads, MLPHidden: tc.MLPHidden(),
-		FrequencySize: tc.FrequencySize, NumClasses: tc.NumClasses, PatchSize: tc.PatchSize}
+	cfg, ncfg, err := s.GraftConfigs(teacher.Config)
+	if err != nil {
+		return nil, err
+	}
 	ts := map[string]dc.Tensor{}
 	for name, shape := range hnet.Shapes(ncfg) {
 		src := name
@@ -104,10 +110,6 @@ func Graft(teacher *dit.Model, s Scaffold, seed uint64) (*dc.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := s.Config(tc.InChannels, tc.OutChannels(), tc.InputSize, tc.InputSize, tc.HiddenSize)
-	if err != nil {
-		return nil, err
-	}
 	ts = InitScaffold(cfg, seed)
 	switch s.RouterInit {
 	case "", "official":
@@ -126,6 +128,29 @@ func Graft(teacher *dit.Model, s Scaffold, seed uint64) (*dc.Model, error) {
 		return nil, fmt.Errorf("upcycle: encoder init %q, want official or patch", s.EncoderInit)
 	}
 	return dc.New(cfg, ts, net)
+}
+
+// MainNetworkConfig is the config of DC-DiT's main network that a DiT of
+// config tc becomes when grafted (Graft): its blocks and embedders, with
+// the position embedding on the DiT's patch grid.
+func MainNetworkConfig(tc *arch.DiTConfig) *hnet.Config {
+	return &hnet.Config{Width: tc.HiddenSize, Depth: tc.Depth, Heads: tc.NumHeads, MLPHidden: tc.MLPHidden(),
+		FrequencySize: tc.FrequencySize, NumClasses: tc.NumClasses, PatchSize: tc.PatchSize}
+}
+
+// GraftConfigs returns the configs Graft builds around a DiT of config tc
+// — the scaffold's and the main network's — from the config alone, so
+// that a recipe is planned with exactly the model the graft will build.
+// The scaffold reads the main network's widths through the Backbone
+// methods (Width, CondWidth), as it would any backbone's.
+func (s Scaffold) GraftConfigs(tc *arch.DiTConfig) (*dc.Config, *hnet.Config, error) {
+	ncfg := MainNetworkConfig(tc)
+	net := &hnet.Network{Config: ncfg} // config only: its widths
+	cfg, err := s.Config(tc.InChannels, tc.OutChannels(), tc.InputSize, tc.InputSize, net.Width(), net.CondWidth())
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, ncfg, nil
 }
 
 // PatchEncoderPrior re-initialises the latent embedder and the encoder so
@@ -361,12 +386,19 @@ func NewGrafted(teacher *dit.Model, s Scaffold, seed uint64) (*Grafted, error) {
 }
 
 // JoinParams moves a DC model's scaffold and backbone parameters into one
-// arena and returns it.
+// arena and returns it. The names must not clash: a DiT or Z-Image
+// backbone keeps its own names under dc.BackbonePrefix (PrefixNames).
 func JoinParams(m *dc.Model) (*params.Set, error) {
 	bb := m.Backbone.Parameters()
 	if bb == nil {
 		kind, _ := m.Backbone.Spec()
 		return nil, fmt.Errorf("upcycle: the %q backbone has no parameter arena to join", kind)
+	}
+	for _, q := range bb.List() {
+		if _, clash := m.Params.Lookup(q.Name); clash {
+			kind, _ := m.Backbone.Spec()
+			return nil, fmt.Errorf("upcycle: the %q backbone's parameter %q has the name of one of the scaffold's: a backbone that keeps its own names joins a DC model under %q (rename its model with PrefixNames(dc.BackbonePrefix))", kind, q.Name, dc.BackbonePrefix)
+		}
 	}
 	p, err := params.Join(m.Params, bb)
 	if err != nil {

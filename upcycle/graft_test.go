@@ -92,7 +92,7 @@ func TestGraftKeepsTheTeacher(t *testing.T) {
 func TestInitScaffold(t *testing.T) {
 	tm := teacher(t, 4)
 	s := DefaultScaffold()
-	cfg, err := s.Config(4, 8, 8, 8, tm.Config.HiddenSize)
+	cfg, err := s.Config(4, 8, 8, 8, tm.Config.HiddenSize, tm.Config.HiddenSize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestScaffoldConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := tt.s.Config(4, 8, 8, 8, tt.D); err == nil || !strings.Contains(err.Error(), tt.want) {
+			if _, err := tt.s.Config(4, 8, 8, 8, tt.D, tt.D); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want %q", err, tt.want)
 			}
 		})
@@ -304,5 +304,22 @@ func TestPatchEncoderPriorRefuses(t *testing.T) {
 	s.WidthFactor, s.EncoderInit = 4, "sideways"
 	if _, err := Graft(tm, s, 4); err == nil || !strings.Contains(err.Error(), "want official or patch") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// Config takes the backbone's conditioning width as given (Z-Image's
+// adaLN width is not its token width) and derives the rest from D.
+func TestConfigCondWidth(t *testing.T) {
+	tests := []struct{ D, cond int }{{64, 64}, {32, 24}, {128, 256}}
+	for _, tt := range tests {
+		s := DefaultScaffold()
+		s.NormGroups, s.RouterGroups = 8, 4
+		cfg, err := s.Config(4, 4, 8, 8, tt.D, tt.cond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.ModelDim != tt.D || cfg.CondDim != tt.cond || cfg.EncDecDim != tt.D/4 || cfg.RouterDim != tt.D/4 {
+			t.Errorf("D %d, cond %d: config %+v", tt.D, tt.cond, *cfg)
+		}
 	}
 }

@@ -14,7 +14,9 @@ import (
 )
 
 // Kind is the backbone kind of a Z-Image transformer used as a DC
-// backbone (Backbone.Spec). No DC checkpoint stores it yet.
+// backbone (Backbone.Spec), which a DC checkpoint of kind "zimage" stores
+// (see dc/checkpoint; its tensors are the model's internal names under
+// dc.BackbonePrefix: Model.PrefixNames).
 const Kind = "zimage"
 
 // Backbone is a Z-Image transformer as the DC scaffold's backbone (a
@@ -135,8 +137,9 @@ func (b *Backbone) Forward(x mat.Tensor, c cond.Value, offsets []int, pos []floa
 }
 
 // Parameters returns the model's arena under its internal (ComfyUI)
-// names, the patch embedding and final layer included (Forward leaves
-// them without gradient).
+// names (after Model.PrefixNames, under the prefixed ones), the patch
+// embedding and final layer included (Forward leaves them without
+// gradient).
 func (b *Backbone) Parameters() *params.Set { return b.Model.Params }
 
 // ParamGroups returns the groups of one of the model's parameters: the
@@ -146,7 +149,8 @@ func (b *Backbone) Parameters() *params.Set { return b.Model.Params }
 // name), the patch embedding and the final layer are the latent embedder
 // and final layer a DC model replaces; nil for another name.
 func (b *Backbone) ParamGroups(name string) []string {
-	if _, ok := b.Model.tensors[name]; !ok {
+	name, ok := strings.CutPrefix(name, b.Model.names)
+	if _, known := b.Model.tensors[name]; !ok || !known {
 		return nil
 	}
 	switch {

@@ -302,6 +302,16 @@ func TestBackboneParamGroupsAndSpec(t *testing.T) {
 			t.Errorf("ParamGroups(%q) = %v, want %v", tt.name, got, tt.want)
 		}
 	}
+	// Renamed (as inside a DC model), the groups follow the new names.
+	m.PrefixNames("backbone.")
+	for _, tt := range tests {
+		if got := bb.ParamGroups("backbone." + tt.name); !slices.Equal(got, tt.want) {
+			t.Errorf("renamed: ParamGroups(%q) = %v, want %v", "backbone."+tt.name, got, tt.want)
+		}
+		if got := bb.ParamGroups(tt.name); got != nil {
+			t.Errorf("renamed: ParamGroups(%q) = %v, want nil (the old name)", tt.name, got)
+		}
+	}
 	kind, spec := bb.Spec()
 	sc := spec.(*arch.ZImageConfig)
 	if kind != Kind || sc == m.Config || sc.Dim != m.Config.Dim {

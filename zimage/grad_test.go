@@ -29,7 +29,7 @@ func tinyConfig(qkNorm bool) *arch.ZImageConfig {
 // scales of a trained one, all requiring gradients.
 func newModel64(t *testing.T, cfg *arch.ZImageConfig, rng *rand.Rand) *Model {
 	t.Helper()
-	if err := checkConfig(cfg); err != nil {
+	if err := CheckConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
 	m := newModel(cfg)

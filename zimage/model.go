@@ -29,6 +29,21 @@ type Model struct {
 	// or float64 matrices in gradient checks (f64).
 	tensors map[string]mat.Tensor
 	f64     bool
+	// names is the prefix of every name in Params (not in tensors): ""
+	// but for a model stored inside a DC model (PrefixNames).
+	names string
+}
+
+// PrefixNames renames every parameter in Params prefix + its name, in
+// place (params.Set.AddPrefix: nothing is copied, which matters at 6 B
+// parameters); the model computes as before. A DC model stores a Z-Image
+// backbone's tensors under such a prefix (dc.BackbonePrefix), so that its
+// patch embedding and final layer, which the scaffold replaces, do not
+// clash with the scaffold's own x_embedder and final_layer. Rename before
+// joining the arena with another (params.Join).
+func (m *Model) PrefixNames(prefix string) {
+	m.Params.AddPrefix(prefix)
+	m.names = prefix + m.names
 }
 
 // paramSpecs lists the tensors of a config as matrices, in the
@@ -50,7 +65,7 @@ func paramSpecs(cfg *arch.ZImageConfig) []params.Spec {
 
 // New builds a model from loaded weights, copying them into the arena.
 func New(w *Weights) (*Model, error) {
-	if err := checkConfig(w.Config); err != nil {
+	if err := CheckConfig(w.Config); err != nil {
 		return nil, fmt.Errorf("zimage: %w", err)
 	}
 	set, err := params.New(paramSpecs(w.Config))

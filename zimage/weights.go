@@ -73,7 +73,7 @@ func Load(path string, opts LoadOptions) (*Weights, error) {
 		return nil, fmt.Errorf("zimage: %s (%s naming): %s", path, rep.Layout, strings.Join(problems, "; "))
 	}
 	cfg := rep.Config.(*arch.ZImageConfig)
-	if err := checkConfig(cfg); err != nil {
+	if err := CheckConfig(cfg); err != nil {
 		return nil, fmt.Errorf("zimage: %s: %w", path, err)
 	}
 	w := &Weights{Config: cfg, Params: map[string]*Param{}, Source: fmt.Sprintf("%s (%s naming)", path, rep.Layout), Warnings: rep.Warnings}
@@ -113,9 +113,9 @@ func Load(path string, opts LoadOptions) (*Weights, error) {
 	return w, nil
 }
 
-// checkConfig rejects configurations the model cannot run, naming the
+// CheckConfig rejects configurations the model cannot run, naming the
 // field: detection fills what it can and leaves the rest zero.
-func checkConfig(c *arch.ZImageConfig) error {
+func CheckConfig(c *arch.ZImageConfig) error {
 	if c.NHeads < 1 || c.Dim%c.NHeads != 0 {
 		return fmt.Errorf("dim %d does not split into %d heads", c.Dim, c.NHeads)
 	}

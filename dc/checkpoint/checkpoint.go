@@ -50,18 +50,30 @@ func Save(path string, model *dc.Model, info Info) error {
 	if _, err := dtype.NewFloat32Reader(nil, dt); err != nil {
 		return fmt.Errorf("checkpoint: save %s: %w", path, err)
 	}
-	sets := []*params.Set{model.Params}
+	// Each part's names are checked against its own part of the format, so
+	// that a backbone parameter under a scaffold name (a DiT's x_embedder
+	// not renamed under dc.BackbonePrefix) is named as such.
+	type part struct {
+		what   string
+		set    *params.Set
+		shapes map[string][]int
+	}
+	parts := []part{{"scaffold", model.Params, dc.ScaffoldShapes(&meta.Scaffold)}}
 	if bb := model.Backbone.Parameters(); bb != nil {
-		sets = append(sets, bb)
+		parts = append(parts, part{meta.Backbone.Kind + " backbone", bb, meta.backboneShapes()})
 	}
 	shapes := meta.Shapes()
 	var tensors []safetensors.WriteTensor
 	sums := map[string]string{}
-	for _, set := range sets {
-		for _, p := range set.List() {
-			shape, ok := shapes[p.Name]
+	for _, part := range parts {
+		for _, p := range part.set.List() {
+			shape, ok := part.shapes[p.Name]
 			if !ok {
-				return fmt.Errorf("checkpoint: save %s: parameter %q is not part of the format", path, p.Name)
+				hint := ""
+				if part.what != "scaffold" && meta.Backbone.Kind != KindHNet {
+					hint = fmt.Sprintf(" (a %s backbone stores its tensors under %q: rename it with PrefixNames(dc.BackbonePrefix))", meta.Backbone.Kind, dc.BackbonePrefix)
+				}
+				return fmt.Errorf("checkpoint: save %s: %s parameter %q is not part of the format%s", path, part.what, p.Name, hint)
 			}
 			if _, dup := sums[p.Name]; dup {
 				return fmt.Errorf("checkpoint: save %s: parameter %q appears twice", path, p.Name)

@@ -247,8 +247,8 @@ func TestLoadErrors(t *testing.T) {
 			return rewrite(t, good, editConfig(t, func(c map[string]any) { c["format_version"] = 2 }))
 		}, []string{"unknown format_version 2", "reads 1"}},
 		{"unknown backbone kind", func() string {
-			return rewrite(t, good, editConfig(t, func(c map[string]any) { c["backbone"].(map[string]any)["kind"] = "zimage" }))
-		}, []string{`unknown kind "zimage"`, "hnet"}},
+			return rewrite(t, good, editConfig(t, func(c map[string]any) { c["backbone"].(map[string]any)["kind"] = "unet" }))
+		}, []string{`unknown kind "unet"`, "hnet, dit, zimage"}},
 		{"unknown field", func() string {
 			return rewrite(t, good, editConfig(t, func(c map[string]any) { c["scaffold"].(map[string]any)["sigma"] = 1 }))
 		}, []string{`unknown field "sigma"`}},

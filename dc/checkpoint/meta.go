@@ -36,8 +36,30 @@
 //	"dcdit.crc32c":  JSON {tensor name: CRC-32C of its bytes, 8 hex digits}
 //
 // A DiT upcycled from DiT/p is an "hnet" backbone with patch_size p (its
-// position embedding lives on the patch grid). Readers reject an unknown
-// format_version, an unknown backbone kind, unknown JSON fields, and any
+// position embedding lives on the patch grid).
+//
+// Two more kinds hold a pretrained backbone that keeps its own names (the
+// scaffold's tensors are as above):
+//
+//	"dit"     config arch.DiTConfig (depth, hidden_size, num_heads,
+//	          patch_size, in_channels, input_size, learn_sigma,
+//	          num_classes, mlp_ratio, frequency_embedding_size, preset);
+//	          tensors: DiT's original names but pos_embed (recomputed)
+//	"zimage"  config arch.ZImageConfig (dim, n_layers, n_refiner_layers,
+//	          n_heads, n_kv_heads, in_channels, patch_size, f_patch_size,
+//	          cap_feat_dim, qk_norm, norm_eps, rope_theta, t_scale,
+//	          axes_dims, axes_lens, ffn_hidden, adaln_dim,
+//	          t_embedder_mid_size, frequency_embedding_size); tensors: the
+//	          ComfyUI names (fused attention.qkv, no model prefix)
+//
+// each under dc.BackbonePrefix ("backbone.t_embedder.mlp.0.weight",
+// "backbone.blocks.0.attn.qkv.weight", …), the unused patch embedding and
+// final layer included (see dc.BackbonePrefix for why). The backbone's
+// width must be the scaffold's model_dim and its conditioning width (DiT:
+// hidden_size; Z-Image: adaln_dim) its cond_dim.
+//
+// Readers reject an unknown format_version, an unknown backbone kind,
+// unknown JSON fields, and any
 // missing, mis-shaped or unexpected tensor, naming the file, the tensor, and
 // what was expected and found; when "dcdit.crc32c" is present (Save always
 // writes it) every tensor's bytes are checked against it, and a file
@@ -55,12 +77,16 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/hnet"
+	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/zimage"
 )
 
 // Metadata keys and values of the format.
@@ -74,10 +100,16 @@ const (
 	// KindHNet is the backbone kind of DC-DiT's own main network (dc/hnet),
 	// also used for DiT blocks upcycled into it.
 	KindHNet = hnet.Kind
+	// KindDiT is a pretrained DiT as the backbone, its tensors under
+	// dc.BackbonePrefix.
+	KindDiT = dit.Kind
+	// KindZImage is a Z-Image transformer as the backbone, its tensors
+	// under dc.BackbonePrefix.
+	KindZImage = zimage.Kind
 )
 
 // Kinds lists the backbone kinds this build reads.
-var Kinds = []string{KindHNet}
+var Kinds = []string{KindHNet, KindDiT, KindZImage}
 
 // Meta is the model description stored under ConfigKey.
 type Meta struct {
@@ -119,11 +151,29 @@ const (
 )
 
 // Backbone names the backbone's kind and holds its config; JSON
-// {"kind": ..., "config": {...}}.
+// {"kind": ..., "config": {...}}. Exactly the config of Kind is set.
 type Backbone struct {
 	Kind string
 	// HNet is the config of a KindHNet backbone.
 	HNet *hnet.Config
+	// DiT is the config of a KindDiT backbone.
+	DiT *arch.DiTConfig
+	// ZImage is the config of a KindZImage backbone.
+	ZImage *arch.ZImageConfig
+}
+
+// Config returns the config of the backbone's kind (a *hnet.Config, an
+// *arch.DiTConfig or an *arch.ZImageConfig), nil when it has none.
+func (b Backbone) Config() any {
+	switch {
+	case b.HNet != nil:
+		return b.HNet
+	case b.DiT != nil:
+		return b.DiT
+	case b.ZImage != nil:
+		return b.ZImage
+	}
+	return nil
 }
 
 // MarshalJSON writes {"kind", "config"}.
@@ -139,6 +189,16 @@ func (b Backbone) MarshalJSON() ([]byte, error) {
 			c.PatchSize = 1 // stored explicitly
 		}
 		cfg = c
+	case KindDiT:
+		if b.DiT == nil {
+			return nil, errors.New("checkpoint: dit backbone without a config")
+		}
+		cfg = b.DiT
+	case KindZImage:
+		if b.ZImage == nil {
+			return nil, errors.New("checkpoint: zimage backbone without a config")
+		}
+		cfg = b.ZImage
 	default:
 		return nil, fmt.Errorf("checkpoint: backbone kind %q is not one of %s", b.Kind, strings.Join(Kinds, ", "))
 	}
@@ -159,15 +219,28 @@ func (b *Backbone) UnmarshalJSON(data []byte) error {
 		return fmt.Errorf("backbone: %w", err)
 	}
 	switch raw.Kind {
-	case KindHNet:
+	case KindHNet, KindDiT, KindZImage:
 		if len(raw.Config) == 0 || string(raw.Config) == "null" {
-			return errors.New("backbone: kind hnet has no config")
+			return fmt.Errorf("backbone: kind %s has no config", raw.Kind)
 		}
-		var c hnet.Config
-		if err := strictUnmarshal(raw.Config, &c); err != nil {
+		var nb Backbone
+		var cfg any
+		switch raw.Kind {
+		case KindHNet:
+			nb.HNet = &hnet.Config{}
+			cfg = nb.HNet
+		case KindDiT:
+			nb.DiT = &arch.DiTConfig{}
+			cfg = nb.DiT
+		case KindZImage:
+			nb.ZImage = &arch.ZImageConfig{}
+			cfg = nb.ZImage
+		}
+		if err := strictUnmarshal(raw.Config, cfg); err != nil {
 			return fmt.Errorf("backbone config: %w", err)
 		}
-		b.Kind, b.HNet = raw.Kind, &c
+		nb.Kind = raw.Kind
+		*b = nb
 		return nil
 	case "":
 		return errors.New("backbone: kind missing")
@@ -267,6 +340,40 @@ func (m *Meta) checkBounds() error {
 			field{"backbone frequency_size", c.FrequencySize, MaxWidth}, field{"backbone num_classes", c.NumClasses, MaxClasses},
 			field{"backbone patch_size", c.PatchSize, MaxGridSide})
 	}
+	if c := m.Backbone.DiT; c != nil {
+		fields = append(fields, field{"backbone hidden_size", c.HiddenSize, MaxWidth}, field{"backbone depth", c.Depth, MaxBlocks},
+			field{"backbone num_heads", c.NumHeads, MaxWidth}, field{"backbone frequency_embedding_size", c.FrequencySize, MaxWidth},
+			field{"backbone num_classes", c.NumClasses, MaxClasses}, field{"backbone patch_size", c.PatchSize, MaxGridSide},
+			field{"backbone in_channels", c.InChannels, MaxChannels}, field{"backbone input_size", c.InputSize, MaxGridSide})
+		if !(c.MLPRatio > 0 && c.MLPRatio*float64(c.HiddenSize) <= MaxMLP) {
+			return fmt.Errorf("backbone mlp_ratio = %v at hidden_size %d, want an MLP width of 1 … %d", c.MLPRatio, c.HiddenSize, MaxMLP)
+		}
+	}
+	if c := m.Backbone.ZImage; c != nil {
+		fields = append(fields, field{"backbone dim", c.Dim, MaxWidth}, field{"backbone n_layers", c.NLayers, MaxBlocks},
+			field{"backbone n_refiner_layers", c.NRefinerLayers, MaxBlocks}, field{"backbone n_heads", c.NHeads, MaxWidth},
+			field{"backbone n_kv_heads", c.NKVHeads, MaxWidth}, field{"backbone in_channels", c.InChannels, MaxChannels},
+			field{"backbone patch_size", c.PatchSize, MaxGridSide}, field{"backbone f_patch_size", c.FPatchSize, MaxGridSide},
+			field{"backbone cap_feat_dim", c.CapFeatDim, MaxWidth}, field{"backbone ffn_hidden", c.FFNHidden, MaxMLP},
+			field{"backbone adaln_dim", c.AdaLNDim, MaxWidth}, field{"backbone t_embedder_mid_size", c.TMidDim, MaxWidth},
+			field{"backbone frequency_embedding_size", c.FrequencySize, MaxWidth})
+		if len(c.AxesDims) > 8 || len(c.AxesLens) > 8 {
+			return fmt.Errorf("backbone axes_dims %d and axes_lens %d values, want at most 8 each", len(c.AxesDims), len(c.AxesLens))
+		}
+		for i, v := range append(slices.Clone(c.AxesDims), c.AxesLens...) {
+			if v > MaxWidth*MaxWidth {
+				return fmt.Errorf("backbone axes_dims/axes_lens value %d = %d, want at most %d", i, v, MaxWidth*MaxWidth)
+			}
+		}
+		for _, f := range []struct {
+			name string
+			v    float64
+		}{{"norm_eps", c.NormEps}, {"rope_theta", c.RopeTheta}, {"t_scale", c.TScale}} {
+			if math.IsNaN(f.v) || math.IsInf(f.v, 0) || math.Abs(f.v) > 1e12 {
+				return fmt.Errorf("backbone %s = %v, want a finite value of at most 1e12", f.name, f.v)
+			}
+		}
+	}
 	for _, f := range fields {
 		if f.v > f.max {
 			return fmt.Errorf("%s = %d, want at most %d", f.name, f.v, f.max)
@@ -301,14 +408,25 @@ func (m *Meta) checkBounds() error {
 // depth of 100000 is one line saying so rather than a list of a million
 // missing tensors.
 func (m *Meta) CheckTensors(found map[string][]int) error {
-	counts := []struct {
+	type count struct {
 		what   string
 		prefix string
 		stated int
-	}{
-		{"backbone depth", hnet.Prefix + "layers.", m.Backbone.HNet.Depth},
+	}
+	counts := []count{
 		{"scaffold encoder_blocks", "hnet.encoder.layers.", m.Scaffold.EncoderBlocks},
 		{"scaffold decoder_blocks", "hnet.decoder.layers.", m.Scaffold.DecoderBlocks},
+	}
+	const bb = dc.BackbonePrefix
+	switch b := m.Backbone; {
+	case b.HNet != nil:
+		counts = append(counts, count{"backbone depth", hnet.Prefix + "layers.", b.HNet.Depth})
+	case b.DiT != nil:
+		counts = append(counts, count{"backbone depth", bb + "blocks.", b.DiT.Depth})
+	case b.ZImage != nil:
+		counts = append(counts, count{"backbone n_layers", bb + "layers.", b.ZImage.NLayers},
+			count{"backbone n_refiner_layers", bb + "noise_refiner.", b.ZImage.NRefinerLayers},
+			count{"backbone n_refiner_layers", bb + "context_refiner.", b.ZImage.NRefinerLayers})
 	}
 	for _, c := range counts {
 		if n := countBlocks(found, c.prefix); n != c.stated {
@@ -371,6 +489,50 @@ func (m *Meta) Validate() error {
 		if c.Width != m.Scaffold.ModelDim || c.Width != m.Scaffold.CondDim {
 			return fmt.Errorf("backbone width %d differs from the scaffold's model_dim %d or cond_dim %d", c.Width, m.Scaffold.ModelDim, m.Scaffold.CondDim)
 		}
+	case KindDiT:
+		c := m.Backbone.DiT
+		if c == nil {
+			return errors.New("dit backbone without a config")
+		}
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("backbone config: %w", err)
+		}
+		if g := c.InputSize / c.PatchSize; g*g*c.HiddenSize > MaxActivations {
+			return fmt.Errorf("backbone config: a %d×%d patch grid at hidden_size %d: a position table of %d values, want at most %d", g, g, c.HiddenSize, g*g*c.HiddenSize, MaxActivations)
+		}
+		if c.HiddenSize != m.Scaffold.ModelDim || c.HiddenSize != m.Scaffold.CondDim {
+			return fmt.Errorf("backbone hidden_size %d (its width and conditioning width) differs from the scaffold's model_dim %d or cond_dim %d", c.HiddenSize, m.Scaffold.ModelDim, m.Scaffold.CondDim)
+		}
+	case KindZImage:
+		c := m.Backbone.ZImage
+		if c == nil {
+			return errors.New("zimage backbone without a config")
+		}
+		for _, f := range []struct {
+			name string
+			v    int
+		}{{"dim", c.Dim}, {"n_layers", c.NLayers}, {"in_channels", c.InChannels}, {"cap_feat_dim", c.CapFeatDim},
+			{"ffn_hidden", c.FFNHidden}, {"adaln_dim", c.AdaLNDim}, {"t_embedder_mid_size", c.TMidDim},
+			{"frequency_embedding_size", c.FrequencySize}} {
+			if f.v < 1 {
+				return fmt.Errorf("backbone config: %s = %d, want ≥ 1", f.name, f.v)
+			}
+		}
+		if c.NRefinerLayers < 0 {
+			return fmt.Errorf("backbone config: n_refiner_layers = %d, want ≥ 0", c.NRefinerLayers)
+		}
+		if c.FrequencySize%2 != 0 {
+			return fmt.Errorf("backbone config: frequency_embedding_size = %d, want an even number", c.FrequencySize)
+		}
+		if !(c.RopeTheta > 0) || !(c.TScale > 0) {
+			return fmt.Errorf("backbone config: rope_theta %v and t_scale %v, want both > 0", c.RopeTheta, c.TScale)
+		}
+		if err := zimage.CheckConfig(c); err != nil {
+			return fmt.Errorf("backbone config: %w", err)
+		}
+		if c.Dim != m.Scaffold.ModelDim || c.AdaLNDim != m.Scaffold.CondDim {
+			return fmt.Errorf("backbone dim %d and adaln_dim %d (its width and conditioning width) differ from the scaffold's model_dim %d and cond_dim %d", c.Dim, c.AdaLNDim, m.Scaffold.ModelDim, m.Scaffold.CondDim)
+		}
 	default:
 		return fmt.Errorf("unknown backbone kind %.40q (this build reads %s)", m.Backbone.Kind, strings.Join(Kinds, ", "))
 	}
@@ -386,8 +548,33 @@ func (m *Meta) Validate() error {
 // reference name. The Meta must be valid.
 func (m *Meta) Shapes() map[string][]int {
 	s := dc.ScaffoldShapes(&m.Scaffold)
-	for k, v := range hnet.Shapes(m.Backbone.HNet) {
+	for k, v := range m.backboneShapes() {
 		s[k] = v
+	}
+	return s
+}
+
+// backboneShapes lists the backbone's tensors under their stored names.
+func (m *Meta) backboneShapes() map[string][]int {
+	var exp arch.Expected
+	switch b := m.Backbone; {
+	case b.HNet != nil:
+		return hnet.Shapes(b.HNet)
+	case b.DiT != nil:
+		exp = arch.ExpectedDiT(b.DiT, arch.Original)
+	case b.ZImage != nil:
+		exp = arch.ExpectedZImage(b.ZImage, arch.Comfy)
+	}
+	s := make(map[string][]int, len(exp))
+	for i, name := range exp.Names() {
+		if name == "pos_embed" { // DiT's fixed sin-cos table, recomputed
+			continue
+		}
+		shape := make([]int, len(exp.Shape(i)))
+		for j, d := range exp.Shape(i) {
+			shape[j] = int(d)
+		}
+		s[dc.BackbonePrefix+name] = shape
 	}
 	return s
 }
@@ -396,8 +583,16 @@ func (m *Meta) Shapes() map[string][]int {
 // tokens each (dc.Model.ForwardFLOPs without loading any weights).
 func (m *Meta) FLOPs(numKept []int) dc.FLOPs {
 	cfg := m.Scaffold
-	model := &dc.Model{Config: &cfg, Backbone: &hnet.Network{Config: m.Backbone.HNet}}
-	return model.ForwardFLOPs(numKept)
+	var counter dc.BackboneFLOPs
+	switch b := m.Backbone; {
+	case b.HNet != nil:
+		counter = &hnet.Network{Config: b.HNet}
+	case b.DiT != nil:
+		counter = &dit.Model{Config: b.DiT}
+	case b.ZImage != nil:
+		counter = &zimage.Backbone{Model: &zimage.Model{Config: b.ZImage}}
+	}
+	return dc.ConfigFLOPs(&cfg, counter, numKept)
 }
 
 // DefaultRhos are the tail-drop fractions reported when a checkpoint does
@@ -462,11 +657,42 @@ func MetaOf(model *dc.Model, info Info) (*Meta, error) {
 	return m, nil
 }
 
-// newBackbone builds the backbone the Meta describes from named tensors.
+// newBackbone builds the backbone the Meta describes from named tensors
+// (the file's, checked against Shapes): DC-DiT's main network, or a DiT
+// or Z-Image built from its own names (the stored ones without
+// dc.BackbonePrefix) and then renamed, as Save found it.
 func (m *Meta) newBackbone(ts map[string]dc.Tensor) (dc.Backbone, error) {
-	switch m.Backbone.Kind {
-	case KindHNet:
+	if m.Backbone.Kind == KindHNet {
 		return hnet.New(m.Backbone.HNet, ts)
+	}
+	own := map[string]*loaders.Dense{}
+	for name := range m.backboneShapes() {
+		t, ok := ts[name]
+		if !ok {
+			return nil, fmt.Errorf("backbone tensor %q missing", name)
+		}
+		own[strings.TrimPrefix(name, dc.BackbonePrefix)] = &loaders.Dense{Shape: t.Shape, Data: t.Data}
+	}
+	switch m.Backbone.Kind {
+	case KindDiT:
+		c := m.Backbone.DiT
+		g := c.InputSize / c.PatchSize
+		pos := make([]float32, g*g*c.HiddenSize)
+		dit.PosEmbedGrid(pos, g, c.HiddenSize)
+		own["pos_embed"] = &loaders.Dense{Shape: []int{1, g * g, c.HiddenSize}, Data: pos}
+		model, err := dit.New(&dit.Weights{Config: c, Params: own})
+		if err != nil {
+			return nil, fmt.Errorf("backbone: %w", err)
+		}
+		model.PrefixNames(dc.BackbonePrefix)
+		return model, nil
+	case KindZImage:
+		model, err := zimage.New(&zimage.Weights{Config: m.Backbone.ZImage, Params: own})
+		if err != nil {
+			return nil, fmt.Errorf("backbone: %w", err)
+		}
+		model.PrefixNames(dc.BackbonePrefix)
+		return zimage.NewBackbone(model), nil
 	}
 	return nil, fmt.Errorf("unknown backbone kind %q", m.Backbone.Kind)
 }

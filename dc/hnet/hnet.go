@@ -150,7 +150,7 @@ func (n *Network) Condition(in cond.Input) (cond.Value, error) {
 	if err := in.CheckLabels(n.Config.NumClasses); err != nil {
 		return nil, fmt.Errorf("hnet: %w", err)
 	}
-	return cond.Plain{V: dit.Embedders(n.Params, n.Config.FrequencySize, in.T, in.Labels)}, nil
+	return cond.Plain{V: dit.Embedders(n.Params, "", n.Config.FrequencySize, in.T, in.Labels)}, nil
 }
 
 // Forward adds the 2-D sin-cos embedding of each token's grid position to

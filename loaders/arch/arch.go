@@ -399,6 +399,11 @@ const (
 	dcMainPrefix = "hnet.main_network."
 )
 
+// DCBackbonePrefix is the prefix of a pretrained backbone's tensors in a
+// DC checkpoint whose backbone keeps its own names (kinds "dit" and
+// "zimage"); dc.BackbonePrefix, which says why.
+const DCBackbonePrefix = "backbone."
+
 // detectDCReference recognises a DC-DiT state_dict in the official layout
 // (AMD-AGI/DynamicChunkingDiT create_dit: x_embedder, t_embedder,
 // y_embedder, pos_embed, hnet.*, final_layer) without dcdit's metadata.
@@ -426,7 +431,7 @@ func dcGroup(name string) string {
 		return GroupRouter
 	case strings.HasPrefix(name, "hnet.decoder.") || strings.HasPrefix(name, "hnet.residual_proj."):
 		return GroupDecoder
-	case strings.HasPrefix(name, dcMainPrefix):
+	case strings.HasPrefix(name, dcMainPrefix), strings.HasPrefix(name, DCBackbonePrefix):
 		return GroupBackbone
 	case strings.HasPrefix(name, "final_layer."):
 		return GroupFinalLayer

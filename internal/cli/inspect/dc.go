@@ -158,7 +158,7 @@ func writeDCConfig(row func(k, format string, args ...any), cfg any) bool {
 	switch c := cfg.(type) {
 	case *checkpoint.Meta:
 		row("scaffold", "%s", configLine(c.Scaffold))
-		row("backbone", "%s: %s", c.Backbone.Kind, configLine(c.Backbone.HNet))
+		row("backbone", "%s: %s", c.Backbone.Kind, configLine(c.Backbone.Config()))
 		if len(c.TrainedRhos) > 0 {
 			row("trained ρ", "%s", joinFloats(c.TrainedRhos))
 		} else {

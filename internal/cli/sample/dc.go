@@ -9,6 +9,7 @@ import (
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
+	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/dit/ddpm"
 	"github.com/dcdit/dcdit/internal/cli/progress"
 	"github.com/dcdit/dcdit/loaders"
@@ -42,28 +43,27 @@ type dcStats struct {
 	FLOPs float64
 }
 
-// dcDenoiser evaluates a DC-DiT for the DDPM sampler. With guidance on,
-// ddpm's Guided wrapper hands it [x; x] with labels [y; null]: the first
-// half runs at rhoCond and the second at rhoUncond in one batched forward,
-// which is the reference's Lite-CFG (dc.Model.LiteCFG) when the two differ
-// and plain batched CFG at one ρ when they do not. Each call's kept counts
-// and FLOPs go to stats.
-func dcDenoiser(m *dc.Model, guided bool, rhoCond, rhoUncond float32, stats *dcStats) ddpm.Denoiser {
-	return func(x []float32, t []int, y []int) ([]float32, error) {
+// dcDenoiser evaluates a DC-DiT for the process's sampler at model times
+// t. With guidance on, the sampler hands it [x; x] with labels [y; null]
+// (diffusion.WithLabels): the first half runs at rhoCond and the second at
+// rhoUncond in one batched forward, which is the reference's Lite-CFG
+// (dc.Model.LiteCFG) when the two differ and plain batched CFG at one ρ
+// when they do not. Each call's kept counts and FLOPs go to stats.
+func dcDenoiser(m *dc.Model, guided bool, rhoCond, rhoUncond float32, stats *dcStats) diffusion.LabelModel {
+	return func(x, t []float32, y []int) ([]float32, error) {
 		B := len(t)
 		n := B
 		if guided {
 			n = B / 2
 		}
 		frac := make([]float32, B)
-		tf := make([]float32, B)
 		for i := range B {
-			frac[i], tf[i] = rhoCond, float32(t[i])
+			frac[i] = rhoCond
 			if i >= n {
 				frac[i] = rhoUncond
 			}
 		}
-		out, res, err := m.Predict(x, cond.Input{T: tf, Labels: y}, frac)
+		out, res, err := m.Predict(x, cond.Input{T: t, Labels: y}, frac)
 		if err != nil {
 			return nil, err
 		}
@@ -100,14 +100,25 @@ func runDC(opts *Options, layout arch.Layout) error {
 		}
 	}
 	cfg := m.Config
-	classes := meta.Backbone.HNet.NumClasses
+	var classes, heads int
+	switch b := meta.Backbone; {
+	case b.HNet != nil:
+		classes, heads = b.HNet.NumClasses, b.HNet.Heads
+	case b.DiT != nil:
+		classes, heads = b.DiT.NumClasses, b.DiT.NumHeads
+	default:
+		return fmt.Errorf("sample: %s has a %s backbone, which takes captions; sampling a caption-conditioned DC model is not supported yet", opts.Checkpoint, b.Kind)
+	}
 	for _, c := range opts.Classes {
 		if c >= classes {
 			return fmt.Errorf("--class %d: %s has %d classes, labels 0..%d", c, opts.Checkpoint, classes, classes-1)
 		}
 	}
-	if cfg.OutChannels != 2*cfg.InChannels {
-		return fmt.Errorf("sample: %s predicts %d channels for %d latent channels; the DDPM sampler needs the learned-sigma output (2·%d)", opts.Checkpoint, cfg.OutChannels, cfg.InChannels, cfg.InChannels)
+	// A label-conditioned DC model samples with DiT's process; its
+	// schedule and guided channels are set once the flags are checked.
+	proc := &diffusion.DDPM{}
+	if want := proc.OutChannels(cfg.InChannels); cfg.OutChannels != want {
+		return fmt.Errorf("sample: %s predicts %d channels for %d latent channels; the DDPM sampler needs the learned-sigma output (%d)", opts.Checkpoint, cfg.OutChannels, cfg.InChannels, want)
 	}
 	var fit preview.Fit
 	if opts.PNG != "" {
@@ -116,7 +127,7 @@ func runDC(opts *Options, layout arch.Layout) error {
 		}
 	}
 	if !opts.Quiet && opts.NumHeads > 0 {
-		fmt.Fprintf(opts.IO.Err, "warning: --num-heads is ignored: %s stores its head count (%d)\n", opts.Checkpoint, meta.Backbone.HNet.Heads)
+		fmt.Fprintf(opts.IO.Err, "warning: --num-heads is ignored: %s stores its head count (%d)\n", opts.Checkpoint, heads)
 	}
 	// Inference: no parameter tracks gradients, so the ops keep no graph.
 	m.Params.SetRequiresGrad(false)
@@ -132,6 +143,7 @@ func runDC(opts *Options, layout arch.Layout) error {
 	rows, cols := cfg.GridRows, cfg.GridCols
 	sh := ddpm.Shape{B: len(labels), C: cfg.InChannels, HW: rows * cols}
 	guide, guided := guidance(opts, cfg.InChannels, classes)
+	proc.Schedule, proc.GuidedChannels = sched, guide.Channels
 	rhoCond, rhoUncond := float32(opts.Rho), float32(opts.Rho)
 	if opts.RhoUncondGiven {
 		rhoUncond = float32(opts.RhoUncond)
@@ -143,9 +155,9 @@ func runDC(opts *Options, layout arch.Layout) error {
 	}
 	L := cfg.Tokens()
 	start := time.Now()
-	x, err := sched.Sample(dcDenoiser(m, guide.Enabled(), rhoCond, rhoUncond, stats), sh, ddpm.SampleOptions{
-		Classes:  labels,
-		Guidance: guide,
+	model := diffusion.WithLabels(dcDenoiser(m, guide.Enabled(), rhoCond, rhoUncond, stats), labels, guide.NullClass)
+	x, err := proc.Sample(model, diffusion.Shape(sh), diffusion.SampleOptions{
+		Guidance: float64(guide.Scale),
 		Seed:     opts.Seed,
 		Progress: func(done, total int) {
 			note := fmt.Sprintf("kept %.1f/%d tokens", stats.Cond[len(stats.Cond)-1], L)

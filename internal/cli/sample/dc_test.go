@@ -6,13 +6,15 @@ import (
 	"testing"
 
 	"github.com/dcdit/dcdit/cond"
+	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/dit/ddpm"
 	"github.com/dcdit/dcdit/internal/dctest"
 )
 
-// Guidance through ddpm.Guided around dcDenoiser is the reference's
-// Lite-CFG: the same numbers as dc.Model.LiteCFG on [x; x] with labels
-// [y; null] at (ρ_cond, ρ_uncond), and the same kept counts.
+// Guidance through ddpm.Guided around dcDenoiser, labelled by
+// diffusion.WithLabels (as the DDPM process samples it), is the
+// reference's Lite-CFG: the same numbers as dc.Model.LiteCFG on [x; x]
+// with labels [y; null] at (ρ_cond, ρ_uncond), and the same kept counts.
 func TestDenoiserIsLiteCFG(t *testing.T) {
 	for _, c := range dctest.Cases(t) {
 		t.Run(c.Name, func(t *testing.T) {
@@ -33,7 +35,15 @@ func TestDenoiserIsLiteCFG(t *testing.T) {
 			for _, rho := range [][2]float32{{0, 0}, {0.3, 0.9}, {0.6, 0}} {
 				stats := &dcStats{}
 				guide := ddpm.Guidance{Scale: scale, NullClass: nullClass}
-				got, err := guide.Guided(dcDenoiser(m, true, rho[0], rho[1], stats), ddpm.Shape{B: n, C: C, HW: HW})(x, ts, ys)
+				model := diffusion.WithLabels(dcDenoiser(m, true, rho[0], rho[1], stats), ys, nullClass)
+				denoise := func(x []float32, t []int, _ []int) ([]float32, error) {
+					tf := make([]float32, len(t))
+					for i, v := range t {
+						tf[i] = float32(v)
+					}
+					return model(x, tf, true)
+				}
+				got, err := guide.Guided(denoise, ddpm.Shape{B: n, C: C, HW: HW})(x, ts, ys)
 				if err != nil {
 					t.Fatal(err)
 				}

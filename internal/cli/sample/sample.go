@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/dit/ddpm"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
@@ -340,15 +341,15 @@ func runDiT(opts *Options) error {
 	side := cfg.InputSize
 	sh := ddpm.Shape{B: len(labels), C: cfg.InChannels, HW: side * side}
 	guide, guided := guidance(opts, cfg.InChannels, cfg.NumClasses)
+	proc := &diffusion.DDPM{Schedule: sched, GuidedChannels: guide.Channels}
 
 	var bar *progress.Bar
 	if !opts.Quiet {
 		bar = progress.New(opts.IO.Err, "sampling", sched.Steps())
 	}
 	start := time.Now()
-	x, err := sched.Sample(model.Denoiser(), sh, ddpm.SampleOptions{
-		Classes:  labels,
-		Guidance: guide,
+	x, err := proc.Sample(diffusion.WithLabels(model.Predict, labels, guide.NullClass), diffusion.Shape(sh), diffusion.SampleOptions{
+		Guidance: float64(guide.Scale),
 		Seed:     opts.Seed,
 		Progress: func(done, total int) { bar.Set(done) },
 	})

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/progress"
 	"github.com/dcdit/dcdit/loaders/arch"
@@ -247,17 +247,6 @@ func zimageModel(m *zimage.Model, pos, neg *captions, h, w int, run *zimageRun) 
 	}
 }
 
-// gaussianNoise draws n standard normal values from seed, the sampler's
-// initial latents [N, C, H, W] at σ = 1.
-func gaussianNoise(seed uint64, n int) []float32 {
-	rng := rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
-	x := make([]float32, n)
-	for i := range x {
-		x[i] = float32(rng.NormFloat64())
-	}
-	return x
-}
-
 // runZImage samples from a Z-Image checkpoint.
 func runZImage(opts *Options) error {
 	if opts.Captions == "" {
@@ -359,15 +348,17 @@ func runZImage(opts *Options) error {
 	guide := flowmatch.Guidance{Scale: scale, Truncate: opts.CFGTruncationGiven, Truncation: opts.CFGTruncation, Normalization: opts.CFGNormalization}
 
 	C := cfg.InChannels
-	noise := gaussianNoise(opts.Seed, N*C*h*w)
+	// Z-Image's process: the initial latents are drawn from the seed.
+	proc := &diffusion.FlowMatch{Schedule: sched, Truncate: guide.Truncate, Truncation: guide.Truncation, Normalization: guide.Normalization}
 	run := &zimageRun{}
 	var bar *progress.Bar
 	if !opts.Quiet {
 		bar = progress.New(opts.IO.Err, "sampling", sched.Steps())
 	}
 	start := time.Now()
-	x, err := sched.Sample(zimageModel(m, pos, neg, h, w, run), noise, N, flowmatch.SampleOptions{
-		Guidance: guide,
+	x, err := proc.Sample(diffusion.Model(zimageModel(m, pos, neg, h, w, run)), diffusion.Shape{B: N, C: C, HW: h * w}, diffusion.SampleOptions{
+		Guidance: guide.Scale,
+		Seed:     opts.Seed,
 		Progress: func(done, total int) { bar.Set(done) },
 	})
 	bar.Finish()

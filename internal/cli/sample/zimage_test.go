@@ -155,3 +155,15 @@ func TestZImageLoop(t *testing.T) {
 		})
 	}
 }
+
+// gaussianNoise draws n standard normal values from seed: the initial
+// latents [N, C, H, W] at σ = 1 as the CLI has always drawn them, written
+// out here so that the test checks diffusion.FlowMatch's draw against it.
+func gaussianNoise(seed uint64, n int) []float32 {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	return x
+}
