@@ -131,25 +131,9 @@ func (m *Model) ParamGroups(name string) []string {
 
 // BlockParamGroups returns the groups of a block parameter named
 // prefix + "<index>." + its name inside ApplyBlock's block, or nil for
-// another name.
+// another name (params.BlockGroups).
 func BlockParamGroups(name, prefix string) []string {
-	rest, ok := strings.CutPrefix(name, prefix)
-	if !ok {
-		return nil
-	}
-	idx, inner, ok := strings.Cut(rest, ".")
-	if !ok || idx == "" || strings.Trim(idx, "0123456789") != "" {
-		return nil
-	}
-	switch {
-	case strings.HasPrefix(inner, "adaLN_modulation."):
-		return []string{params.GroupBackbone, params.GroupAdaLN}
-	case strings.HasPrefix(inner, "attn."):
-		return []string{params.GroupBackbone, params.GroupAttention}
-	case strings.HasPrefix(inner, "mlp."):
-		return []string{params.GroupBackbone, params.GroupMLP}
-	}
-	return []string{params.GroupBackbone}
+	return params.BlockGroups(name, prefix, "attn.", "mlp.")
 }
 
 // EmbedderParamGroups returns the groups of a parameter of the

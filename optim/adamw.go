@@ -72,7 +72,7 @@ type AdamW struct {
 	state State
 
 	// Per-step inputs of stepBlocks, set by Step before the workers start.
-	scalars []adamwScalars
+	scalars []AdamWScalars
 	params  []float32
 	grads   []float32
 	kern    *kernelSet
@@ -140,7 +140,7 @@ func NewAdamW(mask *Mask, base Hyper, groups ...Group) (*AdamW, error) {
 		mask:    mask,
 		hyper:   hyper,
 		plan:    newPlan(segs),
-		scalars: make([]adamwScalars, len(hyper)),
+		scalars: make([]AdamWScalars, len(hyper)),
 		state: State{
 			M: make([]float32, mask.count),
 			V: make([]float32, mask.count),
@@ -198,20 +198,8 @@ func (o *AdamW) Step(params, grads []float32) {
 		panic(fmt.Sprintf("optim: AdamW.Step: %d params and %d grads, want %d", len(params), len(grads), o.mask.n))
 	}
 	o.state.Step++
-	t := float64(o.state.Step)
 	for i, h := range o.hyper {
-		// Python computes these in double precision; the tensor ops then
-		// round each scalar to float32, and so do we.
-		o.scalars[i] = adamwScalars{
-			decay:   float32(1 - h.LR*h.WeightDecay),
-			beta1:   float32(h.Beta1),
-			c1:      float32(1 - h.Beta1),
-			beta2:   float32(h.Beta2),
-			c2:      float32(1 - h.Beta2),
-			sqrtBc2: float32(math.Sqrt(1 - math.Pow(h.Beta2, t))),
-			eps:     float32(h.Eps),
-			negStep: float32(-(h.LR / (1 - math.Pow(h.Beta1, t)))),
-		}
+		o.scalars[i] = NewAdamWScalars(h, o.state.Step)
 	}
 	o.params, o.grads, o.kern = params, grads, active
 	o.plan.run(o.body)

@@ -5,17 +5,40 @@ import (
 	"os"
 )
 
-// adamwScalars are the per-step float32 constants of one group's update, in
-// the layout the assembly kernels read (offsets 0, 4, ..., 28).
-type adamwScalars struct {
-	decay   float32 // 1 − lr·weight_decay
-	beta1   float32
-	c1      float32 // 1 − β1
-	beta2   float32
-	c2      float32 // 1 − β2
-	sqrtBc2 float32 // √(1 − β2^t)
-	eps     float32
-	negStep float32 // −lr / (1 − β1^t)
+// AdamWScalars are the per-step float32 constants of one group's AdamW
+// update, in the layout the assembly kernels read (offsets 0, 4, ..., 28)
+// and the CUDA kernel takes (cuda/kernels):
+//
+//	p = p·Decay
+//	m = Beta1·m + C1·g
+//	v = Beta2·v + (C2·g)·g
+//	p = p + (NegStep·m) / (√v / SqrtBc2 + Eps)
+type AdamWScalars struct {
+	Decay   float32 // 1 − lr·weight_decay
+	Beta1   float32
+	C1      float32 // 1 − β1
+	Beta2   float32
+	C2      float32 // 1 − β2
+	SqrtBc2 float32 // √(1 − β2^t)
+	Eps     float32
+	NegStep float32 // −lr / (1 − β1^t)
+}
+
+// NewAdamWScalars returns the constants of step t (1 for the first step)
+// with hyperparameters h. Python computes them in double precision and
+// the tensor ops round each to float32; so do we.
+func NewAdamWScalars(h Hyper, t int64) AdamWScalars {
+	ft := float64(t)
+	return AdamWScalars{
+		Decay:   float32(1 - h.LR*h.WeightDecay),
+		Beta1:   float32(h.Beta1),
+		C1:      float32(1 - h.Beta1),
+		Beta2:   float32(h.Beta2),
+		C2:      float32(1 - h.Beta2),
+		SqrtBc2: float32(math.Sqrt(1 - math.Pow(h.Beta2, ft))),
+		Eps:     float32(h.Eps),
+		NegStep: float32(-(h.LR / (1 - math.Pow(h.Beta1, ft)))),
+	}
 }
 
 // kernelSet is one implementation of the element loops. The assembly sets
@@ -23,7 +46,7 @@ type adamwScalars struct {
 // compute the same bits for AdamW, EMA and scaling.
 type kernelSet struct {
 	name       string
-	adamw      func(p, g, m, v []float32, k *adamwScalars)
+	adamw      func(p, g, m, v []float32, k *AdamWScalars)
 	ema        func(e, p []float32, decay, rest float32)
 	scale      func(x []float32, s float32)
 	sumSquares func(x []float32) float64
@@ -75,15 +98,15 @@ func Kernels() string { return active.name }
 //	m = β1·m + (1−β1)·g
 //	v = β2·v + ((1−β2)·g)·g
 //	p = p + (−step·m) / (√v / √(1−β2^t) + eps)
-func adamwGeneric(p, g, m, v []float32, k *adamwScalars) {
+func adamwGeneric(p, g, m, v []float32, k *AdamWScalars) {
 	g, m, v = g[:len(p)], m[:len(p)], v[:len(p)]
 	for i := range p {
 		gi := g[i]
-		mi := float32(k.beta1*m[i]) + float32(k.c1*gi)
-		vi := float32(k.beta2*v[i]) + float32(float32(k.c2*gi)*gi)
+		mi := float32(k.Beta1*m[i]) + float32(k.C1*gi)
+		vi := float32(k.Beta2*v[i]) + float32(float32(k.C2*gi)*gi)
 		m[i], v[i] = mi, vi
-		d := float32(float32(math.Sqrt(float64(vi)))/k.sqrtBc2) + k.eps
-		p[i] = float32(p[i]*k.decay) + float32(float32(k.negStep*mi)/d)
+		d := float32(float32(math.Sqrt(float64(vi)))/k.SqrtBc2) + k.Eps
+		p[i] = float32(p[i]*k.Decay) + float32(float32(k.NegStep*mi)/d)
 	}
 }
 

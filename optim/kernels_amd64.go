@@ -36,7 +36,7 @@ func init() {
 // for AVX2) and finish the tail with the generic loop; the re-slicing
 // checks the lengths once so the assembly need not.
 
-func adamwAVX512Go(p, g, m, v []float32, k *adamwScalars) {
+func adamwAVX512Go(p, g, m, v []float32, k *AdamWScalars) {
 	g, m, v = g[:len(p)], m[:len(p)], v[:len(p)]
 	n := len(p) &^ 15
 	if n > 0 {
@@ -45,7 +45,7 @@ func adamwAVX512Go(p, g, m, v []float32, k *adamwScalars) {
 	adamwGeneric(p[n:], g[n:], m[n:], v[n:], k)
 }
 
-func adamwAVX2Go(p, g, m, v []float32, k *adamwScalars) {
+func adamwAVX2Go(p, g, m, v []float32, k *AdamWScalars) {
 	g, m, v = g[:len(p)], m[:len(p)], v[:len(p)]
 	n := len(p) &^ 7
 	if n > 0 {

@@ -7,7 +7,7 @@
 // assembly and the pure-Go loop give the same bits. The loops are memory
 // bound: 28 bytes move per element against a handful of vector operations.
 
-// func adamwAVX512(p, grad, m, v *float32, n int, k *adamwScalars)
+// func adamwAVX512(p, grad, m, v *float32, n int, k *AdamWScalars)
 TEXT ·adamwAVX512(SB), NOSPLIT, $0-48
 	MOVQ p+0(FP), DI
 	MOVQ grad+8(FP), SI
@@ -54,7 +54,7 @@ adamw512done:
 	VZEROUPPER
 	RET
 
-// func adamwAVX2(p, grad, m, v *float32, n int, k *adamwScalars)
+// func adamwAVX2(p, grad, m, v *float32, n int, k *AdamWScalars)
 TEXT ·adamwAVX2(SB), NOSPLIT, $0-48
 	MOVQ p+0(FP), DI
 	MOVQ grad+8(FP), SI

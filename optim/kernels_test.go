@@ -12,7 +12,7 @@ import (
 // (vector bodies and tails) and alignment, without writing past its slices.
 func TestKernelsMatchGeneric(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	k := &adamwScalars{decay: 0.999, beta1: 0.9, c1: 0.1, beta2: 0.999, c2: 0.001, sqrtBc2: 0.0447, eps: 1e-8, negStep: -3e-3}
+	k := &AdamWScalars{Decay: 0.999, Beta1: 0.9, C1: 0.1, Beta2: 0.999, C2: 0.001, SqrtBc2: 0.0447, Eps: 1e-8, NegStep: -3e-3}
 	const guard = 7
 	guarded := func(x []float32, off, n int) []float32 {
 		buf := make([]float32, off+n+guard)

@@ -9,12 +9,12 @@ package optim
 // adamwAVX512 is adamwGeneric(p[:n], grad[:n], m[:n], v[:n], k).
 //
 //go:noescape
-func adamwAVX512(p, grad, m, v *float32, n int, k *adamwScalars)
+func adamwAVX512(p, grad, m, v *float32, n int, k *AdamWScalars)
 
 // adamwAVX2 is adamwGeneric(p[:n], grad[:n], m[:n], v[:n], k).
 //
 //go:noescape
-func adamwAVX2(p, grad, m, v *float32, n int, k *adamwScalars)
+func adamwAVX2(p, grad, m, v *float32, n int, k *AdamWScalars)
 
 // emaAVX512 is for i := range n { e[i] = e[i]*decay + rest*p[i] }.
 //

@@ -1,5 +1,7 @@
 package params
 
+import "strings"
+
 // Parameter groups a model assigns to its parameters, for freezing and
 // learning-rate groups (a backbone answers them through its ParamGroups
 // method). The names are the recipe's group names, so a stage's trainable
@@ -16,3 +18,29 @@ const (
 	GroupBackboneNorm     = "backbone_norm"     // a norm after the blocks
 	GroupFinalLayer       = "final_layer"       // a backbone's own output layer (unused inside a DC model)
 )
+
+// BlockGroups returns the groups of a transformer block's parameter named
+// prefix + "<index>." + its name inside the block, or nil for another
+// name: every one is in GroupBackbone, adaLN_modulation.* also in
+// GroupAdaLN, names under attention (the block's attention module, e.g.
+// "attn.") in GroupAttention and under mlp in GroupMLP; norms and anything
+// else go with the block as a whole.
+func BlockGroups(name, prefix, attention, mlp string) []string {
+	rest, ok := strings.CutPrefix(name, prefix)
+	if !ok {
+		return nil
+	}
+	idx, inner, ok := strings.Cut(rest, ".")
+	if !ok || idx == "" || strings.Trim(idx, "0123456789") != "" {
+		return nil
+	}
+	switch {
+	case strings.HasPrefix(inner, "adaLN_modulation."):
+		return []string{GroupBackbone, GroupAdaLN}
+	case strings.HasPrefix(inner, attention):
+		return []string{GroupBackbone, GroupAttention}
+	case strings.HasPrefix(inner, mlp):
+		return []string{GroupBackbone, GroupMLP}
+	}
+	return []string{GroupBackbone}
+}

@@ -164,34 +164,11 @@ func (b *Backbone) ParamGroups(name string) []string {
 		return []string{params.GroupFinalLayer}
 	}
 	for _, prefix := range []string{"noise_refiner.", "context_refiner.", "layers."} {
-		if g := blockParamGroups(name, prefix); g != nil {
+		if g := params.BlockGroups(name, prefix, "attention.", "feed_forward."); g != nil {
 			return g
 		}
 	}
 	return nil
-}
-
-// blockParamGroups returns the groups of a Block parameter named
-// prefix + "<index>." + its name inside the block, or nil for another
-// name. The sandwich norms go with the block as a whole.
-func blockParamGroups(name, prefix string) []string {
-	rest, ok := strings.CutPrefix(name, prefix)
-	if !ok {
-		return nil
-	}
-	idx, inner, ok := strings.Cut(rest, ".")
-	if !ok || idx == "" || strings.Trim(idx, "0123456789") != "" {
-		return nil
-	}
-	switch {
-	case strings.HasPrefix(inner, "adaLN_modulation."):
-		return []string{params.GroupBackbone, params.GroupAdaLN}
-	case strings.HasPrefix(inner, "attention."):
-		return []string{params.GroupBackbone, params.GroupAttention}
-	case strings.HasPrefix(inner, "feed_forward."):
-		return []string{params.GroupBackbone, params.GroupMLP}
-	}
-	return []string{params.GroupBackbone}
 }
 
 // Spec returns Kind and a copy of the model's config.

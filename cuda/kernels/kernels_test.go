@@ -405,7 +405,7 @@ func BenchmarkKernels(b *testing.B) {
 	}
 	defer p.Free()
 	m, v := upload(b, r, make([]float32, n)), upload(b, r, make([]float32, n))
-	step := NewAdamWStep(optim.DefaultHyper(), 1)
+	step := optim.NewAdamWScalars(optim.DefaultHyper(), 1)
 	// GroupNorm+SiLU reads the activation as 32 images of 256 pixels ×
 	// 1152 channels in 32 groups.
 	for _, k := range []struct {

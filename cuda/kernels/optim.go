@@ -45,41 +45,6 @@ func (s *Set) loadOptim() error {
 	return nil
 }
 
-// AdamWStep is the float32 constants of one AdamW step of one group, in
-// the order of optim's update:
-//
-//	p = p·Decay
-//	m = Beta1·m + C1·g
-//	v = Beta2·v + (C2·g)·g
-//	p = p + (NegStep·m) / (√v / SqrtBc2 + Eps)
-type AdamWStep struct {
-	Decay   float32 // 1 − lr·weight_decay
-	Beta1   float32
-	C1      float32 // 1 − β1
-	Beta2   float32
-	C2      float32 // 1 − β2
-	SqrtBc2 float32 // √(1 − β2^t)
-	Eps     float32
-	NegStep float32 // −lr / (1 − β1^t)
-}
-
-// NewAdamWStep returns the constants of step t (1 for the first step) with
-// hyperparameters h, computed in float64 and rounded once to float32, as
-// optim.AdamW.Step and PyTorch do.
-func NewAdamWStep(h optim.Hyper, t int64) AdamWStep {
-	ft := float64(t)
-	return AdamWStep{
-		Decay:   float32(1 - h.LR*h.WeightDecay),
-		Beta1:   float32(h.Beta1),
-		C1:      float32(1 - h.Beta1),
-		Beta2:   float32(h.Beta2),
-		C2:      float32(1 - h.Beta2),
-		SqrtBc2: float32(math.Sqrt(1 - math.Pow(h.Beta2, ft))),
-		Eps:     float32(h.Eps),
-		NegStep: float32(-(h.LR / (1 - math.Pow(h.Beta1, ft)))),
-	}
-}
-
 // sameLen checks that every buffer holds the same number of float32 as the
 // first and returns it.
 func sameLen(kernel string, names []string, bufs ...cuda.Buffer) (int, error) {
@@ -100,7 +65,7 @@ func sameLen(kernel string, names []string, bufs ...cuda.Buffer) (int, error) {
 // v (optim.State's M and V), all of the same length. Masks and parameter
 // groups are the caller's: slice the buffers (cuda.Buffer.Slice) and call
 // once per range with that group's constants.
-func (s *Set) AdamW(params, grads, m, v cuda.Buffer, k AdamWStep) error {
+func (s *Set) AdamW(params, grads, m, v cuda.Buffer, k optim.AdamWScalars) error {
 	n, err := sameLen("AdamW", []string{"params", "grads", "m", "v"}, params, grads, m, v)
 	if err != nil {
 		return err

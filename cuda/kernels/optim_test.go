@@ -46,7 +46,7 @@ func TestAdamW(t *testing.T) {
 				if err := cuda.CopyFromHost(gg, grads); err != nil {
 					t.Fatal(err)
 				}
-				if err := s.AdamW(gp, gg, gm, gv, NewAdamWStep(tc.h, step)); err != nil {
+				if err := s.AdamW(gp, gg, gm, gv, optim.NewAdamWScalars(tc.h, step)); err != nil {
 					t.Fatal(err)
 				}
 				ref.Step(params, grads)

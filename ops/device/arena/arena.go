@@ -12,7 +12,6 @@ import (
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/cuda"
-	"github.com/dcdit/dcdit/cuda/kernels"
 	"github.com/dcdit/dcdit/ops/device"
 	"github.com/dcdit/dcdit/optim"
 	"github.com/dcdit/dcdit/params"
@@ -258,7 +257,7 @@ func (a *AdamW) Step() error {
 		return err
 	}
 	a.t++
-	if err := a.m.dev.Kernels().AdamW(a.m.data, a.m.grad, mb, vb, kernels.NewAdamWStep(a.hyper, a.t)); err != nil {
+	if err := a.m.dev.Kernels().AdamW(a.m.data, a.m.grad, mb, vb, optim.NewAdamWScalars(a.hyper, a.t)); err != nil {
 		return fmt.Errorf("arena: AdamW step %d: %w", a.t, err)
 	}
 	return nil
