@@ -1,3 +1,22 @@
 // Package upcycle grafts the DC scaffold onto a pretrained backbone as a TOML
 // recipe describes, and writes the resulting DC checkpoint.
+//
+// A DiT is grafted by Graft (or NewGrafted, which also joins the
+// parameters). Any other transformer becomes a DC model in three steps, as
+// Example_customBackbone shows with a small model of its own:
+//
+//  1. Implement dc.Backbone: Width and CondWidth (the token and
+//     conditioning widths), Condition (a cond.Value whose Vector the
+//     scaffold reads; cond.Plain for a class-conditional model), Forward
+//     over the packed kept tokens (attention within each sample's offsets,
+//     positions from pos), Parameters (a params.Set under names that do
+//     not clash with the scaffold's x_embedder.*, hnet.* and final_layer.*,
+//     or else under dc.BackbonePrefix), ParamGroups, Spec and FLOPs.
+//  2. When the weights come from files, give the backbone a key map from
+//     the file's tensor names to its own (package loaders/arch holds the
+//     existing ones) and copy the pretrained tensors into its arena.
+//  3. Derive the scaffold's config from the backbone's widths
+//     (Scaffold.Config), initialise it (InitScaffold, optionally
+//     PredictabilityPrior), build the model with dc.New, and join the two
+//     arenas for one optimiser with JoinParams.
 package upcycle
