@@ -19,7 +19,7 @@ import (
 
 // newModel32 is a float32 model with newModel64's random parameters, in a
 // params arena as New builds it.
-func newModel32(t *testing.T, cfg *arch.ZImageConfig, rng *rand.Rand) *Model {
+func newModel32(t testing.TB, cfg *arch.ZImageConfig, rng *rand.Rand) *Model {
 	t.Helper()
 	m64 := newModel64(t, cfg, rng)
 	set, err := params.New(paramSpecs(cfg))

@@ -27,7 +27,7 @@ func tinyConfig(qkNorm bool) *arch.ZImageConfig {
 
 // newModel64 builds a float64 model with random parameters of roughly the
 // scales of a trained one, all requiring gradients.
-func newModel64(t *testing.T, cfg *arch.ZImageConfig, rng *rand.Rand) *Model {
+func newModel64(t testing.TB, cfg *arch.ZImageConfig, rng *rand.Rand) *Model {
 	t.Helper()
 	if err := CheckConfig(cfg); err != nil {
 		t.Fatal(err)
