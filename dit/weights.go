@@ -42,13 +42,7 @@ func Load(path string, opts LoadOptions) (*Weights, error) {
 		return nil, err
 	}
 	defer ck.Close()
-	in := arch.Input{Metadata: ck.Metadata, Config: ck.Config, NumHeads: opts.NumHeads}
-	if ck.Training != nil {
-		in.Args = ck.Training.Args
-	}
-	for _, t := range ck.Tensors {
-		in.Tensors = append(in.Tensors, arch.TensorMeta{Name: t.Name, DType: t.DType, Shape: t.Shape})
-	}
+	in := ck.ArchInput(opts.NumHeads)
 	rep := arch.Detect(in)
 	if rep.Architecture != arch.DiT {
 		return nil, fmt.Errorf("dit: %s holds a %s checkpoint, not a DiT", path, rep.Architecture)

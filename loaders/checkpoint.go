@@ -167,6 +167,20 @@ func (c *Checkpoint) Tensor(name string) (*Tensor, bool) {
 	return t, ok
 }
 
+// ArchInput is what arch.Detect reads of the checkpoint: its metadata,
+// config.json, training arguments and tensor headers, with the head count
+// numHeads (0: unknown; checkpoints do not store it).
+func (c *Checkpoint) ArchInput(numHeads int) arch.Input {
+	in := arch.Input{Metadata: c.Metadata, Config: c.Config, NumHeads: numHeads}
+	if c.Training != nil {
+		in.Args = c.Training.Args
+	}
+	for _, t := range c.Tensors {
+		in.Tensors = append(in.Tensors, arch.TensorMeta{Name: t.Name, DType: t.DType, Shape: t.Shape})
+	}
+	return in
+}
+
 // TotalBytes is the sum of all tensors' byte sizes.
 func (c *Checkpoint) TotalBytes() int64 {
 	var n int64

@@ -19,14 +19,7 @@ const testdata = "../testdata"
 
 func detect(t *testing.T, ck *loaders.Checkpoint, numHeads int) *arch.Report {
 	t.Helper()
-	in := arch.Input{Metadata: ck.Metadata, Config: ck.Config, NumHeads: numHeads}
-	if ck.Training != nil {
-		in.Args = ck.Training.Args
-	}
-	for _, tt := range ck.Tensors {
-		in.Tensors = append(in.Tensors, arch.TensorMeta{Name: tt.Name, DType: tt.DType, Shape: tt.Shape})
-	}
-	return arch.Detect(in)
+	return arch.Detect(ck.ArchInput(numHeads))
 }
 
 // Every generated layout opens, is recognised and yields the config it was

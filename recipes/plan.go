@@ -277,13 +277,9 @@ func planBase(p *problems, r *Recipe, pl *Plan) (*arch.DiTConfig, map[string][]i
 		return nil, nil
 	}
 	defer ck.Close()
-	in := arch.Input{Metadata: ck.Metadata, Config: ck.Config, NumHeads: r.Base.NumHeads}
-	if ck.Training != nil {
-		in.Args = ck.Training.Args
-	}
+	in := ck.ArchInput(r.Base.NumHeads)
 	info := &BaseInfo{Path: r.Base.Path, Resolved: r.BasePath(), Format: ck.Format, Tensors: len(ck.Tensors), Bytes: ck.TotalBytes()}
 	for _, t := range ck.Tensors {
-		in.Tensors = append(in.Tensors, arch.TensorMeta{Name: t.Name, DType: t.DType, Shape: t.Shape})
 		info.Parameters += t.NumElements()
 	}
 	rep := arch.Detect(in)

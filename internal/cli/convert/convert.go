@@ -183,13 +183,7 @@ func Run(opts *Options) error {
 		return err
 	}
 	defer ck.Close()
-	in := arch.Input{Metadata: ck.Metadata, Config: ck.Config, NumHeads: opts.NumHeads}
-	if ck.Training != nil {
-		in.Args = ck.Training.Args
-	}
-	for _, t := range ck.Tensors {
-		in.Tensors = append(in.Tensors, arch.TensorMeta{Name: t.Name, DType: t.DType, Shape: t.Shape})
-	}
+	in := ck.ArchInput(opts.NumHeads)
 	dt := dtype.Invalid
 	if opts.DType != "" {
 		dt, _ = dtype.Parse(strings.ToUpper(opts.DType)) // checked by validate

@@ -352,13 +352,7 @@ func resolve(opts *Options) (*model, error) {
 	if _, ok := shapes["hnet.routing_module.proj.weight"]; ok {
 		return referenceDC(name, shapes, opts, m)
 	}
-	in := arch.Input{Metadata: ck.Metadata, Config: ck.Config, NumHeads: opts.NumHeads}
-	if ck.Training != nil {
-		in.Args = ck.Training.Args
-	}
-	for _, t := range ck.Tensors {
-		in.Tensors = append(in.Tensors, arch.TensorMeta{Name: t.Name, DType: t.DType, Shape: t.Shape})
-	}
+	in := ck.ArchInput(opts.NumHeads)
 	rep := arch.Detect(in)
 	if z, ok := rep.Config.(*arch.ZImageConfig); ok && rep.Architecture == arch.ZImage {
 		if z.Dim == 0 || len(rep.Missing)+len(rep.Mismatched) > 0 {

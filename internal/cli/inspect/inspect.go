@@ -199,10 +199,7 @@ func inspect(opts *Options) (*Result, error) {
 		return nil, err
 	}
 	defer ck.Close()
-	in := arch.Input{Metadata: ck.Metadata, Config: ck.Config, NumHeads: numHeads}
-	if ck.Training != nil {
-		in.Args = ck.Training.Args
-	}
+	in := ck.ArchInput(numHeads)
 	res := &Result{
 		Path: ck.Path, Format: ck.Format, ConfigFile: ck.ConfigPath, Tensors: len(ck.Tensors),
 		Bytes: ck.TotalBytes(), DTypes: map[string]int{}, Shards: ck.Files, Metadata: ck.Metadata,
@@ -210,7 +207,6 @@ func inspect(opts *Options) (*Result, error) {
 	}
 	multiFile := len(ck.Files) > 1
 	for _, t := range ck.Tensors {
-		in.Tensors = append(in.Tensors, arch.TensorMeta{Name: t.Name, DType: t.DType, Shape: t.Shape})
 		res.Parameters += t.NumElements()
 		res.DTypes[t.DType.String()]++
 		row := TensorRow{Name: t.Name, DType: t.DType.String(), Shape: t.Shape}
