@@ -77,8 +77,10 @@ func (r *Report) WriteParetoPNG(path string) error {
 		}
 	}
 	xlo, xhi := span(all, func(p paretoPoint) float64 { return p.x })
-	ylo, yhi := span(all, func(p paretoPoint) float64 { return p.y })
-	ylo = min(ylo, 0)
+	_, yhi := span(all, func(p paretoPoint) float64 { return p.y })
+	// FD is a distance: its axis starts at 0 (span's margin would take it
+	// below, to values no FD can have).
+	ylo := 0.0
 
 	img := image.NewRGBA(image.Rect(0, 0, plotW, plotH))
 	draw.Draw(img, img.Bounds(), &image.Uniform{plotBG}, image.Point{}, draw.Src)
