@@ -64,10 +64,14 @@ func TestScaffoldAroundDiT(t *testing.T) {
 		name  string
 		patch int
 		frac  []float32
+		// cells of the DiT's patch, wide head, relative residual, no
+		// encoder norm: what a grafted model that starts as its teacher uses
+		patchCells bool
 	}{
-		{"DiT/1, no drop", 1, nil},
-		{"DiT/2, no drop", 2, nil},
-		{"DiT/2, ρ 0.3 and 0.6", 2, []float32{0.3, 0.6}},
+		{"DiT/1, no drop", 1, nil, false},
+		{"DiT/2, no drop", 2, nil, false},
+		{"DiT/2, ρ 0.3 and 0.6", 2, []float32{0.3, 0.6}, false},
+		{"DiT/2 on patch cells, ρ 0.3 and 0.6", 2, []float32{0.3, 0.6}, true},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,6 +79,9 @@ func TestScaffoldAroundDiT(t *testing.T) {
 			tc := bb.Config
 			s := upcycle.DefaultScaffold()
 			s.NormGroups, s.RouterGroups = 8, 4
+			if tt.patchCells {
+				s.PatchSize, s.WideHead, s.RelativeResidual, s.NoEncoderNorm = tt.patch, true, true, true
+			}
 			cfg, err := s.Config(tc.InChannels, tc.OutChannels(), tc.InputSize, tc.InputSize, bb.Width(), bb.CondWidth())
 			if err != nil {
 				t.Fatal(err)
@@ -85,8 +92,10 @@ func TestScaffoldAroundDiT(t *testing.T) {
 			}
 			// The final layer starts at zero; a random one lets the
 			// gradient reach everything before it.
-			for _, name := range []string{"final_layer.linear.weight", "final_layer.adaLN_modulation.1.weight"} {
-				copy(m.Params.Get(name).Values(), randn(5, len(m.Params.Get(name).Values())))
+			for _, name := range []string{"final_layer.linear.weight", "final_layer.adaLN_modulation.1.weight", "wide_head.linear.weight", "wide_head.adaLN_modulation.1.weight"} {
+				if p, ok := m.Params.Lookup(name); ok {
+					copy(p.Values(), randn(5, len(p.Values())))
+				}
 			}
 			B := 2
 			x := randn(4, B*cfg.InChannels*cfg.Tokens())
@@ -94,13 +103,13 @@ func TestScaffoldAroundDiT(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tokens := dc.ToTokens(x, B, cfg.InChannels, cfg.GridRows, cfg.GridCols)
-			res, err := m.Forward(mat.NewDense[float32](mat.WithShape(B*cfg.Tokens(), cfg.InChannels), mat.WithBacking(tokens)), c, tt.frac)
+			tokens := dc.ToTokens(x, B, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
+			res, err := m.Forward(mat.NewDense[float32](mat.WithShape(B*cfg.Cells(), cfg.CellIn()), mat.WithBacking(tokens)), c, tt.frac)
 			if err != nil {
 				t.Fatal(err)
 			}
 			out := mat.Data[float32](res.Out.Value())
-			if got, want := len(out), B*cfg.Tokens()*cfg.OutChannels; got != want {
+			if got, want := len(out), B*cfg.Cells()*cfg.CellOut(); got != want {
 				t.Fatalf("output has %d values, want %d", got, want)
 			}
 			for _, v := range out {
@@ -195,7 +204,7 @@ func TestScaffoldAroundZImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens := dc.ToTokens(randn(4, B*cfg.InChannels*cfg.Tokens()), B, cfg.InChannels, cfg.GridRows, cfg.GridCols)
+	tokens := dc.ToTokens(randn(4, B*cfg.InChannels*cfg.Tokens()), B, cfg.InChannels, cfg.GridRows, cfg.GridCols, 1)
 	res, err := m.Forward(mat.NewDense[float32](mat.WithShape(B*cfg.Tokens(), cfg.InChannels), mat.WithBacking(tokens)), c, []float32{0.5})
 	if err != nil {
 		t.Fatal(err)

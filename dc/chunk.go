@@ -80,8 +80,9 @@ type Chunks struct {
 	// Index maps packed row k to its grid row b·L + l; within a sample the
 	// kept tokens are in raster order (ChunkLayer's order).
 	Index []int
-	// Pos holds the grid row and column of packed row k at Pos[2k] and
-	// Pos[2k+1].
+	// Pos holds the latent-grid row and column of packed row k's cell
+	// (its centre, for cells of more than one latent position) at Pos[2k]
+	// and Pos[2k+1].
 	Pos []float64
 	// PlugBack maps every grid position b·L + l to j < M_b, the sample's
 	// kept token nearest to it by squared 2-D distance (ties to the lowest
@@ -98,7 +99,7 @@ func chunk(kept []bool, g grid) (*Chunks, error) {
 		for l := range L {
 			if kept[b*L+l] {
 				c.Index = append(c.Index, b*L+l)
-				c.Pos = append(c.Pos, float64(l/g.cols), float64(l%g.cols))
+				c.Pos = append(c.Pos, g.latent(l/g.cols), g.latent(l%g.cols))
 			}
 		}
 		m := len(c.Index) - start
@@ -133,4 +134,14 @@ func (c *Chunks) plugBackRows() []int {
 		out[i] = c.Offsets[i/L] + j
 	}
 	return out
+}
+
+// plugBackCells maps every grid position to the grid row of the kept
+// token it takes its features from.
+func (c *Chunks) plugBackCells() []int {
+	rows := c.plugBackRows()
+	for i, r := range rows {
+		rows[i] = c.Index[r]
+	}
+	return rows
 }

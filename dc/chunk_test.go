@@ -88,17 +88,27 @@ func TestChunk(t *testing.T) {
 }
 
 func TestLayoutRoundTrip(t *testing.T) {
-	x := make([]float32, 2*3*4*5)
+	// Latent (b=1, channel 1, row 2, column 3) of [2, 3, 4, 6] latents.
+	x := make([]float32, 2*3*4*6)
 	for i := range x {
 		x[i] = float32(i)
 	}
-	tok := ToTokens(x, 2, 3, 4, 5)
-	// Token (b=1, r=2, c=3), channel 1.
-	if got, want := tok[(1*20+2*5+3)*3+1], x[((1*3+1)*4+2)*5+3]; got != want {
-		t.Errorf("token layout: %v, want %v", got, want)
-	}
-	if back := FromTokens(tok, 2, 3, 4, 5); !slices.Equal(back, x) {
-		t.Error("FromTokens(ToTokens(x)) != x")
+	want := x[((1*3+1)*4+2)*6+3]
+	for _, tt := range []struct {
+		patch int
+		at    int // where the cell layout puts that latent
+	}{
+		{1, (1*24+2*6+3)*3 + 1},
+		// Cell (b=1, r=1, c=1) of the 2×3 grid; offset (0, 1) in it; 12 values per cell.
+		{2, (1*6+1*3+1)*12 + (1*2+0)*2 + 1},
+	} {
+		tok := ToTokens(x, 2, 3, 4, 6, tt.patch)
+		if got := tok[tt.at]; got != want {
+			t.Errorf("patch %d: cell layout holds %v, want %v", tt.patch, got, want)
+		}
+		if back := FromTokens(tok, 2, 3, 4, 6, tt.patch); !slices.Equal(back, x) {
+			t.Errorf("patch %d: FromTokens(ToTokens(x)) != x", tt.patch)
+		}
 	}
 }
 

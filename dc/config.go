@@ -25,12 +25,41 @@ const (
 type Config struct {
 	InChannels  int `json:"in_channels"`  // latent channels C (4)
 	OutChannels int `json:"out_channels"` // output channels (2C with learned sigma)
-	GridRows    int `json:"grid_rows"`    // latent grid height (patch size 1)
+	GridRows    int `json:"grid_rows"`    // latent grid height
 	GridCols    int `json:"grid_cols"`    // latent grid width
-	EncDecDim   int `json:"enc_dec_dim"`  // E = D / f, the conv blocks' width
-	ModelDim    int `json:"model_dim"`    // D, the routing width = the backbone's width
-	CondDim     int `json:"cond_dim"`     // width of the conditioning vector
-	RouterDim   int `json:"router_dim"`   // the router's bottleneck (D/4 in the reference)
+	// PatchSize is the side of the latent patch one scaffold cell holds
+	// (0 means 1: every latent position is a cell, as in the official
+	// DC-DiT). A DiT/p upcycled at its own patch size keeps its patch
+	// embedding, positions and output layer exactly (package upcycle): the
+	// scaffold then runs on the (H/p)×(W/p) patch grid with C·p² values
+	// per cell, ordered channel-major (c, dy, dx).
+	PatchSize int `json:"patch_size,omitempty"`
+	// WideHead adds a second output layer that reads the decoder's input
+	// (width D: the de-chunked backbone output plus the residual) —
+	// LayerNorm, adaLN from c, Linear(D → cell outputs) — and adds its
+	// prediction to the final layer's. An upcycled DiT's own final layer
+	// starts there, so a grafted model predicts as its teacher does
+	// wherever a cell keeps its token; the official DC-DiT has none.
+	WideHead bool `json:"wide_head,omitempty"`
+	// NoEncoderNorm drops the RMSNorm that ends the official encoder. An
+	// upcycled DiT's blocks were trained on its patch embeddings as they
+	// are; normalising each token's RMS changes what they compute (the
+	// grafted toy teacher's ε moves by 0.03–0.15 in MSE at init), while
+	// without the norm a grafted model can start exactly as its teacher.
+	NoEncoderNorm bool `json:"no_encoder_norm,omitempty"`
+	// RelativeResidual makes the residual a cell adds to its plugged-back
+	// token relative to that token's own: residual_proj (without its bias,
+	// which would cancel) of enc minus enc at the kept cell it takes its
+	// token from. A kept
+	// cell then passes its backbone output on unchanged, whatever
+	// residual_proj learns for the dropped ones (the official DC-DiT adds
+	// residual_proj(enc) everywhere).
+	RelativeResidual bool `json:"relative_residual,omitempty"`
+
+	EncDecDim int `json:"enc_dec_dim"` // E = D / f, the conv blocks' width
+	ModelDim  int `json:"model_dim"`   // D, the routing width = the backbone's width
+	CondDim   int `json:"cond_dim"`    // width of the conditioning vector
+	RouterDim int `json:"router_dim"`  // the router's bottleneck (D/4 in the reference)
 
 	EncoderBlocks int `json:"encoder_blocks"` // conv blocks before routing (E→…→D)
 	DecoderBlocks int `json:"decoder_blocks"` // conv blocks after de-chunking (D→E→…)
@@ -49,8 +78,52 @@ type Config struct {
 	RatioBatchSize int `json:"ratio_batch_size"`
 }
 
-// Tokens is the number of grid positions L = rows·cols.
+// Tokens is the number of latent positions rows·cols.
 func (c *Config) Tokens() int { return c.GridRows * c.GridCols }
+
+// Patch is the side of a cell's latent patch (PatchSize, at least 1).
+func (c *Config) Patch() int { return max(c.PatchSize, 1) }
+
+// CellRows is the height of the scaffold's grid.
+func (c *Config) CellRows() int { return c.GridRows / c.Patch() }
+
+// CellCols is the width of the scaffold's grid.
+func (c *Config) CellCols() int { return c.GridCols / c.Patch() }
+
+// Cells is the scaffold's sequence length L: the number of cells per
+// sample, the most tokens the backbone can see.
+func (c *Config) Cells() int { return c.CellRows() * c.CellCols() }
+
+// CellIn is the number of input values per cell, C·p².
+func (c *Config) CellIn() int { return c.InChannels * c.Patch() * c.Patch() }
+
+// CellOut is the number of output values per cell, OutChannels·p².
+func (c *Config) CellOut() int { return c.OutChannels * c.Patch() * c.Patch() }
+
+// LatentMask spreads a mask over cells [B·Cells] to the latent grid
+// [B·rows·cols] (each cell's value on its p×p patch).
+func (c *Config) LatentMask(cells []bool) []bool {
+	p, L := c.Patch(), c.Cells()
+	if p == 1 {
+		return cells
+	}
+	B := len(cells) / L
+	out := make([]bool, B*c.Tokens())
+	for b := range B {
+		for r := range c.GridRows {
+			for col := range c.GridCols {
+				out[(b*c.GridRows+r)*c.GridCols+col] = cells[b*L+(r/p)*c.CellCols()+col/p]
+			}
+		}
+	}
+	return out
+}
+
+// CellOf returns the cell that holds latent position l (raster order).
+func (c *Config) CellOf(l int) int {
+	p := c.Patch()
+	return (l/c.GridCols/p)*c.CellCols() + (l%c.GridCols)/p
+}
 
 // Validate reports the first inconsistent setting.
 func (c *Config) Validate() error {
@@ -67,6 +140,9 @@ func (c *Config) Validate() error {
 		if p.v < 1 {
 			return fmt.Errorf("dc: config: %s = %d, want ≥ 1", p.name, p.v)
 		}
+	}
+	if c.PatchSize < 0 || c.GridRows%c.Patch() != 0 || c.GridCols%c.Patch() != 0 {
+		return fmt.Errorf("dc: config: patch_size = %d does not divide the %d×%d grid", c.PatchSize, c.GridRows, c.GridCols)
 	}
 	for _, w := range c.ConvWidths() {
 		if w[0]%c.NormGroups != 0 || min(w[0], w[1])%c.NormGroups != 0 {

@@ -6,10 +6,20 @@ import (
 	"github.com/nlpodyssey/spago/mat"
 )
 
-// grid describes a batch of token-major latent grids: sample b owns rows
-// b·rows·cols … (b+1)·rows·cols − 1 in raster order (r·cols + c).
+// grid describes a batch of cell-major grids: sample b owns rows
+// b·rows·cols … (b+1)·rows·cols − 1 in raster order (r·cols + c); a cell
+// holds a patch×patch latent patch.
 type grid struct {
-	batch, rows, cols int
+	batch, rows, cols, patch int
+}
+
+// latent maps a cell coordinate to the latent-grid coordinate of the
+// cell's centre, the unit of positions and of the de-chunk's σ.
+func (g grid) latent(v int) float64 {
+	if g.patch <= 1 {
+		return float64(v)
+	}
+	return (float64(v)+0.5)*float64(g.patch) - 0.5
 }
 
 func (g grid) tokens() int { return g.rows * g.cols }

@@ -71,7 +71,7 @@ func computeConvBlock(t *testing.T, c fixtures.Case) *fixtures.Got {
 	temb := ops.Linear(ops.SiLU(cv), params.Get("cond_proj.1.weight"), params.Get("cond_proj.1.bias"))
 	got.F32("temb", values(temb), forwardTol)
 	h := g.conv3x3(ops.SiLU(ops.GroupNorm(x, params.Get("norm1.weight"), params.Get("norm1.bias"), g.batch, groups, GroupNormEps)), params.Get("conv1.weight"), params.Get("conv1.bias"))
-	got.F32("conv1_out", FromTokens(values(h), g.batch, inner, g.rows, g.cols), forwardTol)
+	got.F32("conv1_out", FromTokens(values(h), g.batch, inner, g.rows, g.cols, 1), forwardTol)
 	// norm2_in: the shared fixture's README says conv1_out + temb, but the
 	// stored tensor is conv1_out + cond_proj(0) (= conv1_out +
 	// cond_proj.1.bias to 6e-8): the input norm2 saw in the generator's
@@ -82,7 +82,7 @@ func computeConvBlock(t *testing.T, c fixtures.Case) *fixtures.Got {
 	zero := dense(g.batch, cond, make([]float32, g.batch*cond), false)
 	temb0 := ops.Linear(ops.SiLU(zero), params.Get("cond_proj.1.weight"), params.Get("cond_proj.1.bias"))
 	norm2In := ops.AddPerSample(h, temb0, g.offsets())
-	got.F32("norm2_in", FromTokens(values(norm2In), g.batch, inner, g.rows, g.cols), forwardTol)
+	got.F32("norm2_in", FromTokens(values(norm2In), g.batch, inner, g.rows, g.cols, 1), forwardTol)
 
 	S := ops.Sum(ops.Mul(y, dense(N, out, io.F32("R"), false)))
 	got.F32("S", values(S), forwardTol)

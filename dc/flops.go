@@ -16,7 +16,7 @@ type FLOPs struct {
 	Backbone  float64 `json:"backbone"`   // conditioning and main network (BackboneFLOPs)
 	DeChunk   float64 `json:"dechunk"`    // Σ_b M_b²·D of the Gaussian smoothing product
 	Decoder   float64 `json:"decoder"`    // decoder conv blocks
-	Final     float64 `json:"final"`      // final layer adaLN and projection
+	Final     float64 `json:"final"`      // final layer (and wide head) adaLN and projection
 	KeptRatio float64 `json:"kept_ratio"` // ΣM_b / (B·L), for reporting
 }
 
@@ -37,11 +37,11 @@ type BackboneFLOPs interface {
 // numKept tokens each (len(numKept) = B).
 func (m *Model) ForwardFLOPs(numKept []int) FLOPs {
 	c := m.Config
-	B, L := float64(len(numKept)), float64(c.Tokens())
+	B, L := float64(len(numKept)), float64(c.Cells())
 	N := B * L
 	mac := func(m, k, n float64) float64 { return 2 * m * k * n }
 	var f FLOPs
-	f.Embed = mac(N, float64(c.InChannels)*9, float64(c.EncDecDim))
+	f.Embed = mac(N, float64(c.CellIn())*9, float64(c.EncDecDim))
 	for i, w := range c.ConvWidths() {
 		in, out := float64(w[0]), float64(w[1])
 		inner := min(in, out)
@@ -65,7 +65,10 @@ func (m *Model) ForwardFLOPs(numKept []int) FLOPs {
 	}
 	f.Backbone = m.Backbone.FLOPs(numKept)
 	E := float64(c.EncDecDim)
-	f.Final = mac(B, float64(c.CondDim), 2*E) + mac(N, E, float64(c.OutChannels))
+	f.Final = mac(B, float64(c.CondDim), 2*E) + mac(N, E, float64(c.CellOut()))
+	if c.WideHead {
+		f.Final += mac(B, float64(c.CondDim), 2*D) + mac(N, D, float64(c.CellOut()))
+	}
 	if N > 0 {
 		f.KeptRatio = kept / N
 	}

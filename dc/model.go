@@ -40,10 +40,10 @@ func (m *Model) p(name string) mat.Tensor { return m.Params.Get(name) }
 // Result holds a forward pass's output and everything the scaffold decided
 // on the way.
 type Result struct {
-	// Out is the prediction, token-major [B·L, OutChannels] (FromTokens
+	// Out is the prediction, cell-major [B·L, OutChannels·p²] (FromTokens
 	// turns it into [B, OutChannels, H, W]).
 	Out mat.Tensor
-	// Encoded is the encoder output after its RMSNorm, [B·L, D].
+	// Encoded is the encoder output (after its RMSNorm, if any), [B·L, D].
 	Encoded mat.Tensor
 	// Routing is the router's (pre-drop) decision.
 	Routing *Routing
@@ -58,19 +58,19 @@ type Result struct {
 	batch int
 }
 
-// Forward runs the model on token-major latents x [B·L, InChannels] (see
+// Forward runs the model on cell-major latents x [B·L, InChannels·p²] (see
 // ToTokens) under the backbone's conditioning cv (Backbone.Condition; the
 // scaffold reads its vector c [B, CondDim]), dropping the tail fraction
 // frac of each sample's boundaries (one value, one per sample, or none for
 // ρ = 0). Gradients flow to x, c and every parameter.
 func (m *Model) Forward(x mat.Tensor, cv cond.Value, frac []float32) (*Result, error) {
 	cfg := m.Config
-	L := cfg.Tokens()
+	L := cfg.Cells()
 	xs := x.Shape()
-	if xs[1] != cfg.InChannels || xs[0]%L != 0 || xs[0] == 0 {
-		return nil, fmt.Errorf("dc: forward: latents are [%d %d], want [B·%d, %d]", xs[0], xs[1], L, cfg.InChannels)
+	if xs[1] != cfg.CellIn() || xs[0]%L != 0 || xs[0] == 0 {
+		return nil, fmt.Errorf("dc: forward: latents are [%d %d], want [B·%d, %d]", xs[0], xs[1], L, cfg.CellIn())
 	}
-	g := grid{batch: xs[0] / L, rows: cfg.GridRows, cols: cfg.GridCols}
+	g := grid{batch: xs[0] / L, rows: cfg.CellRows(), cols: cfg.CellCols(), patch: cfg.Patch()}
 	c := cv.Vector()
 	if cs := c.Shape(); cs[0] != g.batch || cs[1] != cfg.CondDim {
 		return nil, fmt.Errorf("dc: forward: conditioning is [%d %d], want [%d %d]", cs[0], cs[1], g.batch, cfg.CondDim)
@@ -82,9 +82,15 @@ func (m *Model) Forward(x mat.Tensor, cv cond.Value, frac []float32) (*Result, e
 	for i := range cfg.EncoderBlocks {
 		h = convBlock(m.Params, fmt.Sprintf("hnet.encoder.layers.%d.", i), h, c, g, cfg.NormGroups)
 	}
-	enc := ops.RMSNorm(h, m.p("hnet.encoder.rmsnorm.weight"), RMSNormEps)
+	enc := h
+	if !cfg.NoEncoderNorm {
+		enc = ops.RMSNorm(h, m.p("hnet.encoder.rmsnorm.weight"), RMSNormEps)
+	}
 	res.Encoded = enc
-	residual := ops.Linear(enc, m.p("hnet.residual_proj.weight"), m.p("hnet.residual_proj.bias"))
+	var residual mat.Tensor
+	if !cfg.RelativeResidual {
+		residual = ops.Linear(enc, m.p("hnet.residual_proj.weight"), m.p("hnet.residual_proj.bias"))
+	}
 
 	// Routing, tail dropping, packing.
 	res.Routing = route(m.Params, enc, g, cfg.RouterGroups)
@@ -108,18 +114,35 @@ func (m *Model) Forward(x mat.Tensor, cv cond.Value, frac []float32) (*Result, e
 	pKept := ops.GatherRows(res.Routing.P, ch.Index)
 	res.DeChunked = ops.DeChunk(main, pKept, ch.Offsets, ch.Pos, cfg.Sigma, ProbClamp)
 	back := ops.GatherRows(res.DeChunked, ch.plugBackRows()) // [B·L, D]
+	if cfg.RelativeResidual {
+		// No bias: it would cancel.
+		residual = ops.Linear(ops.Sub(enc, ops.GatherRows(enc, ch.plugBackCells())), m.p("hnet.residual_proj.weight"), nil)
+	}
 	h = ops.Add(ops.ScaleRows(back, ops.STE(res.Routing.Confidence)), residual)
+	var wide mat.Tensor
+	if cfg.WideHead {
+		wide = finalLayer(m.Params, "wide_head.", h, c, g)
+	}
 
 	// Decoder and final layer.
 	for i := range cfg.DecoderBlocks {
 		h = convBlock(m.Params, fmt.Sprintf("hnet.decoder.layers.%d.", i), h, c, g, cfg.NormGroups)
 	}
 	h = ops.RMSNorm(h, m.p("hnet.decoder.rmsnorm.weight"), RMSNormEps)
-	E := cfg.EncDecDim
-	mod := ops.Linear(ops.SiLU(c), m.p("final_layer.adaLN_modulation.1.weight"), m.p("final_layer.adaLN_modulation.1.bias")) // [B, 2E]
-	h = ops.Modulate(ops.LayerNorm(h, FinalNormEps), ops.SliceCols(mod, 0, E), ops.SliceCols(mod, E, 2*E), g.offsets())
-	res.Out = ops.Linear(h, m.p("final_layer.linear.weight"), m.p("final_layer.linear.bias"))
+	res.Out = finalLayer(m.Params, "final_layer.", h, c, g)
+	if wide != nil {
+		res.Out = ops.Add(res.Out, wide)
+	}
 	return res, nil
+}
+
+// finalLayer is DiT's output layer on every cell of h [B·L, width]: an
+// affine-free LayerNorm, shift and scale from c, a Linear.
+func finalLayer(p *params.Set, prefix string, h, c mat.Tensor, g grid) mat.Tensor {
+	w := h.Shape()[1]
+	mod := ops.Linear(ops.SiLU(c), p.Get(prefix+"adaLN_modulation.1.weight"), p.Get(prefix+"adaLN_modulation.1.bias")) // [B, 2w]
+	h = ops.Modulate(ops.LayerNorm(h, FinalNormEps), ops.SliceCols(mod, 0, w), ops.SliceCols(mod, w, 2*w), g.offsets())
+	return ops.Linear(h, p.Get(prefix+"linear.weight"), p.Get(prefix+"linear.bias"))
 }
 
 // Predict runs the whole model without keeping gradients' inputs: latents
@@ -137,12 +160,12 @@ func (m *Model) Predict(x []float32, in cond.Input, frac []float32) ([]float32, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("dc: backbone conditioning: %w", err)
 	}
-	tokens := ToTokens(x, B, cfg.InChannels, cfg.GridRows, cfg.GridCols)
-	res, err := m.Forward(constant(B*cfg.Tokens(), cfg.InChannels, tokens), c, frac)
+	tokens := ToTokens(x, B, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
+	res, err := m.Forward(constant(B*cfg.Cells(), cfg.CellIn(), tokens), c, frac)
 	if err != nil {
 		return nil, nil, err
 	}
-	out := FromTokens(mat.Data[float32](res.Out.Value()), B, cfg.OutChannels, cfg.GridRows, cfg.GridCols)
+	out := FromTokens(mat.Data[float32](res.Out.Value()), B, cfg.OutChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
 	return out, res, nil
 }
 

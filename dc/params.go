@@ -51,11 +51,11 @@ func Shapes(ts map[string]Tensor) map[string][]int {
 
 // ScaffoldShapes lists every parameter of the scaffold under its reference
 // name with its shape: the latent embedder, the encoder and decoder conv
-// blocks with their final RMSNorms, the router, residual_proj and the
-// final layer.
+// blocks with their final RMSNorms, the router, residual_proj, the final
+// layer and, with WideHead, the wide head.
 func ScaffoldShapes(c *Config) map[string][]int {
 	s := map[string][]int{
-		"x_embedder.proj.weight":                       {c.EncDecDim, c.InChannels, 3, 3},
+		"x_embedder.proj.weight":                       {c.EncDecDim, c.CellIn(), 3, 3},
 		"x_embedder.proj.bias":                         {c.EncDecDim},
 		"hnet.encoder.rmsnorm.weight":                  {c.ModelDim},
 		"hnet.decoder.rmsnorm.weight":                  {c.EncDecDim},
@@ -73,8 +73,20 @@ func ScaffoldShapes(c *Config) map[string][]int {
 		"hnet.routing_module.residual_scorer.3.bias":   {1},
 		"final_layer.adaLN_modulation.1.weight":        {2 * c.EncDecDim, c.CondDim},
 		"final_layer.adaLN_modulation.1.bias":          {2 * c.EncDecDim},
-		"final_layer.linear.weight":                    {c.OutChannels, c.EncDecDim},
-		"final_layer.linear.bias":                      {c.OutChannels},
+		"final_layer.linear.weight":                    {c.CellOut(), c.EncDecDim},
+		"final_layer.linear.bias":                      {c.CellOut()},
+	}
+	if c.RelativeResidual {
+		delete(s, "hnet.residual_proj.bias")
+	}
+	if c.NoEncoderNorm {
+		delete(s, "hnet.encoder.rmsnorm.weight")
+	}
+	if c.WideHead {
+		s["wide_head.adaLN_modulation.1.weight"] = []int{2 * c.ModelDim, c.CondDim}
+		s["wide_head.adaLN_modulation.1.bias"] = []int{2 * c.ModelDim}
+		s["wide_head.linear.weight"] = []int{c.CellOut(), c.ModelDim}
+		s["wide_head.linear.bias"] = []int{c.CellOut()}
 	}
 	for i, w := range c.ConvWidths() {
 		prefix := fmt.Sprintf("hnet.encoder.layers.%d.", i)

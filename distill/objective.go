@@ -207,13 +207,13 @@ func (o *DCObjective) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Met
 	if err != nil {
 		return Metrics{}, err
 	}
-	tokens := dc.ToTokens(xt, B, cfg.InChannels, cfg.GridRows, cfg.GridCols)
-	x := mat.NewDense[float32](mat.WithShape(B*L, cfg.InChannels), mat.WithBacking(tokens))
+	tokens := dc.ToTokens(xt, B, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
+	x := mat.NewDense[float32](mat.WithShape(B*cfg.Cells(), cfg.CellIn()), mat.WithBacking(tokens))
 	res, err := o.Model.Forward(x, cv, []float32{float32(rho)})
 	if err != nil {
 		return Metrics{}, err
 	}
-	out := mat.Data[float32](res.Out.Value()) // [B·L, OutChannels]
+	out := mat.Data[float32](res.Out.Value()) // [B·cells, OutChannels·p²]
 	grad := make([]float32, len(out))
 	var m Metrics
 	switch o.Loss {
@@ -223,21 +223,21 @@ func (o *DCObjective) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Met
 			return Metrics{}, err
 		}
 		if o.EpsOnly {
-			m.Loss = distanceCols(grad, out, target, cfg.OutChannels, cfg.InChannels, o.Loss == DistillL1)
+			m.Loss = distanceCols(grad, out, target, cfg.CellOut(), cfg.CellIn(), o.Loss == DistillL1)
 		} else {
 			m.Loss = distance(grad, out, target, o.Loss == DistillL1)
 		}
 		if ws := o.timestepWeights(t); ws != nil {
-			m.Loss = weighSamples(grad, out, target, ws, cfg.OutChannels, cfg.InChannels, o.EpsOnly, o.Loss == DistillL1)
+			m.Loss = weighSamples(grad, out, target, ws, cfg.CellOut(), cfg.CellIn(), o.EpsOnly, o.Loss == DistillL1)
 		}
 	case Hybrid:
-		img := dc.FromTokens(out, B, cfg.OutChannels, cfg.GridRows, cfg.GridCols)
+		img := dc.FromTokens(out, B, cfg.OutChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
 		gimg := make([]float32, len(img))
 		l, err := proc.Loss(gimg, img, x0, nz, sh)
 		if err != nil {
 			return Metrics{}, err
 		}
-		copy(grad, dc.ToTokens(gimg, B, cfg.OutChannels, cfg.GridRows, cfg.GridCols))
+		copy(grad, dc.ToTokens(gimg, B, cfg.OutChannels, cfg.GridRows, cfg.GridCols, cfg.Patch()))
 		m = lossMetrics(l)
 	default:
 		return Metrics{}, fmt.Errorf("distill: unknown DC loss %q (want l1, l2 or hybrid)", o.Loss)
@@ -261,12 +261,12 @@ func (o *DCObjective) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Met
 		return Metrics{}, err
 	}
 	m.Rho = rho
-	m.Kept = float64(res.Chunks.Offsets[len(res.Chunks.Offsets)-1]) / float64(B*L)
+	m.Kept = float64(res.Chunks.Offsets[len(res.Chunks.Offsets)-1]) / float64(B*cfg.Cells())
 	return m, nil
 }
 
 // teacher returns the frozen teacher's prediction at (x_t, t, y) in the DC
-// model's token layout [B·L, OutChannels].
+// model's cell layout [B·cells, OutChannels·p²].
 func (o *DCObjective) teacher(xt, t []float32, y []int) ([]float32, error) {
 	if o.Teacher == nil {
 		return nil, fmt.Errorf("distill: %s distillation needs a teacher", o.Loss)
@@ -283,7 +283,7 @@ func (o *DCObjective) teacher(xt, t []float32, y []int) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	return dc.ToTokens(img, len(y), cfg.OutChannels, cfg.GridRows, cfg.GridCols), nil
+	return dc.ToTokens(img, len(y), cfg.OutChannels, cfg.GridRows, cfg.GridCols, cfg.Patch()), nil
 }
 
 // distance writes the gradient of the mean L1 or L2 distance between out

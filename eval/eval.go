@@ -259,7 +259,7 @@ type Report struct {
 	// PerTimestep is the one-step error at each Options.ProbeTimesteps.
 	PerTimestep []TimestepRow `json:"per_timestep"`
 
-	Tokens     int        `json:"tokens"` // grid positions L
+	Tokens     int        `json:"tokens"` // the scaffold's cells L (the most tokens a sample can keep)
 	CFG        float64    `json:"cfg"`    // the rows' guidance scale (≤ 1: none)
 	NumInputs  int        `json:"num_inputs"`
 	NumSamples int        `json:"num_samples"`
@@ -391,7 +391,7 @@ func Run(m *dc.Model, teacher *dit.Model, data *datasets.Set, opts Options) (*Re
 	e.total = e.work()
 	lo, hi := data.Range()
 	r := &Report{
-		Tokens: e.L, CFG: o.CFG, NumInputs: e.nIn, NumSamples: o.NumSamples, Steps: o.Steps, Seed: o.Seed,
+		Tokens: e.cfg.Cells(), CFG: o.CFG, NumInputs: e.nIn, NumSamples: o.NumSamples, Steps: o.Steps, Seed: o.Seed,
 		DataRange: [2]float64{float64(lo), float64(hi)},
 	}
 	r.pics.c, r.pics.h, r.pics.w = e.cfg.InChannels, e.cfg.GridRows, e.cfg.GridCols
@@ -668,7 +668,7 @@ func (e *evaluator) denoiser(s setting, kept func([]bool), perStep *[]float64) d
 			return nil, err
 		}
 		if kept != nil {
-			kept(res.Chunks.Kept[:len(y)*e.L])
+			kept(e.cfg.LatentMask(res.Chunks.Kept[:len(y)*e.cfg.Cells()]))
 		}
 		sum := 0
 		for _, k := range res.Chunks.NumKept[:len(y)] {
@@ -841,10 +841,13 @@ func (e *evaluator) edges() error {
 			}
 			for b := range hi - lo {
 				edge := masks[(lo+b)*hw : (lo+b+1)*hw]
-				kept := res.Chunks.Kept[b*e.L : (b+1)*e.L]
+				kept := e.cfg.LatentMask(res.Chunks.Kept[b*e.cfg.Cells() : (b+1)*e.cfg.Cells()])
 				// The first and last cell are always kept (forced
 				// boundaries): they say nothing about the router.
-				for l := 1; l < e.L-1; l++ {
+				for l := range e.L {
+					if c := e.cfg.CellOf(l); c == 0 || c == e.cfg.Cells()-1 {
+						continue
+					}
 					switch {
 					case edge[l]:
 						st.EdgeCells++
@@ -907,7 +910,7 @@ func (e *evaluator) boundaries() error {
 			if err != nil {
 				return fmt.Errorf("eval: boundary map: %w", err)
 			}
-			kept = append(kept, res.Chunks.Kept...)
+			kept = append(kept, e.cfg.LatentMask(res.Chunks.Kept)...)
 			e.step()
 		}
 		p.boundaryKept = append(p.boundaryKept, kept)

@@ -125,6 +125,10 @@ func checkScaffold(p *problems, s *Scaffold) {
 	oneOf(p, "scaffold.router.kind", s.Router.Kind, "spatial_predictability")
 	oneOf(p, "scaffold.router.init", s.Router.Init, "official", "predictability")
 	oneOf(p, "scaffold.encoder_init", s.EncoderInit, "official", "patch")
+	oneOf(p, "scaffold.head", s.Head, "official", "wide")
+	oneOf(p, "scaffold.encoder_norm", s.EncoderNorm, "rmsnorm", "none")
+	oneOf(p, "scaffold.residual", s.Residual, "official", "relative")
+	positive(p, "scaffold.patch_size", s.PatchSize)
 	positive(p, "scaffold.router.dim_factor", s.Router.DimFactor)
 	positive(p, "scaffold.router.groups", s.Router.Groups)
 	if !(s.Router.RatioLossWeight >= 0) {

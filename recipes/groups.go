@@ -33,13 +33,14 @@ const (
 	GroupDecoder          = "decoder"           // hnet.decoder.*
 	GroupBackboneNorm     = "backbone_norm"     // the RMSNorm after the DC main network
 	GroupFinalLayer       = "final_layer"       // final_layer.*
+	GroupWideHead         = "wide_head"         // wide_head.* (scaffold.head = "wide")
 )
 
 // GroupNames lists the group names in a stable order.
 var GroupNames = []string{
 	GroupAll, GroupEmbedders, GroupTimestepEmbedder, GroupClassEmbedder, GroupBackbone, GroupAdaLN, GroupAttention,
 	GroupMLP, GroupScaffold, GroupLatentEmbedder, GroupEncoder, GroupRouter, GroupResidual, GroupDecoder,
-	GroupBackboneNorm, GroupFinalLayer,
+	GroupBackboneNorm, GroupFinalLayer, GroupWideHead,
 }
 
 // blockRE matches a transformer block's parameters in either naming (the
@@ -82,11 +83,13 @@ func InGroup(group, name string, dc bool) bool {
 		return has(hnet.Prefix + "rmsnorm.")
 	case GroupFinalLayer:
 		return has("final_layer.")
+	case GroupWideHead:
+		return has("wide_head.")
 	case GroupScaffold:
 		if !dc {
 			return false
 		}
-		for _, g := range []string{GroupLatentEmbedder, GroupEncoder, GroupRouter, GroupResidual, GroupDecoder, GroupBackboneNorm, GroupFinalLayer} {
+		for _, g := range []string{GroupLatentEmbedder, GroupEncoder, GroupRouter, GroupResidual, GroupDecoder, GroupBackboneNorm, GroupFinalLayer, GroupWideHead} {
 			if InGroup(g, name, dc) {
 				return true
 			}

@@ -530,7 +530,7 @@ func countParams(pl *Plan, b *arch.DiTConfig, baseShapes map[string][]int64) {
 // planning assumption shared with `dcdit inspect` (dc.AssumedKept): the
 // router marks ⌊L/N⌋ boundaries, the ratio loss's target, and tail
 // dropping removes ⌊n·ρ⌋ of them.
-func keptTokens(c *dc.Config, rho float64) int { return dc.AssumedKept(c.Tokens(), c.TargetN, rho) }
+func keptTokens(c *dc.Config, rho float64) int { return dc.AssumedKept(c.Cells(), c.TargetN, rho) }
 
 // dcForward is the forward cost of a DC model on a batch with these kept
 // counts.
@@ -556,19 +556,19 @@ func planFLOPs(pl *Plan, r *Recipe, b *arch.DiTConfig) {
 		f.Rows = append(f.Rows, ditRow("base"))
 	}
 	c, h := pl.DC, pl.MainNetwork
-	f.KeptTokens = fmt.Sprintf("assumed: the router marks ⌊L/N⌋ = ⌊%d/%g⌋ = %d boundaries (the ratio loss's target), tail dropping removes ⌊n·ρ⌋", c.Tokens(), c.TargetN, keptTokens(c, 0))
+	f.KeptTokens = fmt.Sprintf("assumed: the router marks ⌊L/N⌋ = ⌊%d/%g⌋ = %d boundaries (the ratio loss's target), tail dropping removes ⌊n·ρ⌋", c.Cells(), c.TargetN, keptTokens(c, 0))
 	for _, rho := range r.Eval.Rho {
 		k := keptTokens(c, rho)
 		parts := dcForward(c, h, k)
 		fwd := parts.Total()
-		f.Rows = append(f.Rows, FLOPsRow{Model: "dc", Rho: rho, Tokens: c.Tokens(), Kept: k, GFLOPsPerForward: fwd / 1e9,
+		f.Rows = append(f.Rows, FLOPsRow{Model: "dc", Rho: rho, Tokens: c.Cells(), Kept: k, GFLOPsPerForward: fwd / 1e9,
 			TFLOPsPerImage: dit.SamplingFLOPs(fwd, steps, guided) / 1e12, Parts: &parts})
 	}
 	if len(r.Eval.LiteCFG) == 2 {
 		rc, ru := r.Eval.LiteCFG[0], r.Eval.LiteCFG[1]
 		parts := dcForward(c, h, keptTokens(c, rc), keptTokens(c, ru))
 		fwd := parts.Total()
-		f.Rows = append(f.Rows, FLOPsRow{Model: "dc-lite-cfg", Rho: rc, RhoUncond: &ru, Tokens: c.Tokens(), Kept: keptTokens(c, rc),
+		f.Rows = append(f.Rows, FLOPsRow{Model: "dc-lite-cfg", Rho: rc, RhoUncond: &ru, Tokens: c.Cells(), Kept: keptTokens(c, rc),
 			GFLOPsPerForward: fwd / 1e9, TFLOPsPerImage: fwd * float64(steps) / 1e12, Parts: &parts})
 	}
 	if r.Base != nil {
@@ -806,7 +806,7 @@ func activationFloats(pl *Plan, b *arch.DiTConfig, st *Stage) int64 {
 		return blocks(T) + T*(2*D+int64(b.PatchSize*b.PatchSize*b.OutChannels()))
 	}
 	c := pl.DC
-	L := int64(c.Tokens())
+	L := int64(c.Cells())
 	E, R := int64(c.EncDecDim), int64(c.RouterDim)
 	var perPos int64 = E // latent embedder
 	for _, w := range c.ConvWidths() {
@@ -816,7 +816,10 @@ func activationFloats(pl *Plan, b *arch.DiTConfig, st *Stage) int64 {
 	}
 	perPos += 6*R + 1 // router
 	perPos += 5 * D   // encoder norm, residual, plug-back, STE product, sum
-	perPos += 3*E + int64(c.OutChannels)
+	perPos += 3*E + int64(c.CellOut())
+	if c.WideHead {
+		perPos += 3*D + int64(c.CellOut())
+	}
 	M := int64(keptTokens(c, st.Rho[0]))
 	return L*perPos + blocks(M)
 }

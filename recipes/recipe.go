@@ -220,6 +220,26 @@ type Scaffold struct {
 	// trained on from the first step; needs patch size ≤ 2). Default:
 	// "official".
 	EncoderInit string `toml:"encoder_init"`
+	// PatchSize is the side of the latent patch one scaffold cell holds:
+	// 1 (the official DC-DiT: a cell per latent position) or the base
+	// DiT's patch size (the scaffold keeps the base's patch grid, and with
+	// encoder_init = "patch" and head = "wide" the grafted model starts as
+	// the base itself). Default: 1.
+	PatchSize int `toml:"patch_size"`
+	// Head is the output layer: "official" (DC-DiT's final layer at the
+	// decoder's width E) or "wide" (plus a head at width D on the
+	// decoder's input, started as the base's final layer and added to the
+	// official one; see upcycle.WideHeadPrior). Default: "official".
+	Head string `toml:"head"`
+	// EncoderNorm is what ends the encoder: "rmsnorm" (the official
+	// DC-DiT's) or "none" (an upcycled DiT's blocks then see its patch
+	// embeddings unnormalised, as they were trained). Default: "rmsnorm".
+	EncoderNorm string `toml:"encoder_norm"`
+	// Residual is what a cell adds to its plugged-back token before the
+	// decoder: "official" (residual_proj of its encoding) or "relative"
+	// (the same minus that of the kept cell whose token it takes, so kept
+	// cells pass their token on unchanged). Default: "official".
+	Residual string `toml:"residual"`
 	// BackboneNorm is what follows the transformer blocks: "rmsnorm" (as
 	// DC-DiT's main network; new, initialised to ones when upcycling) or
 	// "none". Default: "rmsnorm".
@@ -237,6 +257,8 @@ func (s *Scaffold) Upcycle() upcycle.Scaffold {
 		Sigma: s.Sigma, TargetN: s.TargetN, RatioLossWeight: s.Router.RatioLossWeight,
 		RatioBatchSize: s.Router.RatioBatchSize, NormGroups: s.NormGroups, RouterGroups: s.Router.Groups,
 		RouterInit: s.Router.Init, RouterDimFactor: s.Router.DimFactor, EncoderInit: s.EncoderInit,
+		PatchSize: s.PatchSize, WideHead: s.Head == "wide", NoEncoderNorm: s.EncoderNorm == "none",
+		RelativeResidual: s.Residual == "relative",
 	}
 }
 

@@ -258,7 +258,7 @@ func Example_customBackbone() {
 		}
 	}
 	in := cond.Input{T: ts, Labels: labels}
-	target := constant(B*L, C, dc.ToTokens(eps, B, C, cfg.GridRows, cfg.GridCols))
+	target := constant(B*L, C, dc.ToTokens(eps, B, C, cfg.GridRows, cfg.GridCols, 1))
 
 	var losses []float64
 	for range 5 {
@@ -266,7 +266,7 @@ func Example_customBackbone() {
 		if err != nil {
 			panic(err)
 		}
-		x := constant(B*L, C, dc.ToTokens(xt, B, C, cfg.GridRows, cfg.GridCols))
+		x := constant(B*L, C, dc.ToTokens(xt, B, C, cfg.GridRows, cfg.GridCols, 1))
 		res, err := m.Forward(x, cv, nil)
 		if err != nil {
 			panic(err)

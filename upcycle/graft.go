@@ -34,6 +34,18 @@ type Scaffold struct {
 	// EncoderInit is "official" (the default: DC-DiT's random init) or
 	// "patch" (see PatchEncoderPrior).
 	EncoderInit string
+	// PatchSize is the side of the latent patch a scaffold cell holds (0
+	// or 1: the official DC-DiT's cell per latent position; the teacher's
+	// patch size lets the scaffold keep the teacher's patch grid).
+	PatchSize int
+	// WideHead adds the wide output head (dc.Config.WideHead); Graft
+	// starts it as the teacher's final layer (WideHeadPrior).
+	WideHead bool
+	// NoEncoderNorm drops the encoder's final RMSNorm
+	// (dc.Config.NoEncoderNorm).
+	NoEncoderNorm bool
+	// RelativeResidual is dc.Config.RelativeResidual.
+	RelativeResidual bool
 }
 
 // DefaultScaffold is the paper's setting.
@@ -65,6 +77,10 @@ func (s Scaffold) Config(inChannels, outChannels, rows, cols, D, condWidth int) 
 		EncoderBlocks: s.EncoderBlocks, DecoderBlocks: s.DecoderBlocks,
 		NormGroups: s.NormGroups, RouterGroups: s.RouterGroups,
 		Sigma: s.Sigma, TargetN: s.TargetN, RatioLossWeight: s.RatioLossWeight, RatioBatchSize: s.RatioBatchSize,
+		WideHead: s.WideHead, NoEncoderNorm: s.NoEncoderNorm, RelativeResidual: s.RelativeResidual,
+	}
+	if s.PatchSize > 1 {
+		c.PatchSize = s.PatchSize
 	}
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("upcycle: %w", err)
@@ -127,6 +143,11 @@ func Graft(teacher *dit.Model, s Scaffold, seed uint64) (*dc.Model, error) {
 	default:
 		return nil, fmt.Errorf("upcycle: encoder init %q, want official or patch", s.EncoderInit)
 	}
+	if cfg.WideHead {
+		if err := WideHeadPrior(cfg, ts, teacher); err != nil {
+			return nil, err
+		}
+	}
 	return dc.New(cfg, ts, net)
 }
 
@@ -155,31 +176,38 @@ func (s Scaffold) GraftConfigs(tc *arch.DiTConfig) (*dc.Config, *hnet.Config, er
 
 // PatchEncoderPrior re-initialises the latent embedder and the encoder so
 // that, at every grid position (r, c), the encoder computes the teacher's
-// patch embedding of the p×p patch whose top-left cell is (r, c):
+// patch embedding of the p×p patch whose top-left cell is (r, c) (with
+// scaffold cells of the teacher's patch size: of the cell's own patch):
 //
 //   - the 3×3 latent embedder copies that patch's C·p² values into its
 //     first channels (taps at offsets 0 … p−1 right of and below the
-//     centre) and zeroes the others;
+//     centre; the centre tap alone when a cell is a patch) and zeroes the
+//     others;
 //   - every encoder block's second convolution starts at zero, so each
 //     block passes its skip path through (the identity, or the 1×1
 //     skip_proj of the block that widens E to D), as adaLN-Zero starts a
 //     DiT block as the identity;
 //   - the widening skip_proj is the teacher's patch embedding (weights
 //     reordered to the copied channels, its bias);
-//   - the encoder's RMSNorm weight is the embedding's expected RMS for
-//     unit-variance latents, √(mean_d(‖W_d‖² + b_d²)), so the normalised
-//     tokens keep about the teacher's scale.
+//   - the encoder's RMSNorm weight (if it has one: dc.Config.NoEncoderNorm)
+//     is the embedding's expected RMS for unit-variance latents,
+//     √(mean_d(‖W_d‖² + b_d²)), so the normalised tokens keep about the
+//     teacher's scale.
 //
 // At positions where both coordinates are multiples of p, the main
-// network then receives exactly the teacher's tokens up to the per-token
-// RMS normalisation, instead of random features it would first have to
+// network then receives exactly the teacher's tokens (up to the per-token
+// RMS normalisation, where the encoder keeps its norm) instead of random features it would first have to
 // be taught to read: the grafted blocks contribute from the first step,
 // and with them the routing decisions matter. The official DC-DiT trains
 // from scratch and has no teacher to start from.
 func PatchEncoderPrior(cfg *dc.Config, ts map[string]dc.Tensor, teacher *dit.Model) error {
 	tc := teacher.Config
 	p, C, E, D := tc.PatchSize, cfg.InChannels, cfg.EncDecDim, cfg.ModelDim
-	if p > 2 {
+	cellIsPatch := cfg.Patch() == p
+	if !cellIsPatch && cfg.Patch() != 1 {
+		return fmt.Errorf("upcycle: encoder init \"patch\": scaffold cells of %d×%d latents and teacher patches of %d×%d; want cells of 1 or of the teacher's patch", cfg.Patch(), cfg.Patch(), p, p)
+	}
+	if p > 2 && !cellIsPatch {
 		return fmt.Errorf("upcycle: encoder init \"patch\": patch size %d, the 3×3 latent embedder reaches patches of at most 2", p)
 	}
 	if C*p*p > E {
@@ -198,13 +226,18 @@ func PatchEncoderPrior(cfg *dc.Config, ts map[string]dc.Tensor, teacher *dit.Mod
 	// offset (dy, dx), the index of that value in a flattened patch.
 	ch := func(c, dy, dx int) int { return (c*p+dy)*p + dx }
 
-	emb := ts["x_embedder.proj.weight"].Data // [E, C, 3, 3]
+	emb := ts["x_embedder.proj.weight"].Data // [E, C·q², 3, 3] for cells of q×q
 	clear(emb)
 	clear(ts["x_embedder.proj.bias"].Data)
 	for c := range C {
 		for dy := range p {
 			for dx := range p {
-				emb[(ch(c, dy, dx)*C+c)*9+(1+dy)*3+(1+dx)] = 1
+				if k := ch(c, dy, dx); cellIsPatch {
+					// A cell's values are ordered (c, dy, dx) too (dc.ToTokens).
+					emb[(k*C*p*p+k)*9+4] = 1
+				} else {
+					emb[(k*C+c)*9+(1+dy)*3+(1+dx)] = 1
+				}
 			}
 		}
 	}
@@ -236,7 +269,56 @@ func PatchEncoderPrior(cfg *dc.Config, ts map[string]dc.Tensor, teacher *dit.Mod
 		}
 		ms += s / float64(D)
 	}
-	fill(ts["hnet.encoder.rmsnorm.weight"].Data, float32(math.Sqrt(ms)))
+	if w, ok := ts["hnet.encoder.rmsnorm.weight"]; ok {
+		fill(w.Data, float32(math.Sqrt(ms)))
+	}
+	return nil
+}
+
+// WideHeadPrior starts the wide head (dc.Config.WideHead) as the teacher's
+// own final layer — its adaLN modulation and its projection, the outputs
+// reordered from DiT's unpatchify order (dy, dx, channel) to the cell's
+// (channel, dy, dx) — and residual_proj at zero (H-Net's own init, which
+// the official DC-DiT overwrites). With the patch encoder prior and cells
+// of the teacher's patch size, a grafted model whose router keeps every
+// cell and whose de-chunk passes the kept tokens through then predicts
+// exactly as the teacher does (without the encoder's RMSNorm; with it, up
+// to its per-token normalisation): training starts from the teacher and
+// learns what the dropped cells need. Cells of another size leave the head at zero.
+func WideHeadPrior(cfg *dc.Config, ts map[string]dc.Tensor, teacher *dit.Model) error {
+	tc := teacher.Config
+	p, D, O := tc.PatchSize, cfg.ModelDim, tc.OutChannels()
+	clear(ts["hnet.residual_proj.weight"].Data)
+	if b, ok := ts["hnet.residual_proj.bias"]; ok {
+		clear(b.Data)
+	}
+	if cfg.Patch() != p {
+		return nil
+	}
+	if O != cfg.OutChannels || tc.HiddenSize != D {
+		return fmt.Errorf("upcycle: wide head: the teacher predicts %d channels at width %d, the scaffold %d at %d", O, tc.HiddenSize, cfg.OutChannels, D)
+	}
+	for _, name := range []string{"adaLN_modulation.1.weight", "adaLN_modulation.1.bias", "linear.weight", "linear.bias"} {
+		src, ok := teacher.Params.Lookup("final_layer." + name)
+		dst := ts["wide_head."+name]
+		if !ok || len(src.Values()) != len(dst.Data) {
+			return fmt.Errorf("upcycle: wide head: the teacher lacks final_layer.%s with %d values", name, len(dst.Data))
+		}
+		v := src.Values()
+		if !strings.HasPrefix(name, "linear.") {
+			copy(dst.Data, v)
+			continue
+		}
+		per := len(v) / (p * p * O) // D for the weight, 1 for the bias
+		for dy := range p {
+			for dx := range p {
+				for c := range O {
+					from, to := (dy*p+dx)*O+c, (c*p+dy)*p+dx
+					copy(dst.Data[to*per:(to+1)*per], v[from*per:(from+1)*per])
+				}
+			}
+		}
+	}
 	return nil
 }
 
@@ -313,7 +395,7 @@ func InitScaffold(cfg *dc.Config, seed uint64) map[string]dc.Tensor {
 		base := strings.TrimSuffix(strings.TrimSuffix(name, ".weight"), ".bias")
 		isBias := strings.HasSuffix(name, ".bias")
 		switch {
-		case strings.HasPrefix(name, "final_layer."):
+		case strings.HasPrefix(name, "final_layer."), strings.HasPrefix(name, "wide_head."):
 			// Zero: the model starts by predicting nothing.
 		case isNorm(base):
 			if !isBias {

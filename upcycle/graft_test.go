@@ -323,3 +323,41 @@ func TestConfigCondWidth(t *testing.T) {
 		}
 	}
 }
+
+// Cells of the teacher's patch, the patch encoder prior, no encoder norm
+// and the wide head: a grafted model whose router keeps every cell (and
+// whose de-chunk then passes each token through) predicts what its teacher
+// predicts, every output channel at every latent position.
+func TestGraftAtTeacherPatchStartsAsTeacher(t *testing.T) {
+	tm := teacher(t, 3)
+	s := DefaultScaffold()
+	s.NormGroups, s.WidthFactor, s.EncoderInit, s.Sigma = 8, 8, "patch", 0.3
+	s.PatchSize, s.WideHead, s.NoEncoderNorm = tm.Config.PatchSize, true, true
+	m, err := Graft(tm, s, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every cell a confident boundary.
+	data(m.Params.Get("hnet.routing_module.residual_scorer.3.bias"))[0] = 30
+	tc := tm.Config
+	const B = 2
+	rng := rand.New(rand.NewPCG(5, 6))
+	x := make([]float32, B*tc.InChannels*tc.InputSize*tc.InputSize)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	got, res, err := m.Predict(x, cond.Input{T: []float32{300, 20}, Labels: []int{1, 4}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := res.Chunks.NumKept; k[0] != m.Config.Cells() || k[1] != m.Config.Cells() {
+		t.Fatalf("kept %v of %d cells, want all", k, m.Config.Cells())
+	}
+	want, err := tm.Denoiser()(x, []int{300, 20}, []int{1, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fixtures.RelErr(got, want); !fixtures.Within(err, 1e-5) {
+		t.Fatalf("grafted model against its teacher: relative error %.2g", err)
+	}
+}

@@ -623,7 +623,7 @@ func (m *Meta) FLOPsPerRho(steps int) []RhoFLOPs {
 	sort.Float64s(rhos)
 	out := make([]RhoFLOPs, 0, len(rhos))
 	for _, r := range rhos {
-		kept := dc.AssumedKept(m.Scaffold.Tokens(), m.Scaffold.TargetN, r)
+		kept := dc.AssumedKept(m.Scaffold.Cells(), m.Scaffold.TargetN, r)
 		f := m.FLOPs([]int{kept}).Total()
 		out = append(out, RhoFLOPs{Rho: r, KeptTokens: kept, GFLOPs: f / 1e9, TFLOPsPerImage: f * float64(steps) / 1e12})
 	}

@@ -117,8 +117,8 @@ func readInputs(t *testing.T, m *dc.Model, io *fixtures.File) inputs {
 	cfg := m.Config
 	in := inputs{t: floats(io.Ints("t")), y: io.Ints("y"), L: cfg.Tokens(), C: cfg.InChannels}
 	in.B = len(in.t)
-	in.x = dc.ToTokens(io.F32("x"), in.B, cfg.InChannels, cfg.GridRows, cfg.GridCols)
-	in.R = dc.ToTokens(io.F32("R"), in.B, cfg.OutChannels, cfg.GridRows, cfg.GridCols)
+	in.x = dc.ToTokens(io.F32("x"), in.B, cfg.InChannels, cfg.GridRows, cfg.GridCols, 1)
+	in.R = dc.ToTokens(io.F32("R"), in.B, cfg.OutChannels, cfg.GridRows, cfg.GridCols, 1)
 	return in
 }
 
@@ -256,7 +256,7 @@ func computeDCDiT(t *testing.T, c fixtures.Case) *fixtures.Got {
 		if name := run + ".main_out_b0"; io.Has(name) {
 			got.F32(name, values(res.Main)[:ch.NumKept[0]*cfg.ModelDim], forwardTol)
 		}
-		got.F32(run+".out", dc.FromTokens(values(res.Out), in.B, cfg.OutChannels, cfg.GridRows, cfg.GridCols), forwardTol)
+		got.F32(run+".out", dc.FromTokens(values(res.Out), in.B, cfg.OutChannels, cfg.GridRows, cfg.GridCols, 1), forwardTol)
 		if name := run + ".ratio_loss"; io.Has(name) {
 			loss, err := res.RatioLoss(cfg.TargetN, cfg.RatioBatchSize)
 			if err != nil {
@@ -284,7 +284,7 @@ func computeDCDiT(t *testing.T, c fixtures.Case) *fixtures.Got {
 		if err := ops.Backward(S); err != nil {
 			t.Fatal(err)
 		}
-		gx := dc.FromTokens(mat.Data[float32](x.Grad()), in.B, cfg.InChannels, cfg.GridRows, cfg.GridCols)
+		gx := dc.FromTokens(mat.Data[float32](x.Grad()), in.B, cfg.InChannels, cfg.GridRows, cfg.GridCols, 1)
 		got.F32(run+".grad.x", gx, gradTol)
 		gradients(run + ".")
 	}

@@ -85,14 +85,14 @@ func newDCModel(s dcSpec) *dcModel {
 	}
 	cfg := g.Model.Config
 	d := &dcModel{m: g.Model, params: g.Params, t: make([]float32, s.batch), y: make([]int, s.batch)}
-	x := randn(11, s.batch*cfg.InChannels*cfg.Tokens())
+	x := randn(11, s.batch*cfg.CellIn()*cfg.Cells())
 	u := randn(12, 2*s.batch)
 	for i := range s.batch {
 		d.t[i] = float32(int(1000*abs(u[i])) % 1000)
 		d.y[i] = int(1000*abs(u[s.batch+i])) % 1000
 	}
-	d.x = mat.NewDense[float32](mat.WithShape(s.batch*cfg.Tokens(), cfg.InChannels),
-		mat.WithBacking(dc.ToTokens(x, s.batch, cfg.InChannels, cfg.GridRows, cfg.GridCols)))
+	d.x = mat.NewDense[float32](mat.WithShape(s.batch*cfg.Cells(), cfg.CellIn()),
+		mat.WithBacking(dc.ToTokens(x, s.batch, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())))
 
 	// Calibrate: the dcKeep quantile of the logits becomes the threshold.
 	g.Params.SetRequiresGrad(false)
@@ -145,7 +145,7 @@ func dcWorkload(s dcSpec, rho float32, train bool) (workload, *dcModel) {
 	d.params.SetRequiresGrad(true)
 	cfg := d.m.Config
 	rows := s.batch * cfg.Tokens()
-	target := mat.NewDense[float32](mat.WithShape(rows, cfg.OutChannels), mat.WithBacking(randn(14, rows*cfg.OutChannels)))
+	target := mat.NewDense[float32](mat.WithShape(rows, cfg.CellOut()), mat.WithBacking(randn(14, rows*cfg.CellOut())))
 	h := optim.DefaultHyper()
 	h.LR, h.WeightDecay = 1e-4, 0
 	mask := optim.AllTrainable(d.params.Len())

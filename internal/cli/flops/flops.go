@@ -444,7 +444,7 @@ func count(m *model, opts *Options) (*Result, error) {
 	} else {
 		cfg := *m.scaffold
 		cfg.GridRows, cfg.GridCols = side, side
-		L := cfg.Tokens()
+		L := cfg.Cells()
 		ratio := opts.KeptRatio
 		if ratio == 0 {
 			ratio = 1 / cfg.TargetN

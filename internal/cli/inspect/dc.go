@@ -51,7 +51,7 @@ func describeDC(res *Result, ck *loaders.Checkpoint, layout arch.Layout, numHead
 		res.Config = m
 		res.FLOPsPerRho = m.FLOPsPerRho(flopsSteps)
 		res.FLOPsAssumption = fmt.Sprintf("per image, one forward; the router keeps 1/target_n = 1/%g of the %d tokens before tail dropping (assumed); tflops_per_image over %d steps without guidance",
-			m.Scaffold.TargetN, m.Scaffold.Tokens(), flopsSteps)
+			m.Scaffold.TargetN, m.Scaffold.Cells(), flopsSteps)
 	} else {
 		m, warn := inferReference(shapes, numHeads)
 		if m == nil {

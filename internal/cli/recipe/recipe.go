@@ -192,9 +192,12 @@ func WriteTable(w io.Writer, pl *recipes.Plan) {
 	line("backbone", "%s from %s: depth %d, hidden %d, %d heads, patch %d, %d channels, %d×%d latents%s, %d classes, MLP %d",
 		name, pl.Backbone.Source, c.Depth, c.HiddenSize, c.NumHeads, c.PatchSize, c.InChannels, c.InputSize, c.InputSize, sigma, c.NumClasses, c.MLPHidden())
 	if d := pl.DC; d != nil {
-		line("scaffold", "grid %d×%d (%d positions), E %d, D %d, cond %d, router %d; %d encoder + %d decoder blocks; GroupNorm %d, router %d; σ %g; N %g; ratio loss λ %g over groups of %d",
-			d.GridRows, d.GridCols, d.Tokens(), d.EncDecDim, d.ModelDim, d.CondDim, d.RouterDim, d.EncoderBlocks, d.DecoderBlocks,
+		line("scaffold", "grid %d×%d at patch %d (%d cells), E %d, D %d, cond %d, router %d; %d encoder + %d decoder blocks; GroupNorm %d, router %d; σ %g; N %g; ratio loss λ %g over groups of %d",
+			d.GridRows, d.GridCols, d.Patch(), d.Cells(), d.EncDecDim, d.ModelDim, d.CondDim, d.RouterDim, d.EncoderBlocks, d.DecoderBlocks,
 			d.NormGroups, d.RouterGroups, d.Sigma, d.TargetN, d.RatioLossWeight, d.RatioBatchSize)
+		if d.WideHead || d.NoEncoderNorm {
+			line("scaffold", "not in the official DC-DiT: wide head %v, encoder RMSNorm dropped %v", d.WideHead, d.NoEncoderNorm)
+		}
 		h := pl.MainNetwork
 		line("main network", "%d blocks × %d, %d heads, MLP %d, positions on the patch-%d grid", h.Depth, h.Width, h.Heads, h.MLPHidden, max(1, h.PatchSize))
 	}

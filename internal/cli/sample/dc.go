@@ -153,7 +153,7 @@ func runDC(opts *Options, layout arch.Layout) error {
 	if !opts.Quiet {
 		bar = progress.New(opts.IO.Err, "sampling", sched.Steps())
 	}
-	L := cfg.Tokens()
+	L := cfg.Cells()
 	start := time.Now()
 	model := diffusion.WithLabels(dcDenoiser(m, guide.Enabled(), rhoCond, rhoUncond, stats), labels, guide.NullClass)
 	x, err := proc.Sample(model, diffusion.Shape(sh), diffusion.SampleOptions{
