@@ -64,8 +64,9 @@ func TestScaffoldAroundDiT(t *testing.T) {
 		name  string
 		patch int
 		frac  []float32
-		// cells of the DiT's patch, wide head, relative residual, no
-		// encoder norm: what a grafted model that starts as its teacher uses
+		// cells of the DiT's patch, wide head, relative residual, latent
+		// skip, no encoder norm: what a grafted model that starts as its
+		// teacher uses
 		patchCells bool
 	}{
 		{"DiT/1, no drop", 1, nil, false},
@@ -80,7 +81,7 @@ func TestScaffoldAroundDiT(t *testing.T) {
 			s := upcycle.DefaultScaffold()
 			s.NormGroups, s.RouterGroups = 8, 4
 			if tt.patchCells {
-				s.PatchSize, s.WideHead, s.RelativeResidual, s.NoEncoderNorm = tt.patch, true, true, true
+				s.PatchSize, s.WideHead, s.RelativeResidual, s.NoEncoderNorm, s.LatentSkip = tt.patch, true, true, true, true
 			}
 			cfg, err := s.Config(tc.InChannels, tc.OutChannels(), tc.InputSize, tc.InputSize, bb.Width(), bb.CondWidth())
 			if err != nil {
@@ -92,7 +93,7 @@ func TestScaffoldAroundDiT(t *testing.T) {
 			}
 			// The final layer starts at zero; a random one lets the
 			// gradient reach everything before it.
-			for _, name := range []string{"final_layer.linear.weight", "final_layer.adaLN_modulation.1.weight", "wide_head.linear.weight", "wide_head.adaLN_modulation.1.weight"} {
+			for _, name := range []string{"final_layer.linear.weight", "final_layer.adaLN_modulation.1.weight", "wide_head.linear.weight", "wide_head.adaLN_modulation.1.weight", "latent_skip.scale.weight"} {
 				if p, ok := m.Params.Lookup(name); ok {
 					copy(p.Values(), randn(5, len(p.Values())))
 				}
@@ -326,5 +327,28 @@ func TestBackboneFLOPsAgree(t *testing.T) {
 		if a, b := bb.FLOPs(lengths), net.FLOPs(lengths); a != b || a <= 0 {
 			t.Errorf("lengths %v: DiT counts %g, main network %g", lengths, a, b)
 		}
+	}
+}
+
+// A non-finite latent reaches the router as NaN; the forward pass names it
+// instead of failing later on a sample without tokens.
+func TestForwardRefusesNaN(t *testing.T) {
+	bb := randomDiT(t, 2, 7)
+	tc := bb.Config
+	s := upcycle.DefaultScaffold()
+	s.NormGroups, s.RouterGroups = 8, 4
+	cfg, err := s.Config(tc.InChannels, tc.OutChannels(), tc.InputSize, tc.InputSize, bb.Width(), bb.CondWidth())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := dc.New(cfg, upcycle.InitScaffold(cfg, 3), bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := randn(4, 2*cfg.InChannels*cfg.Tokens())
+	x[len(x)-5] = float32(math.NaN())
+	_, _, err = m.Predict(x, cond.Input{T: []float32{10, 600}, Labels: []int{1, 2}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "sample 1") || !strings.Contains(err.Error(), "NaN") {
+		t.Fatalf("err = %v, want the NaN named with its sample", err)
 	}
 }

@@ -55,6 +55,15 @@ type Config struct {
 	// residual_proj learns for the dropped ones (the official DC-DiT adds
 	// residual_proj(enc) everywhere).
 	RelativeResidual bool `json:"relative_residual,omitempty"`
+	// LatentSkip adds to every cell's prediction a linear map of how its
+	// input differs from that of the kept cell whose token it takes,
+	// scaled per output by 1 + Linear(SiLU(c)): (W·(x − x_token)) ⊙
+	// (1 + s(c)). Kept cells get nothing from it. A dropped cell's noise
+	// differs from its token's by about the difference of their inputs
+	// over √(1 − ᾱ_t) — a map the normalised heads learn slowly and this
+	// one holds directly (upcycle starts W as the identity on the
+	// predicted noise).
+	LatentSkip bool `json:"latent_skip,omitempty"`
 
 	EncDecDim int `json:"enc_dec_dim"` // E = D / f, the conv blocks' width
 	ModelDim  int `json:"model_dim"`   // D, the routing width = the backbone's width

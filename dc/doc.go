@@ -19,6 +19,16 @@
 //	o[plug-back] · STE(confidence) + residual → decoder blocks (D → E …) → RMSNorm
 //	final layer: LayerNorm, adaLN from c, Linear(E → out)            = out [B·L, out]
 //
+// Five options, none in the official DC-DiT, let a grafted DiT/p start as
+// its teacher (package upcycle; Config documents each): cells of p×p
+// latents (PatchSize: the scaffold runs on the teacher's patch grid), no
+// RMSNorm after the encoder (NoEncoderNorm), a residual relative to the
+// cell whose token a cell takes (RelativeResidual: kept cells pass their
+// token on unchanged), a head at width D on the decoder's input
+// (WideHead: the teacher's final layer) and a conditioned linear path from
+// a cell's input, relative to its token's cell, to its prediction
+// (LatentSkip: the dropped cells' noise).
+//
 // Backbone is the only thing the scaffold knows about the transformer; see
 // its documentation for exactly what one must provide. Package dc/hnet
 // holds DC-DiT's own main network (DiT's blocks and embedders, computed

@@ -94,6 +94,11 @@ func (m *Model) Forward(x mat.Tensor, cv cond.Value, frac []float32) (*Result, e
 
 	// Routing, tail dropping, packing.
 	res.Routing = route(m.Params, enc, g, cfg.RouterGroups)
+	for i, v := range res.Routing.Prob() {
+		if v != v { // NaN: no boundary, no token; say why
+			return nil, fmt.Errorf("dc: forward: sample %d: the router's probability at cell %d is NaN (non-finite latents or weights)", i/g.tokens(), i%g.tokens())
+		}
+	}
 	kept, err := TailDrop(res.Routing.Prob(), res.Routing.Natural, g.batch, frac)
 	if err != nil {
 		return nil, err
@@ -132,6 +137,12 @@ func (m *Model) Forward(x mat.Tensor, cv cond.Value, frac []float32) (*Result, e
 	res.Out = finalLayer(m.Params, "final_layer.", h, c, g)
 	if wide != nil {
 		res.Out = ops.Add(res.Out, wide)
+	}
+	if cfg.LatentSkip {
+		diff := ops.Sub(x, ops.GatherRows(x, ch.plugBackCells()))
+		scale := ops.Linear(ops.SiLU(c), m.p("latent_skip.scale.weight"), m.p("latent_skip.scale.bias"))
+		zero := constant(g.batch, cfg.CellOut(), make([]float32, g.batch*cfg.CellOut()))
+		res.Out = ops.Add(res.Out, ops.Modulate(ops.Linear(diff, m.p("latent_skip.weight"), nil), zero, scale, g.offsets()))
 	}
 	return res, nil
 }

@@ -76,6 +76,11 @@ func ScaffoldShapes(c *Config) map[string][]int {
 		"final_layer.linear.weight":                    {c.CellOut(), c.EncDecDim},
 		"final_layer.linear.bias":                      {c.CellOut()},
 	}
+	if c.LatentSkip {
+		s["latent_skip.weight"] = []int{c.CellOut(), c.CellIn()}
+		s["latent_skip.scale.weight"] = []int{c.CellOut(), c.CondDim}
+		s["latent_skip.scale.bias"] = []int{c.CellOut()}
+	}
 	if c.RelativeResidual {
 		delete(s, "hnet.residual_proj.bias")
 	}

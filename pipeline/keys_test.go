@@ -85,8 +85,10 @@ func TestEveryRecipeKeyIsUsedOrRefused(t *testing.T) {
 		"scaffold.target_n": e(`2.0`, changes), "scaffold.encoder_blocks": e(`2`, changes), "scaffold.decoder_blocks": e(`2`, changes),
 		"scaffold.width_factor": e(`2`, changes), "scaffold.norm_groups": e(`4`, changes), "scaffold.sigma": e(`2.0`, changes),
 		"scaffold.plug_back": e(`"nearest_1d"`, rejected), "scaffold.encoder_init": e(`"official"`, changes),
-		"scaffold.backbone_norm": e(`"none"`, rejected),
-		"scaffold.router.kind":   e(`"cosine"`, rejected), "scaffold.router.init": e(`"predictability"`, changes),
+		"scaffold.backbone_norm": e(`"none"`, rejected), "scaffold.patch_size": e(`2`, changes),
+		"scaffold.head": e(`"wide"`, changes), "scaffold.encoder_norm": e(`"none"`, changes),
+		"scaffold.residual": e(`"relative"`, changes), "scaffold.latent_skip": e(`true`, changes),
+		"scaffold.router.kind": e(`"cosine"`, rejected), "scaffold.router.init": e(`"predictability"`, changes),
 		"scaffold.router.dim_factor": e(`2`, changes), "scaffold.router.groups": e(`4`, changes),
 		"scaffold.router.ratio_loss_weight": e(`0.1`, changes), "scaffold.router.ratio_batch_size": e(`2`, changes),
 

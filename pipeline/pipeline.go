@@ -327,6 +327,18 @@ func buildModel(r *recipes.Recipe, teacher *dit.Model, weights *dit.Weights, see
 	if err != nil {
 		return nil, err
 	}
+	if g.Model.Config.LatentSkip {
+		// DDPM's ε: a cell's noise moves by its input's move over √(1 − ᾱ_t).
+		sched := ddpm.Linear(r.Diffusion.Steps)
+		times := make([]float32, sched.Steps())
+		for i := range times {
+			times[i] = float32(i)
+		}
+		scale := func(t float32) float64 { return 1 / sched.SqrtOneMinusAlphasCumprod[int(t)] }
+		if err := upcycle.LatentSkipPrior(g.Model, times, scale, base.Config.NumClasses); err != nil {
+			return nil, err
+		}
+	}
 	return &model{dc: g.Model, params: g.Params, numClasses: base.Config.NumClasses}, nil
 }
 

@@ -34,13 +34,14 @@ const (
 	GroupBackboneNorm     = "backbone_norm"     // the RMSNorm after the DC main network
 	GroupFinalLayer       = "final_layer"       // final_layer.*
 	GroupWideHead         = "wide_head"         // wide_head.* (scaffold.head = "wide")
+	GroupLatentSkip       = "latent_skip"       // latent_skip.* (scaffold.latent_skip)
 )
 
 // GroupNames lists the group names in a stable order.
 var GroupNames = []string{
 	GroupAll, GroupEmbedders, GroupTimestepEmbedder, GroupClassEmbedder, GroupBackbone, GroupAdaLN, GroupAttention,
 	GroupMLP, GroupScaffold, GroupLatentEmbedder, GroupEncoder, GroupRouter, GroupResidual, GroupDecoder,
-	GroupBackboneNorm, GroupFinalLayer, GroupWideHead,
+	GroupBackboneNorm, GroupFinalLayer, GroupWideHead, GroupLatentSkip,
 }
 
 // blockRE matches a transformer block's parameters in either naming (the
@@ -85,11 +86,13 @@ func InGroup(group, name string, dc bool) bool {
 		return has("final_layer.")
 	case GroupWideHead:
 		return has("wide_head.")
+	case GroupLatentSkip:
+		return has("latent_skip.")
 	case GroupScaffold:
 		if !dc {
 			return false
 		}
-		for _, g := range []string{GroupLatentEmbedder, GroupEncoder, GroupRouter, GroupResidual, GroupDecoder, GroupBackboneNorm, GroupFinalLayer, GroupWideHead} {
+		for _, g := range []string{GroupLatentEmbedder, GroupEncoder, GroupRouter, GroupResidual, GroupDecoder, GroupBackboneNorm, GroupFinalLayer, GroupWideHead, GroupLatentSkip} {
 			if InGroup(g, name, dc) {
 				return true
 			}

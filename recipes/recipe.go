@@ -240,6 +240,10 @@ type Scaffold struct {
 	// (the same minus that of the kept cell whose token it takes, so kept
 	// cells pass their token on unchanged). Default: "official".
 	Residual string `toml:"residual"`
+	// LatentSkip adds dc.Config.LatentSkip's linear path from a cell's
+	// input (relative to its token's cell) to its prediction. Default:
+	// false.
+	LatentSkip bool `toml:"latent_skip"`
 	// BackboneNorm is what follows the transformer blocks: "rmsnorm" (as
 	// DC-DiT's main network; new, initialised to ones when upcycling) or
 	// "none". Default: "rmsnorm".
@@ -258,7 +262,7 @@ func (s *Scaffold) Upcycle() upcycle.Scaffold {
 		RatioBatchSize: s.Router.RatioBatchSize, NormGroups: s.NormGroups, RouterGroups: s.Router.Groups,
 		RouterInit: s.Router.Init, RouterDimFactor: s.Router.DimFactor, EncoderInit: s.EncoderInit,
 		PatchSize: s.PatchSize, WideHead: s.Head == "wide", NoEncoderNorm: s.EncoderNorm == "none",
-		RelativeResidual: s.Residual == "relative",
+		RelativeResidual: s.Residual == "relative", LatentSkip: s.LatentSkip,
 	}
 }
 

@@ -46,6 +46,9 @@ type Scaffold struct {
 	NoEncoderNorm bool
 	// RelativeResidual is dc.Config.RelativeResidual.
 	RelativeResidual bool
+	// LatentSkip is dc.Config.LatentSkip (InitScaffold starts it as the
+	// identity on the predicted noise).
+	LatentSkip bool
 }
 
 // DefaultScaffold is the paper's setting.
@@ -78,6 +81,7 @@ func (s Scaffold) Config(inChannels, outChannels, rows, cols, D, condWidth int) 
 		NormGroups: s.NormGroups, RouterGroups: s.RouterGroups,
 		Sigma: s.Sigma, TargetN: s.TargetN, RatioLossWeight: s.RatioLossWeight, RatioBatchSize: s.RatioBatchSize,
 		WideHead: s.WideHead, NoEncoderNorm: s.NoEncoderNorm, RelativeResidual: s.RelativeResidual,
+		LatentSkip: s.LatentSkip,
 	}
 	if s.PatchSize > 1 {
 		c.PatchSize = s.PatchSize
@@ -397,6 +401,14 @@ func InitScaffold(cfg *dc.Config, seed uint64) map[string]dc.Tensor {
 		switch {
 		case strings.HasPrefix(name, "final_layer."), strings.HasPrefix(name, "wide_head."):
 			// Zero: the model starts by predicting nothing.
+		case name == "latent_skip.weight":
+			// The identity from each input value to the same position's
+			// predicted noise (the first CellIn outputs); no scale yet.
+			for i := range min(shape[0], shape[1]) {
+				t.Data[i*shape[1]+i] = 1
+			}
+		case strings.HasPrefix(name, "latent_skip."):
+			// Zero: the skip's scale starts at 1.
 		case isNorm(base):
 			if !isBias {
 				fill(t.Data, 1)

@@ -324,18 +324,25 @@ func TestConfigCondWidth(t *testing.T) {
 	}
 }
 
-// Cells of the teacher's patch, the patch encoder prior, no encoder norm
-// and the wide head: a grafted model whose router keeps every cell (and
-// whose de-chunk then passes each token through) predicts what its teacher
-// predicts, every output channel at every latent position.
+// Cells of the teacher's patch, the patch encoder prior, no encoder norm,
+// the wide head, the relative residual and the latent skip: a grafted
+// model whose router keeps every cell (and whose de-chunk then passes each
+// token through) predicts what its teacher predicts, every output channel
+// at every latent position.
 func TestGraftAtTeacherPatchStartsAsTeacher(t *testing.T) {
 	tm := teacher(t, 3)
 	s := DefaultScaffold()
 	s.NormGroups, s.WidthFactor, s.EncoderInit, s.Sigma = 8, 8, "patch", 0.3
-	s.PatchSize, s.WideHead, s.NoEncoderNorm = tm.Config.PatchSize, true, true
+	s.PatchSize, s.WideHead, s.NoEncoderNorm, s.RelativeResidual, s.LatentSkip = tm.Config.PatchSize, true, true, true, true
 	m, err := Graft(tm, s, 4)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// What the dropped cells learn must not reach the kept ones.
+	for _, name := range []string{"hnet.residual_proj.weight", "latent_skip.weight", "latent_skip.scale.weight"} {
+		for i, v := range data(m.Params.Get(name)) {
+			data(m.Params.Get(name))[i] = v + float32(0.1*math.Sin(float64(i)))
+		}
 	}
 	// Every cell a confident boundary.
 	data(m.Params.Get("hnet.routing_module.residual_scorer.3.bias"))[0] = 30
