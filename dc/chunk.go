@@ -5,14 +5,23 @@ import (
 	"sort"
 )
 
+// Dense, given as a sample's drop fraction, makes every cell of the
+// sample a token: the backbone sees the whole grid, as the teacher did.
+// Elastic inference can spend that at the low-noise steps, where a cell
+// without a token cannot know its clean value precisely enough
+// (docs/dev-notes.md); the router still runs and its natural mask still
+// feeds the ratio loss.
+const Dense float32 = -1
+
 // TailDrop applies elastic tail dropping to the natural boundaries of a
 // batch (prob and natural are [B·L]): in sample b, the floor(n_b·ρ_b)
 // boundaries with the lowest probability are dropped, n_b being its
 // natural boundary count. The product n_b·ρ_b is taken in float32 and
 // truncated, as the reference does; ties in probability go to the lower
 // token index (dropped first). frac holds one ρ for the whole batch or one
-// per sample (Lite-CFG); empty means ρ = 0. Each ρ must lie in [0, 1), and
-// at least one token must stay in every sample.
+// per sample (Lite-CFG); empty means ρ = 0. Each ρ must lie in [0, 1) or
+// be Dense (every cell of the sample kept, whatever the router marked),
+// and at least one token must stay in every sample.
 func TailDrop(prob []float32, natural []bool, batch int, frac []float32) ([]bool, error) {
 	if batch < 1 || len(prob) != len(natural) || len(prob)%batch != 0 {
 		return nil, fmt.Errorf("dc: tail drop: %d probabilities and %d mask entries for a batch of %d", len(prob), len(natural), batch)
@@ -24,6 +33,12 @@ func TailDrop(prob []float32, natural []bool, batch int, frac []float32) ([]bool
 	L := len(prob) / batch
 	kept := append([]bool(nil), natural...)
 	for b := range batch {
+		if fr[b] == Dense {
+			for l := range L {
+				kept[b*L+l] = true
+			}
+			continue
+		}
 		var idx []int
 		for l := range L {
 			if natural[b*L+l] {
@@ -60,8 +75,8 @@ func perSample(frac []float32, batch int) ([]float32, error) {
 		return nil, fmt.Errorf("dc: %d drop fractions for a batch of %d, want 0, 1 or %d", len(frac), batch, batch)
 	}
 	for b, f := range out {
-		if !(f >= 0 && f < 1) {
-			return nil, fmt.Errorf("dc: drop fraction %v for sample %d, want 0 ≤ ρ < 1", f, b)
+		if !(f >= 0 && f < 1) && f != Dense {
+			return nil, fmt.Errorf("dc: drop fraction %v for sample %d, want 0 ≤ ρ < 1 (or Dense)", f, b)
 		}
 	}
 	return out, nil

@@ -22,6 +22,8 @@ func TestTailDrop(t *testing.T) {
 		// Per sample: floor(5·0.2) = 1 (the 0.6 at index 1), none in sample 1.
 		{[]float32{0.2, 0.2}, []bool{true, false, true, true, true, true, false, true, true, true}},
 		{[]float32{0.5, 0}, []bool{true, false, true, false, true, true, false, true, true, true}},
+		// Dense keeps every cell of its sample, the one the router left out too.
+		{[]float32{0.4, Dense}, []bool{true, false, true, false, true, true, true, true, true, true}},
 	} {
 		got, err := TailDrop(prob, natural, 2, tc.frac)
 		if err != nil {

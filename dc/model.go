@@ -189,20 +189,28 @@ func (m *Model) Predict(x []float32, in cond.Input, frac []float32) ([]float32, 
 // uncond + scale·(cond − uncond) and the others stay per half. It returns
 // [2n, OutChannels, H, W] and the forward's result.
 func (m *Model) LiteCFG(x []float32, in cond.Input, scale, condFrac, uncondFrac float32) ([]float32, *Result, error) {
-	cfg := m.Config
 	B := in.Samples()
-	if B%2 != 0 || len(x) != B*cfg.InChannels*cfg.Tokens() {
-		return nil, nil, fmt.Errorf("dc: lite-cfg: want an even batch of [cond; uncond] rows, got %d timesteps and %d latent values (%d per sample)", B, len(x), cfg.InChannels*cfg.Tokens())
-	}
-	n, per := B/2, cfg.InChannels*cfg.Tokens()
-	combined := append(append(make([]float32, 0, len(x)), x[:n*per]...), x[:n*per]...)
 	frac := make([]float32, B)
 	for i := range frac {
 		frac[i] = condFrac
-		if i >= n {
+		if i >= B/2 {
 			frac[i] = uncondFrac
 		}
 	}
+	return m.LiteCFGFracs(x, in, scale, frac)
+}
+
+// LiteCFGFracs is LiteCFG with one drop fraction per row of the combined
+// batch (the n conditional rows, then the n unconditional ones), so that
+// samples at different timesteps can run at different budgets.
+func (m *Model) LiteCFGFracs(x []float32, in cond.Input, scale float32, frac []float32) ([]float32, *Result, error) {
+	cfg := m.Config
+	B := in.Samples()
+	if B%2 != 0 || len(x) != B*cfg.InChannels*cfg.Tokens() || len(frac) != B {
+		return nil, nil, fmt.Errorf("dc: lite-cfg: want an even batch of [cond; uncond] rows, got %d timesteps, %d drop fractions and %d latent values (%d per sample)", B, len(frac), len(x), cfg.InChannels*cfg.Tokens())
+	}
+	n, per := B/2, cfg.InChannels*cfg.Tokens()
+	combined := append(append(make([]float32, 0, len(x)), x[:n*per]...), x[:n*per]...)
 	out, res, err := m.Predict(combined, in, frac)
 	if err != nil {
 		return nil, nil, err

@@ -114,6 +114,10 @@ type Options struct {
 	CFG float64
 	// Lite, when set, adds the Lite-CFG row.
 	Lite *Lite
+	// DenseBelow makes every cell a token (dc.Dense) at model times below
+	// it, in the ρ rows and the Lite-CFG row: elastic inference that
+	// spends the full grid on the low-noise steps. 0: never.
+	DenseBelow float64
 	// NumInputs is the number of held-out noisy inputs (data samples
 	// 0..NumInputs−1, fewer if the data set is smaller); default 64.
 	NumInputs int
@@ -156,7 +160,9 @@ type Options struct {
 
 // Row is one tail-drop fraction's results (the JSON row schema). With
 // guided rows (Options.CFG > 1) kept tokens are the mean over both
-// branches and FLOPs and time count both.
+// branches and FLOPs and time count both. Kept tokens and time are
+// measured on the held-out inputs (one forward each, timesteps uniform);
+// GFLOPs per image is the mean over the sampling run's steps.
 type Row struct {
 	Rho            float64 `json:"rho"`
 	KeptTokens     float64 `json:"kept_tokens"`
@@ -328,6 +334,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("eval: guidance scale %v: want a finite scale", o.CFG)
 	case o.Steps < 1 || o.Steps > o.DiffusionSteps:
 		return o, fmt.Errorf("eval: %d sampling steps, want 1..%d", o.Steps, o.DiffusionSteps)
+	case !(o.DenseBelow >= 0 && o.DenseBelow <= float64(o.DiffusionSteps)):
+		return o, fmt.Errorf("eval: dense below t = %v, want 0..%d", o.DenseBelow, o.DiffusionSteps)
 	}
 	for _, r := range o.Rhos {
 		if !(r >= 0 && r < 1) {
@@ -488,6 +496,7 @@ type measured struct {
 	samples              []float32
 	quality              Quality
 	keptPerStep          []float64
+	stepGFLOPs           []float64 // per guided image, each sampling step
 }
 
 func (e *evaluator) batches(n int) int { return (n + e.o.BatchSize - 1) / e.o.BatchSize }
@@ -645,23 +654,36 @@ func psnr(a, b []float32, rangeR float64) float64 {
 // the first B are the guided outputs (dc.Model.LiteCFG on [x; x] with
 // labels [y; null]).
 func (e *evaluator) forward(s setting, x, t []float32, y []int) ([]float32, *dc.Result, error) {
-	if !s.guided() {
-		return e.m.Predict(x, cond.Input{T: t, Labels: y}, []float32{float32(s.cond)})
-	}
 	B := len(y)
+	frac := func(rho float64, i int) float32 {
+		if float64(t[i]) < e.o.DenseBelow {
+			return dc.Dense
+		}
+		return float32(rho)
+	}
+	if !s.guided() {
+		fr := make([]float32, B)
+		for i := range fr {
+			fr[i] = frac(s.cond, i)
+		}
+		return e.m.Predict(x, cond.Input{T: t, Labels: y}, fr)
+	}
 	x2 := append(append(make([]float32, 0, 2*len(x)), x...), x...)
 	t2 := append(append(make([]float32, 0, 2*B), t...), t...)
 	y2 := append(make([]int, 0, 2*B), y...)
-	for range B {
+	fr := make([]float32, 2*B)
+	for i := range B {
 		y2 = append(y2, e.tc.Config.NumClasses)
+		fr[i], fr[B+i] = frac(s.cond, i), frac(s.uncond, i)
 	}
-	return e.m.LiteCFG(x2, cond.Input{T: t2, Labels: y2}, float32(s.scale), float32(s.cond), float32(s.uncond))
+	return e.m.LiteCFGFracs(x2, cond.Input{T: t2, Labels: y2}, float32(s.scale), fr)
 }
 
 // denoiser runs the DC model under s for the sampler; kept, if set,
 // receives each call's kept mask of the (conditional) samples, and
-// perStep each call's mean kept tokens per conditional sample.
-func (e *evaluator) denoiser(s setting, kept func([]bool), perStep *[]float64) diffusion.LabelModel {
+// m each call's mean kept tokens per conditional sample and GFLOPs per
+// (guided) image.
+func (e *evaluator) denoiser(s setting, kept func([]bool), m *measured) diffusion.LabelModel {
 	return func(x, t []float32, y []int) ([]float32, error) {
 		out, res, err := e.forward(s, x, t, y)
 		if err != nil {
@@ -674,7 +696,8 @@ func (e *evaluator) denoiser(s setting, kept func([]bool), perStep *[]float64) d
 		for _, k := range res.Chunks.NumKept[:len(y)] {
 			sum += k
 		}
-		*perStep = append(*perStep, float64(sum)/float64(len(y)))
+		m.keptPerStep = append(m.keptPerStep, float64(sum)/float64(len(y)))
+		m.stepGFLOPs = append(m.stepGFLOPs, e.m.ForwardFLOPs(res.Chunks.NumKept).Total()/float64(len(y))/1e9)
 		return out[:len(y)*2*e.n], nil
 	}
 }
@@ -704,7 +727,6 @@ func (e *evaluator) measure(s setting, record func([]bool)) (*measured, error) {
 	}
 	eps := make([]float32, 0, len(ref.eps))
 	var elapsed time.Duration
-	var flops float64
 	var keptC, keptU int
 	for lo := 0; lo < e.nIn; lo += e.o.BatchSize {
 		hi := min(lo+e.o.BatchSize, e.nIn)
@@ -723,20 +745,22 @@ func (e *evaluator) measure(s setting, record func([]bool)) (*measured, error) {
 				keptU += k
 			}
 		}
-		flops += e.m.ForwardFLOPs(res.Chunks.NumKept).Total()
 		e.step()
 	}
 	n := float64(e.nIn)
 	m := &measured{
 		keptCond: float64(keptC) / n, keptUncond: float64(keptU) / n,
-		gflops: flops / n / 1e9, ms: ms(elapsed) / n,
+		ms:        ms(elapsed) / n,
 		epsRelMSE: relMSE(eps, ref.eps),
 	}
 	// The DC model guides itself (Lite-CFG inside forward): the process
 	// samples it unguided.
-	if m.samples, err = e.sample(e.denoiser(s, record, &m.keptPerStep), 0); err != nil {
+	if m.samples, err = e.sample(e.denoiser(s, record, m), 0); err != nil {
 		return nil, err
 	}
+	// What an image costs is what its sampling run spends: the router
+	// (and DenseBelow) spend differently at each step.
+	m.gflops = mean(m.stepGFLOPs)
 	m.psnr = psnr(m.samples, ref.samples, e.r.DataRange[1]-e.r.DataRange[0])
 	if m.quality, err = e.score(m.samples); err != nil {
 		return nil, err
@@ -941,4 +965,16 @@ func noGrad(m *dc.Model) func() {
 			p.SetRequiresGrad(was[i])
 		}
 	}
+}
+
+// mean is the average of v (0 for none).
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	var s float64
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
 }

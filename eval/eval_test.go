@@ -129,10 +129,14 @@ func TestRun(t *testing.T) {
 			}
 		}
 	}
-	// ρ = 0's FLOPs follow dc.ForwardFLOPs at the mean kept count (exact
-	// for the linear parts; attention and de-chunk are quadratic, so the
-	// mean of per-image costs is at least the cost at the mean).
-	atMean := s.m.ForwardFLOPs([]int{int(math.Round(r.Rows[0].KeptTokens))}).Total() / 1e9
+	// ρ = 0's FLOPs are the sampling run's: dc.ForwardFLOPs at each step's
+	// mean kept count, averaged over the steps (exact for the linear parts;
+	// attention and de-chunk are quadratic, so the mean of per-image costs
+	// is at least the cost at the mean).
+	var atMean float64
+	for _, k := range r.Rows[0].KeptPerStep {
+		atMean += s.m.ForwardFLOPs([]int{int(math.Round(k))}).Total() / 1e9 / float64(len(r.Rows[0].KeptPerStep))
+	}
 	if rel := math.Abs(r.Rows[0].GFLOPsPerImage-atMean) / atMean; rel > 0.05 {
 		t.Errorf("ρ 0: %v GFLOPs per image, %v at the mean kept count", r.Rows[0].GFLOPsPerImage, atMean)
 	}
@@ -460,5 +464,37 @@ func TestPerTimestep(t *testing.T) {
 	opts.ProbeTimesteps = []int{1000}
 	if _, err := Run(s.m, s.teacher, s.data, opts); err == nil || !strings.Contains(err.Error(), "timestep 1000") {
 		t.Errorf("timestep 1000: err %v, want it named", err)
+	}
+}
+
+// DenseBelow runs the steps below it on every cell: above the whole
+// diffusion, every step of every row keeps the whole grid (ρ has no say)
+// and costs dc.ForwardFLOPs at L tokens; a negative or too large bound is
+// refused.
+func TestDenseBelow(t *testing.T) {
+	s := newSetup(t)
+	opts := tinyOptions()
+	opts.DenseBelow = TrainSteps
+	r, err := Run(s.m, s.teacher, s.data, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	L := s.m.Config.Cells()
+	want := s.m.ForwardFLOPs([]int{L}).Total() / 1e9
+	for _, row := range r.Rows {
+		for i, k := range row.KeptPerStep {
+			if k != float64(L) {
+				t.Errorf("ρ %v, step %d: kept %v, want all %d", row.Rho, i, k, L)
+			}
+		}
+		if math.Abs(row.GFLOPsPerImage-want) > 1e-9*want {
+			t.Errorf("ρ %v: %v GFLOPs per image, want %v (every cell)", row.Rho, row.GFLOPsPerImage, want)
+		}
+	}
+	for _, bad := range []float64{-1, TrainSteps + 1} {
+		opts.DenseBelow = bad
+		if _, err := Run(s.m, s.teacher, s.data, opts); err == nil || !strings.Contains(err.Error(), "dense below") {
+			t.Errorf("dense below %v: err = %v", bad, err)
+		}
 	}
 }

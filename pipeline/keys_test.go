@@ -112,7 +112,7 @@ func TestEveryRecipeKeyIsUsedOrRefused(t *testing.T) {
 		"save.dir": e(`"elsewhere"`, changes), "save.every": e(`3`, changes), "save.keep": e(`2`, changes), "save.dtype": e(`"bf16"`, changes),
 
 		"eval.rho": e(`[0.0, 0.4]`, changes), "eval.lite_cfg": e(`[0.0, 0.8]`, changes), "eval.lite_cfg_scale": e(`1.5`, changes),
-		"eval.cfg": e(`1.5`, changes), "eval.held_out": e(`3`, changes), "eval.samples": e(`3`, changes),
+		"eval.cfg": e(`1.5`, changes), "eval.dense_below": e(`500.0`, changes), "eval.held_out": e(`3`, changes), "eval.samples": e(`3`, changes),
 		"eval.sampling_steps": e(`3`, changes), "eval.boundary_map_timesteps": e(`[300]`, changes), "eval.every": e(`2`, changes),
 		"eval.seed": e(`9`, changes), "eval.feature_net": e(`"no-such-net.safetensors"`, rejected),
 	}

@@ -242,7 +242,7 @@ func evalOptions(r *recipes.Recipe, features eval.FeatureNet) eval.Options {
 	e := r.Eval
 	o := eval.Options{Rhos: e.Rho, NumInputs: e.HeldOut, NumSamples: e.Samples, Steps: e.SamplingSteps,
 		CFG: e.CFG, Seed: uint64(e.Seed), BoundaryTimesteps: e.BoundaryMapTimesteps,
-		DiffusionSteps: r.Diffusion.Steps, Features: features}
+		DiffusionSteps: r.Diffusion.Steps, Features: features, DenseBelow: e.DenseBelow}
 	if len(e.LiteCFG) == 2 {
 		o.Lite = &eval.Lite{Cond: e.LiteCFG[0], Uncond: e.LiteCFG[1], Scale: e.LiteCFGScale}
 	}

@@ -375,6 +375,9 @@ func checkEval(p *problems, r *Recipe) {
 	if !(e.CFG >= 1) {
 		p.bad("eval.cfg", e.CFG, "a guidance scale ≥ 1 (1: none)")
 	}
+	if !(e.DenseBelow >= 0 && e.DenseBelow <= float64(r.Diffusion.Steps)) {
+		p.bad("eval.dense_below", e.DenseBelow, "a timestep in 0..%d (diffusion.steps)", r.Diffusion.Steps)
+	}
 	atLeast(p, "eval.held_out", e.HeldOut, 0)
 	atLeast(p, "eval.samples", e.Samples, 0)
 	if e.SamplingSteps < 1 || e.SamplingSteps > r.Diffusion.Steps {

@@ -225,6 +225,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 	setDefault(d, "eval.rho", &r.Eval.Rho, evalRho)
 	setDefault(d, "eval.lite_cfg", &r.Eval.LiteCFG, lite)
 	setDefault(d, "eval.lite_cfg_scale", &r.Eval.LiteCFGScale, 1.25)
+	setDefault(d, "eval.dense_below", &r.Eval.DenseBelow, 0.0)
 	setDefault(d, "eval.cfg", &r.Eval.CFG, 1.0)
 	setDefault(d, "eval.held_out", &r.Eval.HeldOut, 64)
 	setDefault(d, "eval.samples", &r.Eval.Samples, 16)

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/dit/ddpm"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
@@ -451,7 +453,7 @@ func baseName(name string) string {
 // groupOrder is the order of finest groups in reports.
 var groupOrder = []string{
 	GroupTimestepEmbedder, GroupClassEmbedder, GroupLatentEmbedder, GroupEncoder, GroupRouter, GroupResidual,
-	GroupBackbone, GroupBackboneNorm, GroupDecoder, GroupFinalLayer, "other",
+	GroupBackbone, GroupBackboneNorm, GroupDecoder, GroupFinalLayer, GroupWideHead, GroupLatentSkip, "other",
 }
 
 func finestGroup(name string, isDC bool) string {
@@ -557,19 +559,39 @@ func planFLOPs(pl *Plan, r *Recipe, b *arch.DiTConfig) {
 	}
 	c, h := pl.DC, pl.MainNetwork
 	f.KeptTokens = fmt.Sprintf("assumed: the router marks ⌊L/N⌋ = ⌊%d/%g⌋ = %d boundaries (the ratio loss's target), tail dropping removes ⌊n·ρ⌋", c.Cells(), c.TargetN, keptTokens(c, 0))
+	// eval.dense_below runs its steps on every cell.
+	dense := 0
+	if r.Eval.DenseBelow > 0 {
+		if ts, err := ddpm.SpaceTimesteps(r.Diffusion.Steps, strconv.Itoa(steps)); err == nil {
+			for _, t := range ts {
+				if float64(t) < r.Eval.DenseBelow {
+					dense++
+				}
+			}
+		}
+		f.KeptTokens += fmt.Sprintf("; the %d of %d steps below t = %g (eval.dense_below) keep all %d", dense, steps, r.Eval.DenseBelow, c.Cells())
+	}
+	perImage := func(fwd, denseFwd float64, branches int) float64 {
+		return (float64(steps-dense)*fwd + float64(dense)*denseFwd) * float64(branches)
+	}
+	branches := 1
+	if guided {
+		branches = 2
+	}
+	denseOne := dcForward(c, h, c.Cells()).Total()
 	for _, rho := range r.Eval.Rho {
 		k := keptTokens(c, rho)
 		parts := dcForward(c, h, k)
 		fwd := parts.Total()
 		f.Rows = append(f.Rows, FLOPsRow{Model: "dc", Rho: rho, Tokens: c.Cells(), Kept: k, GFLOPsPerForward: fwd / 1e9,
-			TFLOPsPerImage: dit.SamplingFLOPs(fwd, steps, guided) / 1e12, Parts: &parts})
+			TFLOPsPerImage: perImage(fwd, denseOne, branches) / 1e12, Parts: &parts})
 	}
 	if len(r.Eval.LiteCFG) == 2 {
 		rc, ru := r.Eval.LiteCFG[0], r.Eval.LiteCFG[1]
 		parts := dcForward(c, h, keptTokens(c, rc), keptTokens(c, ru))
 		fwd := parts.Total()
 		f.Rows = append(f.Rows, FLOPsRow{Model: "dc-lite-cfg", Rho: rc, RhoUncond: &ru, Tokens: c.Cells(), Kept: keptTokens(c, rc),
-			GFLOPsPerForward: fwd / 1e9, TFLOPsPerImage: fwd * float64(steps) / 1e12, Parts: &parts})
+			GFLOPsPerForward: fwd / 1e9, TFLOPsPerImage: perImage(fwd, dcForward(c, h, c.Cells(), c.Cells()).Total(), 1) / 1e12, Parts: &parts})
 	}
 	if r.Base != nil {
 		for i := range f.Rows {

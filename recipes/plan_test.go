@@ -159,25 +159,34 @@ func TestToyRecipe(t *testing.T) {
 	if err != nil {
 		t.Fatalf("toy plan: %v", err)
 	}
-	if pl.DC.EncDecDim != 16 || pl.DC.Tokens() != 256 || pl.MainNetwork.Depth != 6 {
+	if pl.DC.EncDecDim != 16 || pl.DC.Tokens() != 256 || pl.DC.Cells() != 64 || pl.MainNetwork.Depth != 6 {
 		t.Errorf("dc %+v", pl.DC)
 	}
 	// The recipe is sized so that the DC model at ρ = 0 costs about the
-	// teacher (the limit: 1.1×) and higher ρ saves compute.
-	var teacherFLOPs float64
+	// teacher (the limit: 1.1×) and higher ρ saves compute, per
+	// forward and per image (the steps below eval.dense_below at the full
+	// grid's cost).
+	var teacherFLOPs, teacherImage float64
 	for _, row := range pl.FLOPs.Rows {
 		if row.Model == "base" {
-			teacherFLOPs = row.GFLOPsPerForward
+			teacherFLOPs, teacherImage = row.GFLOPsPerForward, row.TFLOPsPerImage
 		}
 	}
-	prev := math.Inf(1)
+	prev, prevImage := math.Inf(1), math.Inf(1)
 	for _, row := range pl.FLOPs.Rows {
 		if row.Model != "dc" {
 			continue
 		}
-		if want := int(float64(pl.DC.Tokens()) / pl.DC.TargetN); row.Rho == 0 && row.Kept != want {
-			t.Errorf("ρ 0 keeps %d of 256, want ⌊L/N⌋ = %d", row.Kept, want)
+		if want := int(float64(pl.DC.Cells()) / pl.DC.TargetN); row.Rho == 0 && row.Kept != want {
+			t.Errorf("ρ 0 keeps %d of %d, want ⌊L/N⌋ = %d", row.Kept, pl.DC.Cells(), want)
 		}
+		if row.Rho == 0 && !(row.TFLOPsPerImage <= 1.1*teacherImage) {
+			t.Errorf("ρ 0 costs %.4g TFLOP per image, more than 1.1× the teacher's %.4g", row.TFLOPsPerImage, teacherImage)
+		}
+		if !(row.TFLOPsPerImage < prevImage) {
+			t.Errorf("FLOPs per image do not fall with ρ: %+v", pl.FLOPs.Rows)
+		}
+		prevImage = row.TFLOPsPerImage
 		if row.Rho == 0 && !(row.GFLOPsPerForward <= 1.1*teacherFLOPs) {
 			t.Errorf("ρ 0 costs %.4g GFLOP per forward, more than 1.1× the teacher's %.4g", row.GFLOPsPerForward, teacherFLOPs)
 		}

@@ -478,6 +478,11 @@ type Eval struct {
 	// CFG is the guidance scale of the per-ρ sample rows (1: none).
 	// Default: 1.0.
 	CFG float64 `toml:"cfg"`
+	// DenseBelow runs the sampling steps at timesteps below it on every
+	// cell (dc.Dense), in every row: elastic inference that spends the
+	// full grid where a cell without a token cannot know its clean value
+	// well enough (docs/dev-notes.md). 0: never. Default: 0.
+	DenseBelow float64 `toml:"dense_below"`
 	// HeldOut is the number of held-out noisy inputs (not trained on)
 	// for the ε relative MSE. Default: 64.
 	HeldOut int `toml:"held_out"`

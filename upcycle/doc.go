@@ -19,4 +19,14 @@
 //     (Scaffold.Config), initialise it (InitScaffold, optionally
 //     PredictabilityPrior), build the model with dc.New, and join the two
 //     arenas for one optimiser with JoinParams.
+//
+// A DiT/p can be grafted so that the DC model starts as the teacher
+// itself: scaffold cells of the teacher's patch (Scaffold.PatchSize = p),
+// the patch encoder prior without the encoder's RMSNorm (EncoderInit
+// "patch", NoEncoderNorm), the teacher's final layer as the wide head
+// (WideHead; WideHeadPrior), a relative residual and the latent skip
+// (RelativeResidual, LatentSkip; LatentSkipPrior fits the skip's scale to
+// the noise schedule). With every cell kept such a model predicts exactly
+// what the teacher predicts; what training has to teach is the dropped
+// cells. recipes/toy-dit.toml does this.
 package upcycle

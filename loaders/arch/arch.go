@@ -419,7 +419,8 @@ func detectDCReference(r *Report, in Input) {
 }
 
 // dcGroup sorts a DC-DiT tensor (official state_dict names, which DC
-// checkpoints keep) into the scaffold's parts and the backbone.
+// checkpoints keep) into the scaffold's parts and the backbone; dcdit's
+// own output paths (wide head, latent skip) count with the final layer.
 func dcGroup(name string) string {
 	switch {
 	case strings.HasPrefix(name, "x_embedder.") || strings.HasPrefix(name, "t_embedder.") ||
@@ -433,7 +434,7 @@ func dcGroup(name string) string {
 		return GroupDecoder
 	case strings.HasPrefix(name, dcMainPrefix), strings.HasPrefix(name, DCBackbonePrefix):
 		return GroupBackbone
-	case strings.HasPrefix(name, "final_layer."):
+	case strings.HasPrefix(name, "final_layer."), strings.HasPrefix(name, "wide_head."), strings.HasPrefix(name, "latent_skip."):
 		return GroupFinalLayer
 	}
 	return GroupOther

@@ -43,6 +43,7 @@ type Options struct {
 	Steps        int
 	Batch        int
 	ProbeT       []int
+	DenseBelow   float64 // model times below it run on every cell
 	Seed         uint64
 	JSON         bool
 	Out          string
@@ -149,6 +150,7 @@ The teacher is any DiT checkpoint 'dcdit sample' reads.`,
 	f.StringVar(&opts.Features, "features", "", "feature network for FD and class accuracy (e.g. testdata/featnet/model.safetensors)")
 	f.IntVar(&opts.Steps, "steps", 10, "DDPM sampling steps (the 1000 training steps respaced)")
 	f.IntVar(&opts.Batch, "batch", 16, "images per forward pass for the held-out inputs")
+	f.Float64Var(&opts.DenseBelow, "dense-below", 0, "run the sampling steps below this timestep on every cell (the low-noise steps at full cost; 0: never)")
 	f.IntSliceVar(&opts.ProbeT, "probe-t", eval.DefaultProbeTimesteps, "timesteps of the one-step error table (empty: none)")
 	f.Uint64Var(&opts.Seed, "seed", 0, "seed of the input and sampling noise")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object instead of the table")
@@ -283,7 +285,7 @@ func Run(opts *Options) error {
 	}
 	eo := eval.Options{
 		Rhos: opts.Rhos, NumInputs: opts.Num, NumSamples: opts.Samples, Steps: opts.Steps,
-		BatchSize: opts.Batch, Seed: opts.Seed, CFG: opts.CFG, ProbeTimesteps: opts.ProbeT,
+		BatchSize: opts.Batch, Seed: opts.Seed, CFG: opts.CFG, ProbeTimesteps: opts.ProbeT, DenseBelow: opts.DenseBelow,
 	}
 	if opts.Features != "" {
 		net, err := featnet.Load(opts.Features)

@@ -154,7 +154,7 @@ func TestPlanTable(t *testing.T) {
 		t.Fatalf("%v\n%s", err, errOut)
 	}
 	for _, frag := range []string{"backbone", "scaffold", "main network", "parameters:", "FLOPs per image", "dc-lite-cfg",
-		"stages", "stage 2 (finetune):", "memory estimate:", "settings", "stage[0].ema_decay = 0.0", "default", "--base"} {
+		"stages", "stage 2 (distill-2):", "memory estimate:", "settings", "stage[0].ema_decay = 0.0", "default", "--base"} {
 		if !strings.Contains(out, frag) {
 			t.Errorf("table lacks %q", frag)
 		}

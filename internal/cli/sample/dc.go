@@ -48,8 +48,9 @@ type dcStats struct {
 // (diffusion.WithLabels): the first half runs at rhoCond and the second at
 // rhoUncond in one batched forward, which is the reference's Lite-CFG
 // (dc.Model.LiteCFG) when the two differ and plain batched CFG at one ρ
-// when they do not. Each call's kept counts and FLOPs go to stats.
-func dcDenoiser(m *dc.Model, guided bool, rhoCond, rhoUncond float32, stats *dcStats) diffusion.LabelModel {
+// when they do not. Model times below denseBelow run on every cell
+// (dc.Dense). Each call's kept counts and FLOPs go to stats.
+func dcDenoiser(m *dc.Model, guided bool, rhoCond, rhoUncond, denseBelow float32, stats *dcStats) diffusion.LabelModel {
 	return func(x, t []float32, y []int) ([]float32, error) {
 		B := len(t)
 		n := B
@@ -58,9 +59,13 @@ func dcDenoiser(m *dc.Model, guided bool, rhoCond, rhoUncond float32, stats *dcS
 		}
 		frac := make([]float32, B)
 		for i := range B {
-			frac[i] = rhoCond
-			if i >= n {
+			switch {
+			case t[i] < denseBelow:
+				frac[i] = dc.Dense
+			case i >= n:
 				frac[i] = rhoUncond
+			default:
+				frac[i] = rhoCond
 			}
 		}
 		out, res, err := m.Predict(x, cond.Input{T: t, Labels: y}, frac)
@@ -155,7 +160,7 @@ func runDC(opts *Options, layout arch.Layout) error {
 	}
 	L := cfg.Cells()
 	start := time.Now()
-	model := diffusion.WithLabels(dcDenoiser(m, guide.Enabled(), rhoCond, rhoUncond, stats), labels, guide.NullClass)
+	model := diffusion.WithLabels(dcDenoiser(m, guide.Enabled(), rhoCond, rhoUncond, float32(opts.DenseBelow), stats), labels, guide.NullClass)
 	x, err := proc.Sample(model, diffusion.Shape(sh), diffusion.SampleOptions{
 		Guidance: float64(guide.Scale),
 		Seed:     opts.Seed,

@@ -35,7 +35,7 @@ func TestDenoiserIsLiteCFG(t *testing.T) {
 			for _, rho := range [][2]float32{{0, 0}, {0.3, 0.9}, {0.6, 0}} {
 				stats := &dcStats{}
 				guide := ddpm.Guidance{Scale: scale, NullClass: nullClass}
-				model := diffusion.WithLabels(dcDenoiser(m, true, rho[0], rho[1], stats), ys, nullClass)
+				model := diffusion.WithLabels(dcDenoiser(m, true, rho[0], rho[1], 0, stats), ys, nullClass)
 				denoise := func(x []float32, t []int, _ []int) ([]float32, error) {
 					tf := make([]float32, len(t))
 					for i, v := range t {

@@ -48,6 +48,9 @@ type Options struct {
 	RhoUncond float64
 	// RhoGiven and RhoUncondGiven say whether the flags were set.
 	RhoGiven, RhoUncondGiven bool
+	// DenseBelow runs a DC checkpoint's sampling steps below this
+	// timestep on every cell (0: never).
+	DenseBelow float64
 
 	// Z-Image checkpoints (see zimage.go).
 
@@ -208,6 +211,7 @@ terminal; otherwise a plain line appears every 10 seconds.`,
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "print nothing but errors: no progress, warnings or summary")
 	f.Float64Var(&opts.Rho, "rho", 0, "DC checkpoints: tail-drop fraction ρ in [0, 1), the share of the router's boundaries dropped per sample")
 	f.Float64Var(&opts.RhoUncond, "rho-uncond", 0, "DC checkpoints: ρ of the unconditional branch (Lite-CFG; default: --rho)")
+	f.Float64Var(&opts.DenseBelow, "dense-below", 0, "DC checkpoints: run the steps below this timestep on every cell (the low-noise steps at full cost; 0: never)")
 	f.StringVar(&opts.Captions, "captions", "", "Z-Image: safetensors file of caption features (cap_feats F32 [N, L, cap_feat_dim], cap_lens I64 [N]) from the text encoder, which dcdit does not run")
 	f.StringVar(&opts.Negative, "negative", "", "Z-Image: caption features of the negative prompts guidance contrasts with (N of them, or 1 for all)")
 	f.StringVar(&opts.Size, "size", "", "Z-Image: latent grid HxW, a multiple of the patch size (the image is 8× larger)")
@@ -244,6 +248,8 @@ func validate(cmd *cobra.Command, o *Options) error {
 		return cmdutil.Usagef(cmd, "--rho %v: want 0 ≤ ρ < 1 (the fraction of each sample's boundaries dropped)", o.Rho)
 	case !validRho(o.RhoUncond):
 		return cmdutil.Usagef(cmd, "--rho-uncond %v: want 0 ≤ ρ < 1 (the fraction of each sample's boundaries dropped)", o.RhoUncond)
+	case !(o.DenseBelow >= 0) || math.IsInf(o.DenseBelow, 0):
+		return cmdutil.Usagef(cmd, "--dense-below %v: want a timestep ≥ 0 (0: never)", o.DenseBelow)
 	case o.RhoUncondGiven && !(ddpm.Guidance{Scale: float32(o.CFG)}).Enabled():
 		return cmdutil.Usagef(cmd, "--rho-uncond needs classifier-free guidance (--cfg > 1): with --cfg %g there is no unconditional branch", o.CFG)
 	}
@@ -283,10 +289,13 @@ func Run(opts *Options) error {
 	if a == arch.DCDiT {
 		return runDC(opts, layout)
 	}
-	if opts.RhoGiven || opts.RhoUncondGiven {
+	if opts.RhoGiven || opts.RhoUncondGiven || opts.DenseBelow != 0 {
 		flag := "--rho"
-		if !opts.RhoGiven {
+		switch {
+		case opts.RhoUncondGiven && !opts.RhoGiven:
 			flag = "--rho-uncond"
+		case !opts.RhoGiven:
+			flag = "--dense-below"
 		}
 		return &cmdutil.UsageError{Err: fmt.Errorf("%s applies to DC checkpoints; %s is a %s checkpoint, which has no router (see 'dcdit sample --help')", flag, opts.Checkpoint, a)}
 	}

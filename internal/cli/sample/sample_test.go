@@ -75,6 +75,7 @@ func TestFlagUsageErrors(t *testing.T) {
 		{[]string{"m.pt", "--out", "a/x", "--png", "a/./x"}, "--png and --out"},
 		{[]string{"a.pt", "b.pt"}, "sample takes 1 argument(s)"},
 		{[]string{"m.pt", "--rho", "1"}, "--rho 1: want 0 ≤ ρ < 1"},
+		{[]string{"m.pt", "--dense-below", "-5"}, "--dense-below -5: want a timestep ≥ 0"},
 		{[]string{"m.pt", "--rho", "-0.1"}, "--rho -0.1"},
 		{[]string{"m.pt", "--rho", "NaN"}, "--rho NaN"},
 		{[]string{"m.pt", "--rho", "0.99999999"}, "--rho 0.99999999"}, // 1 in float32

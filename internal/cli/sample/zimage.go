@@ -99,7 +99,7 @@ func classFlag(o *Options) string {
 	}{
 		{"--class", !slices.Equal(o.Classes, []int{0}) && len(o.Classes) > 0}, {"--num", o.Num != 1},
 		{"--num-heads", o.NumHeads != 0}, {"--cfg-all-channels", o.CFGAll},
-		{"--rho", o.RhoGiven}, {"--rho-uncond", o.RhoUncondGiven},
+		{"--rho", o.RhoGiven}, {"--rho-uncond", o.RhoUncondGiven}, {"--dense-below", o.DenseBelow != 0},
 	} {
 		if f.set {
 			return f.name
