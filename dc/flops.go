@@ -16,7 +16,7 @@ type FLOPs struct {
 	Backbone  float64 `json:"backbone"`   // conditioning and main network (BackboneFLOPs)
 	DeChunk   float64 `json:"dechunk"`    // Σ_b M_b²·D of the Gaussian smoothing product
 	Decoder   float64 `json:"decoder"`    // decoder conv blocks
-	Final     float64 `json:"final"`      // final layer (and wide head) adaLN and projection
+	Final     float64 `json:"final"`      // final layer (and wide head, latent skip) adaLN and projection
 	KeptRatio float64 `json:"kept_ratio"` // ΣM_b / (B·L), for reporting
 }
 
@@ -68,6 +68,9 @@ func (m *Model) ForwardFLOPs(numKept []int) FLOPs {
 	f.Final = mac(B, float64(c.CondDim), 2*E) + mac(N, E, float64(c.CellOut()))
 	if c.WideHead {
 		f.Final += mac(B, float64(c.CondDim), 2*D) + mac(N, D, float64(c.CellOut()))
+	}
+	if c.LatentSkip {
+		f.Final += mac(B, float64(c.CondDim), float64(c.CellOut())) + mac(N, float64(c.CellIn()), float64(c.CellOut()))
 	}
 	if N > 0 {
 		f.KeptRatio = kept / N

@@ -14,6 +14,7 @@ import (
 	"github.com/dcdit/dcdit/internal/testckpt"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
+	"github.com/dcdit/dcdit/recipes"
 )
 
 const recipesDir = "../../../recipes"
@@ -126,8 +127,12 @@ func TestPlanJSON(t *testing.T) {
 	fields("parameters", m["parameters"], "total", "new", "copied", "base", "dropped", "by_group")
 	fields("flops", m["flops"], "convention", "kept_tokens", "sampling_steps", "rows")
 	rows := m["flops"].(map[string]any)["rows"].([]any)
-	if len(rows) != 6 { // base, 4 ρ, Lite-CFG
-		t.Errorf("%d FLOPs rows, want 6", len(rows))
+	r, err := recipes.Load(filepath.Join(recipesDir, "toy-dit.toml"), recipes.LoadOptions{BasePath: toyTeacher(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 2 + len(r.Eval.Rho); len(rows) != want { // base, each ρ, Lite-CFG
+		t.Errorf("%d FLOPs rows, want %d", len(rows), want)
 	}
 	for _, r := range rows {
 		fields("flops row", r, "model", "rho", "kept_tokens", "tokens", "gflops_per_forward", "tflops_per_image")
