@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -151,7 +153,8 @@ The teacher is any DiT checkpoint 'dcdit sample' reads.`,
 	f.IntVar(&opts.Steps, "steps", 10, "DDPM sampling steps (the 1000 training steps respaced)")
 	f.IntVar(&opts.Batch, "batch", 16, "images per forward pass for the held-out inputs")
 	f.Float64Var(&opts.DenseBelow, "dense-below", 0, "run the sampling steps below this timestep on every cell (the low-noise steps at full cost; 0: never)")
-	f.IntSliceVar(&opts.ProbeT, "probe-t", eval.DefaultProbeTimesteps, "timesteps of the one-step error table (empty: none)")
+	opts.ProbeT = slices.Clone(eval.DefaultProbeTimesteps)
+	f.Var((*timesteps)(&opts.ProbeT), "probe-t", "timesteps of the one-step error table, comma-separated (\"\": none)")
 	f.Uint64Var(&opts.Seed, "seed", 0, "seed of the input and sampling noise")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object instead of the table")
 	f.StringVar(&opts.Out, "out", "", "folder for eval.json and the PNGs (created if missing)")
@@ -351,3 +354,32 @@ func prepareOut(dir string) error {
 	}
 	return nil
 }
+
+// timesteps is a comma-separated list of timesteps whose empty form means
+// none (pflag's int slices refuse "").
+type timesteps []int
+
+func (t *timesteps) String() string {
+	parts := make([]string, len(*t))
+	for i, v := range *t {
+		parts[i] = strconv.Itoa(v)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (t *timesteps) Set(s string) error {
+	out := []int{}
+	if s = strings.TrimSpace(s); s != "" {
+		for _, p := range strings.Split(s, ",") {
+			v, err := strconv.Atoi(strings.TrimSpace(p))
+			if err != nil {
+				return fmt.Errorf("%q is not a timestep", p)
+			}
+			out = append(out, v)
+		}
+	}
+	*t = out
+	return nil
+}
+
+func (t *timesteps) Type() string { return "timesteps" }
