@@ -78,19 +78,12 @@ func TestScaffoldAroundDiT(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			bb := randomDiT(t, tt.patch, uint64(i+1))
 			tc := bb.Config
-			s := upcycle.DefaultScaffold()
-			s.NormGroups, s.RouterGroups = 8, 4
-			if tt.patchCells {
-				s.PatchSize, s.WideHead, s.RelativeResidual, s.NoEncoderNorm, s.LatentSkip = tt.patch, true, true, true, true
-			}
-			cfg, err := s.Config(tc.InChannels, tc.OutChannels(), tc.InputSize, tc.InputSize, bb.Width(), bb.CondWidth())
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := dc.New(cfg, upcycle.InitScaffold(cfg, 3), bb)
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := scaffoldAround(t, bb, func(s *upcycle.Scaffold) {
+				if tt.patchCells {
+					s.PatchSize, s.WideHead, s.RelativeResidual, s.NoEncoderNorm, s.LatentSkip = tt.patch, true, true, true, true
+				}
+			})
+			cfg := m.Config
 			// The final layer starts at zero; a random one lets the
 			// gradient reach everything before it.
 			for _, name := range []string{"final_layer.linear.weight", "final_layer.adaLN_modulation.1.weight", "wide_head.linear.weight", "wide_head.adaLN_modulation.1.weight", "latent_skip.scale.weight"} {
@@ -333,10 +326,25 @@ func TestBackboneFLOPsAgree(t *testing.T) {
 // A non-finite latent reaches the router as NaN; the forward pass names it
 // instead of failing later on a sample without tokens.
 func TestForwardRefusesNaN(t *testing.T) {
-	bb := randomDiT(t, 2, 7)
+	m := scaffoldAround(t, randomDiT(t, 2, 7), nil)
+	x := randn(4, 2*m.Config.InChannels*m.Config.Tokens())
+	x[len(x)-5] = float32(math.NaN())
+	_, _, err := m.Predict(x, cond.Input{T: []float32{10, 600}, Labels: []int{1, 2}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "sample 1") || !strings.Contains(err.Error(), "NaN") {
+		t.Fatalf("err = %v, want the NaN named with its sample", err)
+	}
+}
+
+// scaffoldAround grafts a freshly initialised scaffold (8 GroupNorm groups,
+// 4 in the router; edit, if set, changes the rest) around a DiT backbone.
+func scaffoldAround(t *testing.T, bb *dit.Model, edit func(*upcycle.Scaffold)) *dc.Model {
+	t.Helper()
 	tc := bb.Config
 	s := upcycle.DefaultScaffold()
 	s.NormGroups, s.RouterGroups = 8, 4
+	if edit != nil {
+		edit(&s)
+	}
 	cfg, err := s.Config(tc.InChannels, tc.OutChannels(), tc.InputSize, tc.InputSize, bb.Width(), bb.CondWidth())
 	if err != nil {
 		t.Fatal(err)
@@ -345,10 +353,5 @@ func TestForwardRefusesNaN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := randn(4, 2*cfg.InChannels*cfg.Tokens())
-	x[len(x)-5] = float32(math.NaN())
-	_, _, err = m.Predict(x, cond.Input{T: []float32{10, 600}, Labels: []int{1, 2}}, nil)
-	if err == nil || !strings.Contains(err.Error(), "sample 1") || !strings.Contains(err.Error(), "NaN") {
-		t.Fatalf("err = %v, want the NaN named with its sample", err)
-	}
+	return m
 }
