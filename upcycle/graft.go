@@ -200,9 +200,10 @@ func (s Scaffold) GraftConfigs(tc *arch.DiTConfig) (*dc.Config, *hnet.Config, er
 //
 // At positions where both coordinates are multiples of p, the main
 // network then receives exactly the teacher's tokens (up to the per-token
-// RMS normalisation, where the encoder keeps its norm) instead of random features it would first have to
-// be taught to read: the grafted blocks contribute from the first step,
-// and with them the routing decisions matter. The official DC-DiT trains
+// RMS normalisation, where the encoder keeps its norm) instead of random
+// features it would first have to be taught to read: the grafted blocks
+// contribute from the first step, and with them the routing decisions
+// matter. The official DC-DiT trains
 // from scratch and has no teacher to start from.
 func PatchEncoderPrior(cfg *dc.Config, ts map[string]dc.Tensor, teacher *dit.Model) error {
 	tc := teacher.Config
@@ -288,7 +289,8 @@ func PatchEncoderPrior(cfg *dc.Config, ts map[string]dc.Tensor, teacher *dit.Mod
 // cell and whose de-chunk passes the kept tokens through then predicts
 // exactly as the teacher does (without the encoder's RMSNorm; with it, up
 // to its per-token normalisation): training starts from the teacher and
-// learns what the dropped cells need. Cells of another size leave the head at zero.
+// learns what the dropped cells need. Cells of another size leave the
+// head at zero.
 func WideHeadPrior(cfg *dc.Config, ts map[string]dc.Tensor, teacher *dit.Model) error {
 	tc := teacher.Config
 	p, D, O := tc.PatchSize, cfg.ModelDim, tc.OutChannels()
