@@ -651,8 +651,8 @@ func psnr(a, b []float32, rangeR float64) float64 {
 
 // forward runs the DC model on a batch x [B, C, H, W] at model times t
 // under setting s: [B, 2C, H, W] unguided, or [2B, 2C, H, W] guided, where
-// the first B are the guided outputs (dc.Model.LiteCFG on [x; x] with
-// labels [y; null]).
+// the first B are the guided outputs (dc.Model.LiteCFGFracs on [x; x] with
+// labels [y; null]). Samples at times below DenseBelow run dc.Dense.
 func (e *evaluator) forward(s setting, x, t []float32, y []int) ([]float32, *dc.Result, error) {
 	B := len(y)
 	frac := func(rho float64, i int) float32 {
