@@ -292,14 +292,18 @@ func (t *Trainer) Run() (_ *Result, err error) {
 }
 
 // mask freezes the parameters Config.Frozen names and stops their
-// gradients from being computed at all.
+// gradients from being computed at all; every other parameter computes
+// its gradient again (a parameter set shared by the stages of a run keeps
+// what the previous stage froze otherwise).
 func (t *Trainer) mask() (*optim.Mask, error) {
 	if t.Config.Frozen == nil {
+		t.Params.SetRequiresGrad(true)
 		return optim.AllTrainable(t.Params.Len()), nil
 	}
 	var frozen []optim.Range
 	for _, p := range t.Params.List() {
 		if !t.Config.Frozen(p.Name) {
+			p.Dense.SetRequiresGrad(true)
 			continue
 		}
 		lo, hi, _ := t.Params.Range(p.Name)

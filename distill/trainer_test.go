@@ -213,6 +213,38 @@ func TestFrozen(t *testing.T) {
 	}
 }
 
+// A parameter that one stage freezes trains again in the next stage over
+// the same parameter set, whether that stage freezes something else or
+// nothing at all.
+func TestFrozenInOneStageOnly(t *testing.T) {
+	for _, next := range []struct {
+		name   string
+		frozen func(string) bool
+	}{
+		{"others frozen", func(name string) bool { return strings.HasPrefix(name, "y_embedder.") }},
+		{"nothing frozen", nil},
+	} {
+		t.Run(next.name, func(t *testing.T) {
+			tr := ditTrainer(t, t.TempDir(), 2)
+			tr.Config.Frozen = func(name string) bool { return strings.HasPrefix(name, "t_embedder.") }
+			if _, err := tr.Run(); err != nil {
+				t.Fatal(err)
+			}
+			p := tr.Params.Get("t_embedder.mlp.0.weight")
+			before := append([]float32(nil), p.Values()...)
+			tr2 := ditTrainer(t, t.TempDir(), 2)
+			tr2.Params, tr2.Objective = tr.Params, tr.Objective
+			tr2.Config.Stage, tr2.Config.Frozen = "second", next.frozen
+			if _, err := tr2.Run(); err != nil {
+				t.Fatal(err)
+			}
+			if equal(before, p.Values()) {
+				t.Fatal("the parameter the first stage froze did not train in the second")
+			}
+		})
+	}
+}
+
 func TestBatchIsAFunctionOfTheStep(t *testing.T) {
 	d := randomData(t, 5, 1, 2)
 	per := 4
