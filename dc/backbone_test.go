@@ -117,25 +117,7 @@ func TestScaffoldAroundDiT(t *testing.T) {
 			// Not joined: the DiT's own x_embedder.* and final_layer.* share
 			// their names with the scaffold's (docs/zimage.md, "Backbone
 			// seam: step 1").
-			for _, part := range []struct {
-				owner string
-				ps    []*params.Param
-			}{{"scaffold", m.Params.List()}, {"DiT", bb.Parameters().List()}} {
-				for _, p := range part.ps {
-					groups := bb.ParamGroups(p.Name)
-					unused := part.owner == "DiT" && (slices.Contains(groups, params.GroupLatentEmbedder) || slices.Contains(groups, params.GroupFinalLayer))
-					var norm float64
-					for _, g := range p.Gradient() {
-						norm += float64(g) * float64(g)
-					}
-					switch {
-					case unused && norm != 0:
-						t.Errorf("%s %s: gradient norm² %g, want none (the scaffold replaces it)", part.owner, p.Name, norm)
-					case !unused && (norm == 0 || math.IsNaN(norm) || math.IsInf(norm, 0)):
-						t.Errorf("%s %s: gradient norm² %g, want a finite non-zero one", part.owner, p.Name, norm)
-					}
-				}
-			}
+			checkGradients(t, m, "DiT")
 		})
 	}
 }
@@ -176,16 +158,8 @@ func TestScaffoldAroundZImage(t *testing.T) {
 	zm := randomZImage(t, 5)
 	bb := zimage.NewBackbone(zm)
 	zc := zm.Config
-	s := upcycle.DefaultScaffold()
-	s.NormGroups, s.RouterGroups = 8, 4
-	cfg, err := s.Config(zc.InChannels, zc.InChannels, 8, 8, bb.Width(), bb.CondWidth())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := dc.New(cfg, upcycle.InitScaffold(cfg, 3), bb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newScaffold(t, bb, zc.InChannels, zc.InChannels, 8, nil)
+	cfg := m.Config
 	for _, name := range []string{"final_layer.linear.weight", "final_layer.adaLN_modulation.1.weight"} {
 		copy(m.Params.Get(name).Values(), randn(5, len(m.Params.Get(name).Values())))
 	}
@@ -211,25 +185,7 @@ func TestScaffoldAroundZImage(t *testing.T) {
 	if err := ops.Backward(ops.Sum(ops.Mul(res.Out, res.Out))); err != nil {
 		t.Fatal(err)
 	}
-	for _, part := range []struct {
-		owner string
-		ps    []*params.Param
-	}{{"scaffold", m.Params.List()}, {"Z-Image", bb.Parameters().List()}} {
-		for _, p := range part.ps {
-			groups := bb.ParamGroups(p.Name)
-			unused := part.owner == "Z-Image" && (slices.Contains(groups, params.GroupLatentEmbedder) || slices.Contains(groups, params.GroupFinalLayer))
-			var norm float64
-			for _, g := range p.Gradient() {
-				norm += float64(g) * float64(g)
-			}
-			switch {
-			case unused && norm != 0:
-				t.Errorf("%s %s: gradient norm² %g, want none (the scaffold replaces it)", part.owner, p.Name, norm)
-			case !unused && (norm == 0 || math.IsNaN(norm) || math.IsInf(norm, 0)):
-				t.Errorf("%s %s: gradient norm² %g, want a finite non-zero one", part.owner, p.Name, norm)
-			}
-		}
-	}
+	checkGradients(t, m, "Z-Image")
 }
 
 // A DiT's Forward at the latent coordinates of its patch centres is its
@@ -340,12 +296,19 @@ func TestForwardRefusesNaN(t *testing.T) {
 func scaffoldAround(t *testing.T, bb *dit.Model, edit func(*upcycle.Scaffold)) *dc.Model {
 	t.Helper()
 	tc := bb.Config
+	return newScaffold(t, bb, tc.InChannels, tc.OutChannels(), tc.InputSize, edit)
+}
+
+// newScaffold is scaffoldAround for any backbone, on a side×side grid of
+// in latent channels predicting out.
+func newScaffold(t *testing.T, bb dc.Backbone, in, out, side int, edit func(*upcycle.Scaffold)) *dc.Model {
+	t.Helper()
 	s := upcycle.DefaultScaffold()
 	s.NormGroups, s.RouterGroups = 8, 4
 	if edit != nil {
 		edit(&s)
 	}
-	cfg, err := s.Config(tc.InChannels, tc.OutChannels(), tc.InputSize, tc.InputSize, bb.Width(), bb.CondWidth())
+	cfg, err := s.Config(in, out, side, side, bb.Width(), bb.CondWidth())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,4 +317,32 @@ func scaffoldAround(t *testing.T, bb *dit.Model, edit func(*upcycle.Scaffold)) *
 		t.Fatal(err)
 	}
 	return m
+}
+
+// checkGradients wants a finite, non-zero gradient on every parameter of
+// the scaffold and of its backbone (called owner in messages), except the
+// backbone's own patch embedding and final layer, which the scaffold
+// replaces and which must get none.
+func checkGradients(t *testing.T, m *dc.Model, owner string) {
+	t.Helper()
+	bb := m.Backbone
+	for _, part := range []struct {
+		owner string
+		ps    []*params.Param
+	}{{"scaffold", m.Params.List()}, {owner, bb.Parameters().List()}} {
+		for _, p := range part.ps {
+			groups := bb.ParamGroups(p.Name)
+			unused := part.owner == owner && (slices.Contains(groups, params.GroupLatentEmbedder) || slices.Contains(groups, params.GroupFinalLayer))
+			var norm float64
+			for _, g := range p.Gradient() {
+				norm += float64(g) * float64(g)
+			}
+			switch {
+			case unused && norm != 0:
+				t.Errorf("%s %s: gradient norm² %g, want none (the scaffold replaces it)", part.owner, p.Name, norm)
+			case !unused && (norm == 0 || math.IsNaN(norm) || math.IsInf(norm, 0)):
+				t.Errorf("%s %s: gradient norm² %g, want a finite non-zero one", part.owner, p.Name, norm)
+			}
+		}
+	}
 }

@@ -13,6 +13,16 @@ import (
 // feeds the ratio loss.
 const Dense float32 = -1
 
+// FracAt is the drop fraction of a sample at model time t under elastic
+// inference that runs the steps below denseBelow on every cell: Dense
+// there, rho elsewhere (denseBelow 0: never dense).
+func FracAt(rho, t, denseBelow float32) float32 {
+	if t < denseBelow {
+		return Dense
+	}
+	return rho
+}
+
 // TailDrop applies elastic tail dropping to the natural boundaries of a
 // batch (prob and natural are [B·L]): in sample b, the floor(n_b·ρ_b)
 // boundaries with the lowest probability are dropped, n_b being its

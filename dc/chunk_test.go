@@ -89,6 +89,16 @@ func TestChunk(t *testing.T) {
 	}
 }
 
+func TestFracAt(t *testing.T) {
+	for _, tt := range []struct{ rho, t, below, want float32 }{
+		{0.4, 900, 800, 0.4}, {0.4, 799, 800, Dense}, {0.4, 800, 800, 0.4}, {0.3, 0, 0, 0.3},
+	} {
+		if got := FracAt(tt.rho, tt.t, tt.below); got != tt.want {
+			t.Errorf("FracAt(%v, %v, %v) = %v, want %v", tt.rho, tt.t, tt.below, got, tt.want)
+		}
+	}
+}
+
 func TestLayoutRoundTrip(t *testing.T) {
 	// Latent (b=1, channel 1, row 2, column 3) of [2, 3, 4, 6] latents.
 	x := make([]float32, 2*3*4*6)

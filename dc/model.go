@@ -119,9 +119,13 @@ func (m *Model) Forward(x mat.Tensor, cv cond.Value, frac []float32) (*Result, e
 	pKept := ops.GatherRows(res.Routing.P, ch.Index)
 	res.DeChunked = ops.DeChunk(main, pKept, ch.Offsets, ch.Pos, cfg.Sigma, ProbClamp)
 	back := ops.GatherRows(res.DeChunked, ch.plugBackRows()) // [B·L, D]
+	var tokenCell []int                                      // each cell's kept cell (the relative paths)
+	if cfg.RelativeResidual || cfg.LatentSkip {
+		tokenCell = ch.plugBackCells()
+	}
 	if cfg.RelativeResidual {
 		// No bias: it would cancel.
-		residual = ops.Linear(ops.Sub(enc, ops.GatherRows(enc, ch.plugBackCells())), m.p("hnet.residual_proj.weight"), nil)
+		residual = ops.Linear(ops.Sub(enc, ops.GatherRows(enc, tokenCell)), m.p("hnet.residual_proj.weight"), nil)
 	}
 	h = ops.Add(ops.ScaleRows(back, ops.STE(res.Routing.Confidence)), residual)
 	var wide mat.Tensor
@@ -139,7 +143,7 @@ func (m *Model) Forward(x mat.Tensor, cv cond.Value, frac []float32) (*Result, e
 		res.Out = ops.Add(res.Out, wide)
 	}
 	if cfg.LatentSkip {
-		diff := ops.Sub(x, ops.GatherRows(x, ch.plugBackCells()))
+		diff := ops.Sub(x, ops.GatherRows(x, tokenCell))
 		scale := ops.Linear(ops.SiLU(c), m.p("latent_skip.scale.weight"), m.p("latent_skip.scale.bias"))
 		zero := constant(g.batch, cfg.CellOut(), make([]float32, g.batch*cfg.CellOut()))
 		res.Out = ops.Add(res.Out, ops.Modulate(ops.Linear(diff, m.p("latent_skip.weight"), nil), zero, scale, g.offsets()))

@@ -655,12 +655,7 @@ func psnr(a, b []float32, rangeR float64) float64 {
 // labels [y; null]). Samples at times below DenseBelow run dc.Dense.
 func (e *evaluator) forward(s setting, x, t []float32, y []int) ([]float32, *dc.Result, error) {
 	B := len(y)
-	frac := func(rho float64, i int) float32 {
-		if float64(t[i]) < e.o.DenseBelow {
-			return dc.Dense
-		}
-		return float32(rho)
-	}
+	frac := func(rho float64, i int) float32 { return dc.FracAt(float32(rho), t[i], float32(e.o.DenseBelow)) }
 	if !s.guided() {
 		fr := make([]float32, B)
 		for i := range fr {

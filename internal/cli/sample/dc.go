@@ -59,14 +59,11 @@ func dcDenoiser(m *dc.Model, guided bool, rhoCond, rhoUncond, denseBelow float32
 		}
 		frac := make([]float32, B)
 		for i := range B {
-			switch {
-			case t[i] < denseBelow:
-				frac[i] = dc.Dense
-			case i >= n:
-				frac[i] = rhoUncond
-			default:
-				frac[i] = rhoCond
+			rho := rhoCond
+			if i >= n {
+				rho = rhoUncond
 			}
+			frac[i] = dc.FracAt(rho, t[i], denseBelow)
 		}
 		out, res, err := m.Predict(x, cond.Input{T: t, Labels: y}, frac)
 		if err != nil {
