@@ -119,7 +119,8 @@ func (m *Model) Forward(x mat.Tensor, cv cond.Value, frac []float32) (*Result, e
 	pKept := ops.GatherRows(res.Routing.P, ch.Index)
 	res.DeChunked = ops.DeChunk(main, pKept, ch.Offsets, ch.Pos, cfg.Sigma, ProbClamp)
 	back := ops.GatherRows(res.DeChunked, ch.plugBackRows()) // [B·L, D]
-	var tokenCell []int                                      // each cell's kept cell (the relative paths)
+	// Each cell's kept cell, for the paths relative to it.
+	var tokenCell []int
 	if cfg.RelativeResidual || cfg.LatentSkip {
 		tokenCell = ch.plugBackCells()
 	}
