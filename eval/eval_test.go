@@ -137,7 +137,7 @@ func TestRun(t *testing.T) {
 	for _, k := range r.Rows[0].KeptPerStep {
 		atMean += s.m.ForwardFLOPs([]int{int(math.Round(k))}).Total() / 1e9 / float64(len(r.Rows[0].KeptPerStep))
 	}
-	if rel := math.Abs(r.Rows[0].GFLOPsPerImage-atMean) / atMean; rel > 0.05 {
+	if rel := math.Abs(r.Rows[0].GFLOPsPerImage-atMean) / atMean; !(rel <= 0.05) {
 		t.Errorf("ρ 0: %v GFLOPs per image, %v at the mean kept count", r.Rows[0].GFLOPsPerImage, atMean)
 	}
 	if r.Teacher.Tokens != 64 || r.Teacher.GFLOPsPerImage <= 0 {
@@ -298,7 +298,7 @@ func TestDeterministic(t *testing.T) {
 		if x.KeptTokens != y.KeptTokens || x.GFLOPsPerImage != y.GFLOPsPerImage {
 			t.Errorf("ρ %v: kept %v vs %v, GFLOPs %v vs %v", x.Rho, x.KeptTokens, y.KeptTokens, x.GFLOPsPerImage, y.GFLOPsPerImage)
 		}
-		if math.Abs(x.EpsRelMSE-y.EpsRelMSE) > 1e-4*x.EpsRelMSE || math.Abs(x.SamplePSNR-y.SamplePSNR) > 1e-2 {
+		if !(math.Abs(x.EpsRelMSE-y.EpsRelMSE) <= 1e-4*x.EpsRelMSE) || !(math.Abs(x.SamplePSNR-y.SamplePSNR) <= 1e-2) {
 			t.Errorf("ρ %v: ε MSE %v vs %v, PSNR %v vs %v", x.Rho, x.EpsRelMSE, y.EpsRelMSE, x.SamplePSNR, y.SamplePSNR)
 		}
 	}
@@ -378,10 +378,10 @@ func TestMetrics(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := relMSE(c.a, c.b); math.Abs(got-c.rel) > 1e-9*math.Max(1, c.rel) && !(math.IsInf(got, 1) && math.IsInf(c.rel, 1)) {
+			if got := relMSE(c.a, c.b); !(math.Abs(got-c.rel) <= 1e-9*math.Max(1, c.rel)) && !(math.IsInf(got, 1) && math.IsInf(c.rel, 1)) {
 				t.Errorf("relMSE = %v, want %v", got, c.rel)
 			}
-			if got := psnr(c.a, c.b, c.rangeR); math.Abs(got-c.psnrDB) > 1e-6 {
+			if got := psnr(c.a, c.b, c.rangeR); !(math.Abs(got-c.psnrDB) <= 1e-6) {
 				t.Errorf("psnr = %v, want %v", got, c.psnrDB)
 			}
 		})
@@ -487,7 +487,7 @@ func TestDenseBelow(t *testing.T) {
 				t.Errorf("ρ %v, step %d: kept %v, want all %d", row.Rho, i, k, L)
 			}
 		}
-		if math.Abs(row.GFLOPsPerImage-want) > 1e-9*want {
+		if !(math.Abs(row.GFLOPsPerImage-want) <= 1e-9*want) {
 			t.Errorf("ρ %v: %v GFLOPs per image, want %v (every cell)", row.Rho, row.GFLOPsPerImage, want)
 		}
 	}

@@ -54,7 +54,7 @@ func TestRealRecipesPlan(t *testing.T) {
 			if pl.Backbone.Config.Preset != s.preset || pl.DC.EncDecDim != s.bottleneck || pl.DC.GridRows != 32 || pl.MainNetwork.PatchSize != 2 {
 				t.Errorf("backbone %+v, dc %+v", pl.Backbone.Config, pl.DC)
 			}
-			if got := float64(pl.Parameters.Total) / 1e6; math.Abs(got/s.paramsM-1) > 0.01 {
+			if got := float64(pl.Parameters.Total) / 1e6; !(math.Abs(got/s.paramsM-1) <= 0.01) {
 				t.Errorf("%.1fM parameters, paper %.1fM", got, s.paramsM)
 			}
 			if pl.Parameters.Copied+pl.Parameters.New != pl.Parameters.Total || pl.Parameters.Copied+pl.Parameters.Dropped != pl.Parameters.Base {
@@ -64,7 +64,7 @@ func TestRealRecipesPlan(t *testing.T) {
 			for _, row := range pl.FLOPs.Rows {
 				switch row.Model {
 				case "base":
-					if math.Abs(row.TFLOPsPerImage/s.ditTFLOPs-1) > 0.01 {
+					if !(math.Abs(row.TFLOPsPerImage/s.ditTFLOPs-1) <= 0.01) {
 						t.Errorf("DiT %.2f TFLOPs/img, paper %.2f", row.TFLOPsPerImage, s.ditTFLOPs)
 					}
 				case "dc":
@@ -73,7 +73,7 @@ func TestRealRecipesPlan(t *testing.T) {
 			}
 			for rho, paper := range s.dcTFLOPs {
 				if row, ok := rows[rho]; ok {
-					if math.Abs(row.TFLOPsPerImage/paper-1) > 0.10 {
+					if !(math.Abs(row.TFLOPsPerImage/paper-1) <= 0.10) {
 						t.Errorf("ρ %g: %.2f TFLOPs/img, paper %.2f", rho, row.TFLOPsPerImage, paper)
 					}
 					t.Logf("ρ %g: %.2f TFLOPs/img (paper %.2f), %d kept", rho, row.TFLOPsPerImage, paper, row.Kept)

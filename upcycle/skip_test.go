@@ -33,7 +33,7 @@ func TestSolveSPD(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range x {
-		if math.Abs(got[i]-x[i]) > 1e-9 {
+		if !(math.Abs(got[i]-x[i]) <= 1e-9) {
 			t.Fatalf("x = %v, want %v", got, x)
 		}
 	}
@@ -71,7 +71,7 @@ func TestLatentSkipPrior(t *testing.T) {
 			}
 			got := data(ops.Linear(ops.SiLU(cv.Vector()), m.Params.Get("latent_skip.scale.weight"), m.Params.Get("latent_skip.scale.bias")))
 			want := scale(tv) - 1
-			if math.Abs(float64(got[0])-want) > 0.15*(want+1) {
+			if !(math.Abs(float64(got[0])-want) <= 0.15*(want+1)) {
 				t.Errorf("class %d, t %g: scale %.3f, want %.3f", y, tv, 1+got[0], want+1)
 			}
 			if got[m.Config.CellIn()] != 0 {
