@@ -24,7 +24,7 @@ type Metrics struct {
 	MSE   float64 `json:"mse,omitempty"`   // ε mean squared error (hybrid loss)
 	VB    float64 `json:"vb,omitempty"`    // variational-bound term (hybrid loss)
 	Ratio float64 `json:"ratio,omitempty"` // ratio loss (DC models)
-	Rho   float64 `json:"rho"`             // tail-drop fraction used
+	Rho   float64 `json:"rho"`             // tail-drop fraction used (dc.Dense: every cell kept)
 	Kept  float64 `json:"kept,omitempty"`  // kept tokens / grid tokens (DC models)
 }
 
@@ -113,15 +113,46 @@ func lossMetrics(l *diffusion.Losses) Metrics {
 
 // Budget says which tail-drop fraction a DC training step uses:
 // multi-budget training runs at ρ = 0 for the first Warmup steps of the
-// stage, then draws ρ uniformly from Rhos at every step.
+// stage, then draws ρ uniformly from Rhos at every step — or, with
+// probability Dense, runs with every cell a token (dc.Dense).
 type Budget struct {
 	Rhos   []float64
 	Warmup int
+	// Dense is the share of the steps after the warm-up that keep every
+	// cell. Those steps hold the kept cells' path to the teacher's
+	// prediction on the full grid, which sampling uses at low noise and
+	// which training at the router's budgets alone lets drift.
+	Dense float64
+	// DenseBelow, when > 0, keeps every cell of the samples whose model
+	// time is below it, as sampling with the same dense_below does
+	// (dc.FracAt): the drawn ρ applies to the noisier samples only.
+	DenseBelow float64
+}
+
+// fracs gives each sample of a batch drawn at model times ts its drop
+// fraction: the step's ρ, or dc.Dense below DenseBelow.
+func (b Budget) fracs(rho float64, ts []float32) []float32 {
+	if !(b.DenseBelow > 0) {
+		return []float32{float32(rho)}
+	}
+	f := make([]float32, len(ts))
+	for i, t := range ts {
+		f[i] = dc.FracAt(float32(rho), t, float32(b.DenseBelow))
+	}
+	return f
 }
 
 // rho picks the step's fraction.
 func (b Budget) rho(step int, rng *rand.Rand) float64 {
-	if len(b.Rhos) == 0 || step < b.Warmup {
+	if step < b.Warmup {
+		return 0
+	}
+	// Only a stage that asks for dense steps draws for them, so that a
+	// stage without keeps its random stream.
+	if b.Dense > 0 && rng.Float64() < b.Dense {
+		return float64(dc.Dense)
+	}
+	if len(b.Rhos) == 0 {
 		return 0
 	}
 	return b.Rhos[rng.IntN(len(b.Rhos))]
@@ -209,7 +240,7 @@ func (o *DCObjective) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Met
 	}
 	tokens := dc.ToTokens(xt, B, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
 	x := mat.NewDense[float32](mat.WithShape(B*cfg.Cells(), cfg.CellIn()), mat.WithBacking(tokens))
-	res, err := o.Model.Forward(x, cv, []float32{float32(rho)})
+	res, err := o.Model.Forward(x, cv, o.Budget.fracs(rho, ts))
 	if err != nil {
 		return Metrics{}, err
 	}
@@ -379,6 +410,8 @@ func (o *DCObjective) Settings() map[string]string {
 		"loss":               string(o.Loss),
 		"rho":                "[" + strings.Join(rhos, ", ") + "]",
 		"multi_budget_start": strconv.Itoa(o.Budget.Warmup),
+		"dense_fraction":     num(o.Budget.Dense),
+		"dense_below":        num(o.Budget.DenseBelow),
 		"ratio_loss_weight":  num(o.RatioWeight),
 		"eps_only":           strconv.FormatBool(o.EpsOnly),
 		"weight_cap":         num(o.WeightCap),

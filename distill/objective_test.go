@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/dit/ddpm"
@@ -43,18 +44,23 @@ func graftPair(t *testing.T) (*dit.Model, *upcycle.Grafted) {
 }
 
 // Each DC objective trains: distillation pulls the student towards the
-// teacher, the hybrid loss runs with the ratio loss and multi-budget ρ.
+// teacher, the hybrid loss runs with the ratio loss and multi-budget ρ,
+// and a budget with dense steps keeps every cell on some of them.
 func TestDCObjectives(t *testing.T) {
 	tests := []struct {
+		name   string
 		loss   distill.DCLoss
 		budget distill.Budget
 	}{
-		{distill.DistillL2, distill.Budget{}},
-		{distill.DistillL1, distill.Budget{}},
-		{distill.Hybrid, distill.Budget{Rhos: []float64{0, 0.5}, Warmup: 2}},
+		{"l2", distill.DistillL2, distill.Budget{}},
+		{"l1", distill.DistillL1, distill.Budget{}},
+		{"hybrid", distill.Hybrid, distill.Budget{Rhos: []float64{0, 0.5}, Warmup: 2}},
+		{"l1 with dense steps", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}, Warmup: 2, Dense: 0.4}},
+		// Every timestep of the schedule is below 1000: no sample drops.
+		{"l1 dense below every timestep", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}, DenseBelow: 1000}},
 	}
 	for _, tt := range tests {
-		t.Run(string(tt.loss), func(t *testing.T) {
+		t.Run(tt.name, func(t *testing.T) {
 			teacher, g := graftPair(t)
 			obj := &distill.DCObjective{Model: g.Model, Teacher: teacher, Schedule: ddpm.Linear(1000), Loss: tt.loss,
 				Budget: tt.budget, RatioWeight: 0.03}
@@ -81,6 +87,9 @@ func TestDCObjectives(t *testing.T) {
 				if p.Metrics.Kept <= 0 || p.Metrics.Kept > 1 || (tt.loss == distill.Hybrid && p.Metrics.Ratio <= 0) {
 					t.Errorf("step %d: kept %g, ratio %g", p.Step, p.Metrics.Kept, p.Metrics.Ratio)
 				}
+				if (p.Metrics.Rho == float64(dc.Dense) || tt.budget.DenseBelow >= 1000) && p.Metrics.Kept != 1 {
+					t.Errorf("step %d: a dense step kept %g of the cells, want all", p.Step, p.Metrics.Kept)
+				}
 			}
 			if _, err := tr.Run(); err != nil {
 				t.Fatal(err)
@@ -95,8 +104,11 @@ func TestDCObjectives(t *testing.T) {
 			if tt.loss != distill.Hybrid && !(last < 0.85*first) {
 				t.Fatalf("distillation loss %.4g → %.4g over %d steps: not learning", first, last, len(losses))
 			}
-			if tt.loss == distill.Hybrid && len(rhos) < 2 {
+			if len(tt.budget.Rhos) > 1 && len(rhos) < 2 {
 				t.Fatalf("multi-budget drew only %v", rhos)
+			}
+			if dense := rhos[float64(dc.Dense)]; dense != (tt.budget.Dense > 0) {
+				t.Fatalf("dense steps drawn: %v, want %v (budget %+v)", dense, tt.budget.Dense > 0, tt.budget)
 			}
 		})
 	}

@@ -279,6 +279,16 @@ func checkStages(p *problems, r *Recipe) {
 			p.add(k("multi_budget_start"), "found %d (%s), expected fewer than steps = %d: multi-budget training would never start; lower it, or set rho = [0.0] to train at the natural budget only",
 				st.MultiBudgetStart, defaultNote(r, k("multi_budget_start")), st.Steps)
 		}
+		if !(st.DenseFraction >= 0 && st.DenseFraction < 1) {
+			p.bad(k("dense_fraction"), st.DenseFraction, "a number in [0, 1) (the share of steps that keep every cell)")
+		} else if r.Scaffold == nil && st.DenseFraction != 0 {
+			p.bad(k("dense_fraction"), st.DenseFraction, "0 without [scaffold] (every step of a plain DiT is dense)")
+		}
+		if !(st.DenseBelow >= 0 && st.DenseBelow <= float64(r.Diffusion.Steps)) {
+			p.bad(k("dense_below"), st.DenseBelow, "a timestep in 0..%d (diffusion.steps)", r.Diffusion.Steps)
+		} else if r.Scaffold == nil && st.DenseBelow != 0 {
+			p.bad(k("dense_below"), st.DenseBelow, "0 without [scaffold] (every step of a plain DiT is dense)")
+		}
 		if !(st.RatioLossWeight >= 0) {
 			p.bad(k("ratio_loss_weight"), st.RatioLossWeight, "a number ≥ 0")
 		} else if r.Scaffold == nil && st.RatioLossWeight != 0 {

@@ -186,6 +186,8 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 			mbs = 0 // a single budget has no warm-up to speak of
 		}
 		setDefault(d, k("multi_budget_start"), &st.MultiBudgetStart, mbs)
+		setDefault(d, k("dense_fraction"), &st.DenseFraction, 0.0)
+		setDefault(d, k("dense_below"), &st.DenseBelow, 0.0)
 		ratio := 0.0
 		if scaffold {
 			ratio = r.Scaffold.Router.RatioLossWeight

@@ -714,7 +714,7 @@ func planStages(p *problems, r *Recipe, pl *Plan, b *arch.DiTConfig) {
 		}
 
 		// Compute: the mean forward over the ρ schedule.
-		fwd := meanForward(pl, b, st)
+		fwd := meanForward(pl, b, st, r.Diffusion.Steps)
 		sp.GFLOPsPerSample = fwd / 1e9
 		step := 3 * fwd * float64(st.BatchSize)
 		if st.Kind == KindDistill {
@@ -772,6 +772,12 @@ func budgets(st *Stage, isDC bool) string {
 		set[i] = fmt.Sprintf("%g", x)
 	}
 	s := fmt.Sprintf("ρ drawn uniformly from {%s} per step", strings.Join(set, ", "))
+	if st.DenseFraction > 0 {
+		s = fmt.Sprintf("%s, or every cell kept on %g%% of the steps", s, 100*st.DenseFraction)
+	}
+	if st.DenseBelow > 0 {
+		s = fmt.Sprintf("%s; every cell kept below t = %g", s, st.DenseBelow)
+	}
 	if st.MultiBudgetStart > 0 {
 		s = fmt.Sprintf("ρ = 0 for steps 1–%d, then %s", st.MultiBudgetStart, s)
 	}
@@ -780,21 +786,26 @@ func budgets(st *Stage, isDC bool) string {
 
 // meanForward is a stage's mean forward cost per sample over its ρ
 // schedule.
-func meanForward(pl *Plan, b *arch.DiTConfig, st *Stage) float64 {
+func meanForward(pl *Plan, b *arch.DiTConfig, st *Stage, diffusionSteps int) float64 {
 	if pl.DC == nil {
 		return dit.ForwardFLOPs(b, b.NumTokens()).Total()
 	}
 	at := func(rho float64) float64 { return dcForward(pl.DC, pl.MainNetwork, keptTokens(pl.DC, rho)).Total() }
+	dense := dcForward(pl.DC, pl.MainNetwork, pl.DC.Cells()).Total()
+	// Timesteps are drawn uniformly, so a share dense_below/steps of the
+	// samples keeps every cell whatever the step's ρ.
+	below := min(st.DenseBelow/float64(diffusionSteps), 1)
+	mix := func(sparse float64) float64 { return below*dense + (1-below)*sparse }
 	var mean float64
 	for _, rho := range st.Rho {
 		mean += at(rho)
 	}
-	mean /= float64(len(st.Rho))
+	mean = st.DenseFraction*dense + (1-st.DenseFraction)*mix(mean/float64(len(st.Rho)))
 	warm := float64(min(st.MultiBudgetStart, st.Steps))
-	if len(st.Rho) == 1 {
+	if len(st.Rho) == 1 && st.DenseFraction == 0 {
 		warm = 0
 	}
-	return (warm*at(0) + (float64(st.Steps)-warm)*mean) / float64(st.Steps)
+	return (warm*mix(at(0)) + (float64(st.Steps)-warm)*mean) / float64(st.Steps)
 }
 
 // memory estimates a stage's training memory (see MemoryFormula).

@@ -140,7 +140,7 @@ func TestToyRecipe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Load(file, LoadOptions{})
+	_, err = Load(file, LoadOptions{})
 	if _, statErr := os.Stat(filepath.Join("..", "testdata", "teacher", "model.safetensors")); statErr != nil {
 		ps := Problems(err)
 		if len(ps) != 1 || ps[0].Key != "base.path" || ps[0].Line != lineOf(t, string(text), "path = ", 1) || !strings.Contains(ps[0].Msg, "does not exist") {
@@ -149,13 +149,12 @@ func TestToyRecipe(t *testing.T) {
 	} else if err != nil {
 		t.Errorf("toy recipe with its teacher: %v", err)
 	}
-	_ = r
 
 	teacher := &arch.DiTConfig{Depth: 6, HiddenSize: 128, NumHeads: 4, PatchSize: 2, InChannels: 4, InputSize: 16,
 		LearnSigma: true, NumClasses: 10, MLPRatio: 4, FrequencySize: 256}
 	base := filepath.Join(t.TempDir(), "teacher.safetensors")
 	writeBase(t, base, teacher)
-	_, pl, err := Check(file, LoadOptions{BasePath: base})
+	r, pl, err := Check(file, LoadOptions{BasePath: base})
 	if err != nil {
 		t.Fatalf("toy plan: %v", err)
 	}
@@ -194,6 +193,24 @@ func TestToyRecipe(t *testing.T) {
 			t.Errorf("FLOPs do not fall with ρ: %+v", pl.FLOPs.Rows)
 		}
 		prev = row.GFLOPsPerForward
+	}
+	// Dense training steps cost the full grid: the more of them, the
+	// dearer a sample, up to the dense forward itself.
+	st := r.Stages[0]
+	dense := dcForward(pl.DC, pl.MainNetwork, pl.DC.Cells()).Total()
+	prevCost := 0.0
+	for _, tt := range []struct{ fraction, below float64 }{{0, 0}, {0.25, 0}, {0.25, 500}, {0, 1000}} {
+		s := st
+		s.DenseFraction, s.DenseBelow = tt.fraction, tt.below
+		cost := meanForward(pl, teacher, &s, 1000)
+		if !(cost > prevCost) || !(cost <= dense*(1+1e-12)) {
+			t.Errorf("dense_fraction %g, dense_below %g: %.4g FLOP per sample, want above %.4g and at most the dense forward's %.4g",
+				tt.fraction, tt.below, cost, prevCost, dense)
+		}
+		prevCost = cost
+	}
+	if math.Abs(prevCost-dense) > 1e-9*dense {
+		t.Errorf("every sample below dense_below: %.6g FLOP per sample, want the dense forward's %.6g", prevCost, dense)
 	}
 	var total float64
 	for _, s := range pl.Stages {

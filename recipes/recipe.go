@@ -406,6 +406,16 @@ type Stage struct {
 	// is drawn from Rho (the multi-budget warm-up; refused when written
 	// with a single ρ). Default: by kind.
 	MultiBudgetStart int `toml:"multi_budget_start"`
+	// DenseFraction is the share of the steps after the warm-up that run
+	// with every cell a token instead of at a drawn ρ (0 ≤ it < 1, DC
+	// stages only), so that the full grid — what sampling uses below
+	// eval.dense_below — is trained against the teacher too. Default: 0.
+	DenseFraction float64 `toml:"dense_fraction"`
+	// DenseBelow, when > 0, keeps every cell of the samples drawn at a
+	// timestep below it (DC stages only): training spends the router's
+	// budgets where sampling with the same eval.dense_below does, on the
+	// noisy steps. Default: 0 (every sample at the step's ρ).
+	DenseBelow float64 `toml:"dense_below"`
 	// RatioLossWeight is λ for this stage. Default: the scaffold's
 	// router.ratio_loss_weight.
 	RatioLossWeight float64 `toml:"ratio_loss_weight"`

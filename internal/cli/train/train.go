@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
@@ -152,7 +153,10 @@ func stepReporter(ios *iostreams.IO) func(distill.Progress) {
 			bar = progress.New(ios.Err, label, p.Steps-base)
 		}
 		note := fmt.Sprintf("loss %.4f", p.Metrics.Loss)
-		if p.Metrics.Kept > 0 {
+		switch {
+		case p.Metrics.Kept > 0 && p.Metrics.Rho == float64(dc.Dense):
+			note += fmt.Sprintf(" dense kept %.2f", p.Metrics.Kept)
+		case p.Metrics.Kept > 0:
 			note += fmt.Sprintf(" ρ %.2f kept %.2f", p.Metrics.Rho, p.Metrics.Kept)
 		}
 		bar.Note(note + fmt.Sprintf(" %.2f steps/s", p.StepsPerSec))
