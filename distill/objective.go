@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,8 +25,11 @@ type Metrics struct {
 	MSE   float64 `json:"mse,omitempty"`   // ε mean squared error (hybrid loss)
 	VB    float64 `json:"vb,omitempty"`    // variational-bound term (hybrid loss)
 	Ratio float64 `json:"ratio,omitempty"` // ratio loss (DC models)
-	Rho   float64 `json:"rho"`             // tail-drop fraction used (dc.Dense: every cell kept)
-	Kept  float64 `json:"kept,omitempty"`  // kept tokens / grid tokens (DC models)
+	// Guided is the distance between the student's and the teacher's
+	// guided predictions (DCObjective.GuidedScale).
+	Guided float64 `json:"guided,omitempty"`
+	Rho    float64 `json:"rho"`            // tail-drop fraction used (dc.Dense: every cell kept)
+	Kept   float64 `json:"kept,omitempty"` // kept tokens / grid tokens (DC models)
 }
 
 // Objective computes one step's loss on a batch and accumulates its
@@ -197,6 +201,15 @@ type DCObjective struct {
 	// P2 weighs the hybrid loss's ε term per timestep (zero value:
 	// uniform). Hybrid loss only.
 	P2 P2
+	// GuidedScale, when > 0, distils on pairs: the first half of each
+	// batch is seen twice, with its labels and with the null class, at the
+	// same noisy input, timestep and budget, and the loss adds the mean
+	// distance between the student's and the teacher's guided predictions
+	// u + s·(c − u) on the guided channels (those sampling guides), divided
+	// by s. Sampling multiplies the error of the label's share c − u by s,
+	// and that share is a few per cent of the prediction at high noise,
+	// where the per-prediction distance barely sees it. Distillation only.
+	GuidedScale float64
 }
 
 // timestepWeights returns each sample's distillation weight (nil: all 1).
@@ -226,12 +239,28 @@ func (o *DCObjective) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Met
 	// schedule; the draw, the input, the conditioning time and the hybrid
 	// loss go through the process seam.
 	var proc diffusion.Process = o.P2.process(o.Schedule)
+	pairs := o.GuidedScale > 0
+	if pairs {
+		if o.Loss == Hybrid || o.Teacher == nil {
+			return Metrics{}, fmt.Errorf("distill: guided distillation needs a teacher and an l1 or l2 loss, got %s", o.Loss)
+		}
+		if B%2 != 0 {
+			return Metrics{}, fmt.Errorf("distill: guided distillation pairs the batch, got %d samples", B)
+		}
+		B /= 2
+	}
 	sh := diffusion.Shape{B: B, C: cfg.InChannels, HW: L}
-	nz, xt, ts, err := noisyBatch(proc, rng, x0, sh)
+	nz, xt, ts, err := noisyBatch(proc, rng, x0[:B*cfg.InChannels*L], sh)
 	if err != nil {
 		return Metrics{}, err
 	}
 	t := nz.Levels
+	if pairs {
+		// The twins: the same inputs with the null class.
+		xt, ts, t = slices.Concat(xt, xt), slices.Concat(ts, ts), slices.Concat(t, t)
+		y = slices.Concat(y[:B:B], slices.Repeat([]int{o.Teacher.Config.NumClasses}, B))
+		B *= 2
+	}
 	rho := o.Budget.rho(step, rng)
 
 	cv, err := o.Model.Backbone.Condition(cond.Input{T: ts, Labels: y})
@@ -258,8 +287,14 @@ func (o *DCObjective) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Met
 		} else {
 			m.Loss = distance(grad, out, target, o.Loss == DistillL1)
 		}
-		if ws := o.timestepWeights(t); ws != nil {
+		ws := o.timestepWeights(t)
+		if ws != nil {
 			m.Loss = weighSamples(grad, out, target, ws, cfg.CellOut(), cfg.CellIn(), o.EpsOnly, o.Loss == DistillL1)
+		}
+		if pairs {
+			guided := min(3, cfg.OutChannels) * cfg.Patch() * cfg.Patch()
+			m.Guided = guidedDistance(grad, out, target, ws, B/2*cfg.Cells(), cfg.CellOut(), guided, o.GuidedScale, o.Loss == DistillL1)
+			m.Loss += m.Guided
 		}
 	case Hybrid:
 		img := dc.FromTokens(out, B, cfg.OutChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
@@ -367,6 +402,49 @@ func weighSamples(grad, out, target []float32, ws []float64, cols, k int, epsOnl
 	return s / float64(len(ws)*per/cols*matched)
 }
 
+// guidedDistance adds to grad the gradient of the mean distance between
+// the guided predictions u + s·(c − u) of out and target, divided by s,
+// over the first k of every row's cols values, and returns it. The first
+// half rows of out and target are the conditional predictions, the
+// second half their unconditional twins; ws (nil: 1) weighs each sample
+// of the whole batch, a pair by its conditional sample's weight.
+func guidedDistance(grad, out, target []float32, ws []float64, half, cols, k int, s float64, l1 bool) float64 {
+	n := float64(half * k)
+	perSample := half
+	if ws != nil {
+		perSample = 2 * half / len(ws)
+	}
+	var sum float64
+	for r := range half {
+		w := 1.0
+		if ws != nil {
+			w = ws[r/perSample]
+		}
+		for j := range k {
+			c, u := r*cols+j, (half+r)*cols+j
+			d := (float64(out[u]) + s*(float64(out[c])-float64(out[u])) -
+				(float64(target[u]) + s*(float64(target[c])-float64(target[u])))) / s
+			var g float64 // ∂(w·dist/n)/∂d
+			if l1 {
+				sum += w * math.Abs(d)
+				switch {
+				case d > 0:
+					g = w / n
+				case d < 0:
+					g = -w / n
+				}
+			} else {
+				sum += w * d * d
+				g = 2 * w * d / n
+			}
+			// ∂d/∂c = 1, ∂d/∂u = (1 − s)/s.
+			grad[c] += float32(g)
+			grad[u] += float32(g * (1 - s) / s)
+		}
+	}
+	return sum / n
+}
+
 // distanceCols is distance over the first k of every row's cols values,
 // leaving the other gradients at zero.
 func distanceCols(grad, out, target []float32, cols, k int, l1 bool) float64 {
@@ -412,6 +490,7 @@ func (o *DCObjective) Settings() map[string]string {
 		"multi_budget_start": strconv.Itoa(o.Budget.Warmup),
 		"dense_fraction":     num(o.Budget.Dense),
 		"dense_below":        num(o.Budget.DenseBelow),
+		"guided_scale":       num(o.GuidedScale),
 		"ratio_loss_weight":  num(o.RatioWeight),
 		"eps_only":           strconv.FormatBool(o.EpsOnly),
 		"weight_cap":         num(o.WeightCap),

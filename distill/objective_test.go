@@ -51,19 +51,21 @@ func TestDCObjectives(t *testing.T) {
 		name   string
 		loss   distill.DCLoss
 		budget distill.Budget
+		guided float64
 	}{
-		{"l2", distill.DistillL2, distill.Budget{}},
-		{"l1", distill.DistillL1, distill.Budget{}},
-		{"hybrid", distill.Hybrid, distill.Budget{Rhos: []float64{0, 0.5}, Warmup: 2}},
-		{"l1 with dense steps", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}, Warmup: 2, Dense: 0.4}},
+		{"l2", distill.DistillL2, distill.Budget{}, 0},
+		{"l1", distill.DistillL1, distill.Budget{}, 0},
+		{"hybrid", distill.Hybrid, distill.Budget{Rhos: []float64{0, 0.5}, Warmup: 2}, 0},
+		{"l1 with dense steps", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}, Warmup: 2, Dense: 0.4}, 0},
 		// Every timestep of the schedule is below 1000: no sample drops.
-		{"l1 dense below every timestep", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}, DenseBelow: 1000}},
+		{"l1 dense below every timestep", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}, DenseBelow: 1000}, 0},
+		{"l1 guided", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}}, 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			teacher, g := graftPair(t)
 			obj := &distill.DCObjective{Model: g.Model, Teacher: teacher, Schedule: ddpm.Linear(1000), Loss: tt.loss,
-				Budget: tt.budget, RatioWeight: 0.03}
+				Budget: tt.budget, RatioWeight: 0.03, GuidedScale: tt.guided}
 			rng := rand.New(rand.NewPCG(5, 5))
 			B := 4
 			x0 := make([]float32, B*4*8*8)
@@ -86,6 +88,9 @@ func TestDCObjectives(t *testing.T) {
 				rhos[p.Metrics.Rho] = true
 				if p.Metrics.Kept <= 0 || p.Metrics.Kept > 1 || (tt.loss == distill.Hybrid && p.Metrics.Ratio <= 0) {
 					t.Errorf("step %d: kept %g, ratio %g", p.Step, p.Metrics.Kept, p.Metrics.Ratio)
+				}
+				if (p.Metrics.Guided > 0) != (tt.guided > 0) {
+					t.Errorf("step %d: guided distance %g with guided scale %g", p.Step, p.Metrics.Guided, tt.guided)
 				}
 				if (p.Metrics.Rho == float64(dc.Dense) || tt.budget.DenseBelow >= 1000) && p.Metrics.Kept != 1 {
 					t.Errorf("step %d: a dense step kept %g of the cells, want all", p.Step, p.Metrics.Kept)

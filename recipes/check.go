@@ -233,6 +233,11 @@ func checkStages(p *problems, r *Recipe) {
 			if !(st.TimestepWeightCap >= 0) || math.IsInf(st.TimestepWeightCap, 0) {
 				p.bad(k("timestep_weight_cap"), st.TimestepWeightCap, "a finite number ≥ 0 (0: uniform)")
 			}
+			if !(st.GuidedScale >= 0) || math.IsInf(st.GuidedScale, 0) {
+				p.bad(k("guided_scale"), st.GuidedScale, "a finite guidance scale ≥ 0 (0: off)")
+			} else if st.GuidedScale > 0 && st.BatchSize%2 != 0 {
+				p.bad(k("batch_size"), st.BatchSize, "an even number with guided_scale (each sample is paired with its unconditional twin)")
+			}
 			for _, key := range []string{"p2_gamma", "p2_k"} {
 				if p.lines.has(k(key)) {
 					p.add(k(key), "found in a distill stage, expected P2 weighting only in stages with the hybrid loss (train, finetune)")
@@ -241,6 +246,9 @@ func checkStages(p *problems, r *Recipe) {
 		default:
 			if st.TimestepWeightCap != 0 {
 				p.add(k("timestep_weight_cap"), "found %v in a %s stage, expected it only in distill stages", st.TimestepWeightCap, st.Kind)
+			}
+			if st.GuidedScale != 0 {
+				p.add(k("guided_scale"), "found %v in a %s stage, expected it only in distill stages", st.GuidedScale, st.Kind)
 			}
 			if !(st.P2Gamma >= 0) || math.IsInf(st.P2Gamma, 0) {
 				p.bad(k("p2_gamma"), st.P2Gamma, "a finite number ≥ 0 (0: uniform)")

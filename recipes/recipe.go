@@ -384,6 +384,13 @@ type Stage struct {
 	// the timesteps: how much the sampler amplifies an ε error at t in
 	// its estimate of x0, capped. Distill only. Default: 0 (uniform).
 	TimestepWeightCap float64 `toml:"timestep_weight_cap"`
+	// GuidedScale, when > 0, also distils the teacher's classifier-free
+	// guided prediction at this scale: each sample of the first half of
+	// a batch is paired with its unconditional twin (same noisy input,
+	// timestep and budget), so batch_size must be even. The label's share
+	// of the prediction is small at high noise but multiplied by the scale
+	// in sampling. Distill only. Default: 0 (off).
+	GuidedScale float64 `toml:"guided_scale"`
 	// P2Gamma and P2K weigh the hybrid loss's ε term by 1/(k + SNR_t)^γ
 	// (P2 weighting, Choi et al. 2022): γ = 1, k = 1 keeps the weight of
 	// the noisy steps that decide what a sample shows and fades the
