@@ -140,6 +140,12 @@ var allowedGlobals = func() map[string]pyGlobal {
 		"torch.Size":                                 {kind: gSize},
 		"argparse.Namespace":                         {kind: gNamespace},
 	}
+	// The official DC-DiT's train.py pickles its config.Config dataclass
+	// (and the dataclasses it nests) into every training checkpoint: plain
+	// attribute holders, read like a Namespace.
+	for _, n := range []string{"Config", "ModelConfig", "HNetConfig", "TrainingConfig", "DataConfig", "DiffusionConfig", "LoggingConfig"} {
+		m["config."+n] = pyGlobal{kind: gNamespace}
+	}
 	for n, dt := range storageClasses {
 		m["torch."+n] = pyGlobal{kind: gStorage, dt: dt}
 	}
@@ -167,7 +173,7 @@ var allowedSummary = func() string {
 	return "collections.OrderedDict, torch._utils._rebuild_tensor_v2, torch._utils._rebuild_tensor_v3, " +
 		"torch._utils._rebuild_parameter, torch._utils._rebuild_parameter_with_state, " +
 		"torch.{" + strings.Join(st, ",") + "}Storage, torch.UntypedStorage, torch.storage.UntypedStorage, " +
-		"torch.{" + strings.Join(dt, ",") + "}, torch.Size, argparse.Namespace"
+		"torch.{" + strings.Join(dt, ",") + "}, torch.Size, argparse.Namespace, config.{Config,ModelConfig,HNetConfig,TrainingConfig,DataConfig,DiffusionConfig,LoggingConfig} (the official DC-DiT's)"
 }()
 
 // Pickle opcodes.

@@ -53,6 +53,11 @@ type File struct {
 	// (ints beyond int64), []byte, and descriptive strings such as
 	// "<tensor F32 [3]>" for tensors.
 	Args map[string]any
+	// Config holds the attributes of the config object (or plain dict)
+	// stored under "config" in a training checkpoint, nested objects as
+	// maps — the official DC-DiT's train.py stores its config.Config
+	// there — or nil. Values are as in Args.
+	Config map[string]any
 }
 
 // Tensor locates one tensor of a checkpoint. All counts are in elements of
@@ -348,10 +353,12 @@ func parse(pklName string, pkl []byte, lookup func(key string) (record, error)) 
 			return nil, fmt.Errorf("no state dict found: the top-level dict is not one (%s), and no entry %q holds one (top-level keys: %q)",
 				why, stateDictKeys, f.TopLevel)
 		}
-		if v, ok := top.get("args"); ok {
-			switch v.(type) {
-			case *pyObject, *pyDict:
-				f.Args, _ = toGo(v).(map[string]any)
+		for key, dst := range map[string]*map[string]any{"args": &f.Args, "config": &f.Config} {
+			if v, ok := top.get(key); ok {
+				switch v.(type) {
+				case *pyObject, *pyDict:
+					*dst, _ = toGo(v).(map[string]any)
+				}
 			}
 		}
 	}

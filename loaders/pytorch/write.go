@@ -112,14 +112,23 @@ func Save(path string, tensors []SaveTensor, opts SaveOptions) error {
 		storages = p.stateDict(tensors, storages)
 	}
 	p.op(opStop)
+	if err := writeArchive(path, archive, p.buf.Bytes(), storages); err != nil {
+		return fmt.Errorf("pytorch: %w", err)
+	}
+	return nil
+}
 
-	err := atomicfile.Write(path, func(w io.Writer) error {
+// writeArchive writes the zip checkpoint torch.save makes: the pickle, the
+// format records, the storages in order, the version, each record stored
+// with its data aligned.
+func writeArchive(path, archive string, pkl []byte, storages [][]byte) error {
+	return atomicfile.Write(path, func(w io.Writer) error {
 		cw := &countWriter{w: w}
 		zw := zip.NewWriter(cw)
 		put := func(name string, data []byte) error {
 			return writeAligned(zw, cw, archive+"/"+name, data)
 		}
-		if err := put("data.pkl", p.buf.Bytes()); err != nil {
+		if err := put("data.pkl", pkl); err != nil {
 			return err
 		}
 		for _, r := range []struct{ name, data string }{{".format_version", "1"}, {".storage_alignment", "64"}, {"byteorder", "little"}} {
@@ -137,10 +146,6 @@ func Save(path string, tensors []SaveTensor, opts SaveOptions) error {
 		}
 		return zw.Close()
 	})
-	if err != nil {
-		return fmt.Errorf("pytorch: %w", err)
-	}
-	return nil
 }
 
 func checkSaveTensors(tensors []SaveTensor) error {
