@@ -51,7 +51,9 @@ func TestOpenOfficialTrainingCheckpoint(t *testing.T) {
 				},
 			})
 		},
-		"data": func() { p.dataclass(t, "DataConfig", map[string]any{"image_size": int64(128), "num_classes": int64(10)}, nil) },
+		"data": func() {
+			p.dataclass(t, "DataConfig", map[string]any{"image_size": int64(128), "num_classes": int64(10)}, nil)
+		},
 	})
 	p.op(opSetItems)
 	p.op(opStop)
