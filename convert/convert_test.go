@@ -371,8 +371,8 @@ func TestPlanRefusals(t *testing.T) {
 	}{
 		{ditSrc, Options{Layout: arch.Comfy}, "no ComfyUI layout"},
 		{ziSrc, Options{Layout: arch.Original}, "use --layout diffusers"},
-		{ditSrc, Options{Layout: arch.DCLayout}, "not yet"},
-		{ditSrc, Options{Layout: "official"}, "not yet"},
+		{ditSrc, Options{Layout: arch.DCLayout}, "rewritten whole"},
+		{ditSrc, Options{Layout: "official"}, "rewritten whole"},
 		{ditSrc, Options{Layout: arch.Diffusers, DType: dtype.F8_E4M3}, "cannot cast"},
 	} {
 		ck, _ := loaders.Open(c.src)

@@ -15,5 +15,7 @@
 //
 // Supported: DiT original ↔ diffusers; Z-Image diffusers/Tongyi ↔ ComfyUI
 // (with or without the model.diffusion_model. prefix); any of these to its
-// own layout (a dtype cast, resharding, or .pt → safetensors).
+// own layout (a dtype cast, resharding, or .pt → safetensors). DC
+// checkpoints convert whole to and from the official DC-DiT's files in
+// package dc/official.
 package convert

@@ -2,7 +2,6 @@ package convert
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -130,9 +129,6 @@ func (p *Plan) TotalBytes() int64 {
 	return n
 }
 
-// ErrNotYet is wrapped by NewPlan for layouts this version cannot write.
-var ErrNotYet = errors.New("not yet supported")
-
 // NewPlan plans the conversion of the checkpoint described by in (names,
 // shapes, dtypes, metadata, config: no tensor data) to opts. It fails,
 // naming the tensors, when the input is not a complete DiT or Z-Image
@@ -147,7 +143,7 @@ func NewPlan(in arch.Input, opts Options) (*Plan, error) {
 	switch opts.Layout {
 	case arch.Original, arch.Diffusers, arch.Comfy:
 	case arch.DCLayout, "official":
-		return nil, fmt.Errorf("convert: layout %q: %w (DC-DiT checkpoints convert in a later version)", opts.Layout, ErrNotYet)
+		return nil, fmt.Errorf("convert: layout %q is a DC-DiT's: DC checkpoints are rewritten whole (package dc/official), not planned tensor by tensor", opts.Layout)
 	default:
 		return nil, fmt.Errorf("convert: unknown layout %q (want original, diffusers or comfy)", opts.Layout)
 	}
@@ -155,7 +151,7 @@ func NewPlan(in arch.Input, opts Options) (*Plan, error) {
 	switch rep.Architecture {
 	case arch.DiT, arch.ZImage:
 	case arch.DCDiT:
-		return nil, fmt.Errorf("convert: a DC-DiT checkpoint: %w (DiT and Z-Image checkpoints convert today)", ErrNotYet)
+		return nil, fmt.Errorf("convert: a DC-DiT checkpoint has no %s layout: it converts to the official DC-DiT's files (--layout official) and back (--layout dcdit)", opts.Layout)
 	default:
 		return nil, fmt.Errorf("convert: not a DiT or Z-Image checkpoint: %s", strings.Join(rep.Warnings, "; "))
 	}

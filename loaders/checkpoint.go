@@ -48,6 +48,9 @@ type Training struct {
 	Selected string         `json:"selected"`
 	TopLevel []string       `json:"top_level"`
 	Args     map[string]any `json:"args,omitempty"`
+	// Config is the pickled config stored under "config" (the official
+	// DC-DiT's config.Config, nested objects as maps), if any.
+	Config map[string]any `json:"config,omitempty"`
 }
 
 // Checkpoint is an opened checkpoint: its tensors (sorted by name), files,
@@ -407,7 +410,7 @@ func openPyTorch(path string) (*Checkpoint, error) {
 	c := &Checkpoint{Format: FormatPyTorch, closers: []io.Closer{shared}}
 	c.Files = []FileInfo{{Path: path, Bytes: st.Size(), Tensors: len(pf.Tensors)}}
 	if pf.Selected != "" {
-		c.Training = &Training{Selected: pf.Selected, TopLevel: pf.TopLevel, Args: pf.Args}
+		c.Training = &Training{Selected: pf.Selected, TopLevel: pf.TopLevel, Args: pf.Args, Config: pf.Config}
 	}
 	for i := range pf.Tensors {
 		t := &pf.Tensors[i]

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dcdit/dcdit/internal/cli/convert"
+	"github.com/dcdit/dcdit/internal/dctest"
 )
 
 func TestConvertCommand(t *testing.T) {
@@ -30,7 +31,9 @@ func TestConvertCommand(t *testing.T) {
 		{"no layout", []string{"convert", src, filepath.Join(dir, "x")}, 2, nil, []string{"--layout is required"}, "", "x"},
 		{"bad dtype", []string{"convert", src, filepath.Join(dir, "x"), "--layout", "diffusers", "--dtype", "f8"}, 2, nil, []string{"--dtype \"f8\""}, "", "x"},
 		{"shards of a file", []string{"convert", src, filepath.Join(dir, "x.safetensors"), "--layout", "diffusers", "--shard-size", "1MB"}, 2, nil, []string{"give a folder name"}, "", "x.safetensors"},
-		{"dc layout", []string{"convert", src, filepath.Join(dir, "x"), "--layout", "official"}, 1, nil, []string{"not yet supported"}, "", "x"},
+		{"a DiT to the official DC-DiT", []string{"convert", src, filepath.Join(dir, "x.pt"), "--layout", "official"}, 1, nil, []string{"dit-original.safetensors"}, "", "x.pt"},
+		{"official with a dtype", []string{"convert", src, filepath.Join(dir, "x.pt"), "--layout", "official", "--dtype", "bf16"}, 2, nil, []string{"--dtype: DC-DiT conversions"}, "", "x.pt"},
+		{"official config without import", []string{"convert", src, filepath.Join(dir, "x"), "--layout", "diffusers", "--official-config", "c.yaml"}, 2, nil, []string{"--official-config goes with --layout dcdit"}, "", "x"},
 		{"dit to comfy", []string{"convert", src, filepath.Join(dir, "x"), "--layout", "comfy"}, 1, nil, []string{"DiT has no ComfyUI layout"}, "", "x"},
 		{"zimage f16", []string{"convert", filepath.Join(testdata, "checkpoints", "zimage-comfy.safetensors"), filepath.Join(dir, "x"), "--layout", "diffusers", "--dtype", "f16"}, 0, nil, nil, "x/config.json", ""},
 	}
@@ -77,6 +80,32 @@ func TestParseSize(t *testing.T) {
 		got, err := convert.ParseSize(c.in)
 		if (err == nil) != c.ok || (c.ok && got != c.want) {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d, ok=%v", c.in, got, err, c.want, c.ok)
+		}
+	}
+}
+
+// A DC checkpoint goes to the official DC-DiT's files and back; a bare
+// official state dict without a config is refused, naming the flag.
+func TestConvertOfficial(t *testing.T) {
+	dir := t.TempDir()
+	src := dctest.Checkpoint(t)
+	pt, back := filepath.Join(dir, "dc-dit.pt"), filepath.Join(dir, "back.safetensors")
+	steps := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"export", []string{"convert", src, pt, "--layout", "official"}, 0, "and its config " + filepath.Join(dir, "dc-dit.yaml")},
+		{"again", []string{"convert", src, pt, "--layout", "official"}, 1, "exists"},
+		{"import without a config", []string{"convert", pt, back, "--layout", "dcdit"}, 1, "--official-config"},
+		{"import", []string{"convert", pt, back, "--layout", "dcdit", "--official-config", filepath.Join(dir, "dc-dit.yaml")}, 0, "wrote " + back},
+		{"inspect", []string{"inspect", back}, 0, ""},
+	}
+	for _, s := range steps {
+		code, _, errOut := run(t, s.args...)
+		if code != s.code || !strings.Contains(errOut, s.stderr) {
+			t.Fatalf("%s: exit %d (want %d), stderr %q (want it to say %q)", s.name, code, s.code, errOut, s.stderr)
 		}
 	}
 }

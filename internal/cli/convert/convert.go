@@ -5,6 +5,7 @@ package convert
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dcdit/dcdit/convert"
+	"github.com/dcdit/dcdit/dc/official"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 	"github.com/dcdit/dcdit/internal/cli/progress"
@@ -34,6 +36,9 @@ type Options struct {
 	ComfyPrefix   bool
 	NumHeads      int
 	Quiet         bool
+	// OfficialConfig is the official DC-DiT YAML config of IN (--layout
+	// dcdit); "" reads the config a training checkpoint pickles.
+	OfficialConfig string
 }
 
 // defaultShardSize is huggingface_hub's default max shard size (5 GB).
@@ -45,7 +50,7 @@ func NewCmd(ios *iostreams.IO, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: ios}
 	var shardSize string
 	cmd := &cobra.Command{
-		Use:   "convert IN OUT --layout original|diffusers|comfy",
+		Use:   "convert IN OUT --layout original|diffusers|comfy|official|dcdit",
 		Short: "Rewrite a checkpoint in another key layout, dtype or sharding (streaming)",
 		Long: `Convert rewrites a DiT or Z-Image checkpoint in another key layout, dtype
 or sharding. IN is anything 'dcdit inspect' reads (a .safetensors file, a
@@ -64,9 +69,20 @@ Layouts (--layout):
            <-> comfy (ComfyUI: fused attention.qkv, x_embedder, q_norm/k_norm;
            --comfy-prefix puts model.diffusion_model. before every name, as
            ComfyUI's full checkpoints do; an input's prefix is stripped).
+  DC-DiT   dcdit (a DC checkpoint: one safetensors file whose metadata
+           describes the model) <-> official (AMD-AGI/DynamicChunkingDiT: a
+           PyTorch state dict its create_dit model loads with strict=True,
+           pos_embed included, and beside it OUT's name with .yaml, the
+           config its sample.py and train.py read). Export refuses a model
+           the official code cannot build (dcdit's patch-grid scaffold, wide
+           head, relative residual, latent skip, no encoder RMSNorm, other
+           group counts or router width), naming each. Import reads a bare
+           state dict or train.py's {"model", "ema", "opt", "config"}
+           (taking the EMA) with the YAML given by --official-config, or
+           the config such a training checkpoint pickles, and checks the
+           config against the tensors.
 Converting to the input's own layout copies the tensors: a dtype cast,
-resharding, or a PyTorch .pt turned into safetensors. DC-DiT checkpoints
-(layouts dcdit and official) are not supported yet.
+resharding, or a PyTorch .pt turned into safetensors.
 
 --dtype casts every tensor to f32, bf16 or f16, rounding to nearest even; a
 finite value that f16 (or bf16) cannot hold is an error naming the tensor,
@@ -94,7 +110,9 @@ bytes goes to stderr unless -q.`,
   dcdit convert DiT-XL-2-diffusers dit-xl-2.safetensors --layout original --dtype bf16
   dcdit convert Z-Image-Turbo/ z_image_turbo_bf16.safetensors --layout comfy --dtype bf16
   dcdit convert z_image_turbo.safetensors Z-Image-Turbo-transformer --layout diffusers --shard-size 10GB
-  dcdit convert model.safetensors out.safetensors --layout diffusers --dry-run`,
+  dcdit convert model.safetensors out.safetensors --layout diffusers --dry-run
+  dcdit convert runs/dc/model.safetensors dc-dit.pt --layout official       # also writes dc-dit.yaml
+  dcdit convert results/000-DC-DiT/checkpoints/0400000.pt dc.safetensors --layout dcdit --official-config config.yaml`,
 		Args: cmdutil.ExactArgs(2, "IN and OUT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.In, opts.Out = args[0], args[1]
@@ -108,7 +126,8 @@ bytes goes to stderr unless -q.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.Layout, "layout", "", "target key layout: original or diffusers (DiT), diffusers or comfy (Z-Image)")
+	f.StringVar(&opts.Layout, "layout", "", "target key layout: original or diffusers (DiT), diffusers or comfy (Z-Image), official or dcdit (DC-DiT)")
+	f.StringVar(&opts.OfficialConfig, "official-config", "", "--layout dcdit: the official DC-DiT YAML config IN was trained with (default: the one a training checkpoint pickles)")
 	f.StringVar(&opts.DType, "dtype", "", "cast every tensor to f32, bf16 or f16 (default: keep each tensor's)")
 	f.StringVar(&shardSize, "shard-size", defaultShardSize, "folder output: largest shard, e.g. 5GB, 500MB, 2GiB (0: one file)")
 	f.BoolVar(&opts.DryRun, "dry-run", false, "print the plan (one line per output tensor) and write nothing")
@@ -122,10 +141,20 @@ bytes goes to stderr unless -q.`,
 func validate(cmd *cobra.Command, o *Options, shardSize string) error {
 	switch o.Layout {
 	case "":
-		return cmdutil.Usagef(cmd, "--layout is required: original, diffusers or comfy")
-	case string(arch.Original), string(arch.Diffusers), string(arch.Comfy), string(arch.DCLayout), "official":
+		return cmdutil.Usagef(cmd, "--layout is required: original, diffusers, comfy, official or dcdit")
+	case string(arch.Original), string(arch.Diffusers), string(arch.Comfy):
+	case string(arch.DCLayout), layoutOfficial:
+		// DC-DiT conversions rewrite the model whole, at float32.
+		for _, flag := range []string{"dtype", "shard-size", "dry-run", "allow-overflow", "num-heads"} {
+			if cmd.Flags().Changed(flag) {
+				return cmdutil.Usagef(cmd, "--%s: DC-DiT conversions (--layout %s) write one float32 file", flag, o.Layout)
+			}
+		}
 	default:
-		return cmdutil.Usagef(cmd, "--layout %q: want original, diffusers or comfy", o.Layout)
+		return cmdutil.Usagef(cmd, "--layout %q: want original, diffusers, comfy, official or dcdit", o.Layout)
+	}
+	if o.OfficialConfig != "" && o.Layout != string(arch.DCLayout) {
+		return cmdutil.Usagef(cmd, "--official-config goes with --layout dcdit (reading an official DC-DiT checkpoint)")
 	}
 	switch strings.ToLower(o.DType) {
 	case "", "f32", "bf16", "f16":
@@ -176,8 +205,15 @@ func ParseSize(s string) (int64, error) {
 	return int64(v * mult), nil
 }
 
+// layoutOfficial is the official DC-DiT's files (see package official).
+const layoutOfficial = "official"
+
 // Run plans the conversion and, unless DryRun, executes it.
 func Run(opts *Options) error {
+	switch opts.Layout {
+	case layoutOfficial, string(arch.DCLayout):
+		return runDC(opts)
+	}
 	ck, err := loaders.Open(opts.In)
 	if err != nil {
 		return err
@@ -243,4 +279,29 @@ func shapeString(s []int64) string {
 		parts[i] = strconv.FormatInt(d, 10)
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// runDC converts a DC checkpoint to the official DC-DiT's files or back.
+func runDC(opts *Options) error {
+	if _, err := os.Stat(opts.Out); err == nil {
+		return fmt.Errorf("%s exists; conversions never write over a file", opts.Out)
+	}
+	start := time.Now()
+	var err error
+	if opts.Layout == layoutOfficial {
+		err = official.ExportFile(opts.In, opts.Out)
+	} else {
+		err = official.ImportFile(opts.In, opts.OfficialConfig, opts.Out)
+	}
+	if err != nil {
+		return err
+	}
+	if !opts.Quiet {
+		also := ""
+		if opts.Layout == layoutOfficial {
+			also = " and its config " + official.ConfigPath(opts.Out)
+		}
+		fmt.Fprintf(opts.IO.Err, "wrote %s%s (%s) in %s\n", opts.Out, also, opts.Layout, progress.Duration(time.Since(start)))
+	}
+	return nil
 }

@@ -1,0 +1,200 @@
+package official_test
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/dc/checkpoint"
+	"github.com/dcdit/dcdit/dc/official"
+	"github.com/dcdit/dcdit/internal/dctest"
+	"github.com/dcdit/dcdit/loaders/pytorch"
+)
+
+// A DC checkpoint exported to the official files and imported back is the
+// same model, bit for bit; the state dict has exactly the reference's
+// tensors (names and shapes: strict loading), its pos_embed the
+// reference's own values; the config says what the model is.
+func TestRoundTrip(t *testing.T) {
+	for _, c := range dctest.Cases(t) {
+		t.Run(c.Name, func(t *testing.T) {
+			m, rhos := dctest.Model(t, c)
+			dir := t.TempDir()
+			src := filepath.Join(dir, "dc.safetensors")
+			if err := checkpoint.Save(src, m, checkpoint.Info{TrainedRhos: rhos}); err != nil {
+				t.Fatal(err)
+			}
+			pt := filepath.Join(dir, "official.pt")
+			if err := official.ExportFile(src, pt); err != nil {
+				t.Fatal(err)
+			}
+
+			ref, err := dc.ReadSafetensors(filepath.Join(c.Dir, "weights.safetensors"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := pytorch.Open(pt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Selected != "" || len(f.Tensors) != len(ref) {
+				t.Fatalf("exported %d tensors (selected %q), the reference state dict has %d", len(f.Tensors), f.Selected, len(ref))
+			}
+			for _, tt := range f.Tensors {
+				r, ok := ref[tt.Name]
+				shape := make([]int, len(tt.Shape))
+				for i, d := range tt.Shape {
+					shape[i] = int(d)
+				}
+				if !ok || !slices.Equal(shape, r.Shape) {
+					t.Errorf("tensor %q %v: the reference has %v (present: %v)", tt.Name, shape, r.Shape, ok)
+				}
+			}
+			back := filepath.Join(dir, "back.safetensors")
+			if err := official.ImportFile(pt, official.ConfigPath(pt), back); err != nil {
+				t.Fatal(err)
+			}
+			m2, meta2, err := checkpoint.Load(back)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *m2.Config != *m.Config {
+				t.Errorf("config after the round trip:\n%+v\nwant\n%+v", *m2.Config, *m.Config)
+			}
+			if !slices.Equal(meta2.TrainedRhos, rhos) && len(rhos) > 1 {
+				t.Errorf("trained ρ %v, want %v", meta2.TrainedRhos, rhos)
+			}
+			same(t, m2.Params.List(), m.Params.List())
+			same(t, m2.Backbone.Parameters().List(), m.Backbone.Parameters().List())
+
+			// pos_embed: the exported table is the reference's, bit for bit.
+			pd, err := os.ReadFile(pt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tt := range f.Tensors {
+				if tt.Name != "pos_embed" {
+					continue
+				}
+				r := ref["pos_embed"].Data
+				for i := range r {
+					off := tt.FileOffset + 4*(tt.StorageOffset+int64(i))
+					got := math.Float32frombits(uint32(pd[off]) | uint32(pd[off+1])<<8 | uint32(pd[off+2])<<16 | uint32(pd[off+3])<<24)
+					if got != r[i] {
+						t.Fatalf("pos_embed[%d] = %v, the reference's %v", i, got, r[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+func same[P interface {
+	comparable
+	Values() []float32
+}](t *testing.T, got, want []P) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d parameters, want %d", len(got), len(want))
+	}
+	for i := range got {
+		a, b := got[i].Values(), want[i].Values()
+		for j := range a {
+			if math.Float32bits(a[j]) != math.Float32bits(b[j]) {
+				t.Fatalf("parameter %d value %d: %v after the round trip, %v before", i, j, a[j], b[j])
+			}
+		}
+	}
+}
+
+// Export refuses what the official model cannot hold, naming each
+// setting; import refuses a config that does not describe the tensors,
+// naming each difference.
+func TestRefusals(t *testing.T) {
+	src := dctest.Checkpoint(t)
+	_, meta, err := checkpoint.Load(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		edit func(m *checkpoint.Meta)
+		want []string
+	}{
+		{"dcdit's scaffold options", func(m *checkpoint.Meta) {
+			m.Scaffold.PatchSize, m.Scaffold.WideHead, m.Scaffold.NoEncoderNorm = 2, true, true
+			m.Scaffold.RelativeResidual, m.Scaffold.LatentSkip = true, true
+		}, []string{"patch_size 2", "wide head", "no encoder RMSNorm", "relative residual", "latent skip"}},
+		{"group counts", func(m *checkpoint.Meta) { m.Scaffold.NormGroups = 8 }, []string{"norm_groups 8 (official: 32)"}},
+		{"a rectangle", func(m *checkpoint.Meta) { m.Scaffold.GridCols++ }, []string{"grid (the official model is square)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := *meta
+			tt.edit(&m)
+			_, err := official.ConfigOf(&m)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+
+	dir := t.TempDir()
+	pt := filepath.Join(dir, "official.pt")
+	if err := official.ExportFile(src, pt); err != nil {
+		t.Fatal(err)
+	}
+	if err := official.ExportFile(src, pt); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Errorf("export over an existing file: %v", err)
+	}
+	cfg, err := os.ReadFile(official.ConfigPath(pt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each edit breaks one thing the tensors fix, whatever the case's sizes.
+	line := func(text, key, value string) string {
+		i := strings.Index(text, key+": ")
+		if i < 0 {
+			t.Fatalf("the exported config has no %q:\n%s", key, text)
+		}
+		j := i + strings.IndexByte(text[i:], '\n')
+		return text[:i] + key + ": " + value + text[j:]
+	}
+	flip := func(text string) string {
+		if strings.Contains(text, "learn_sigma: true") {
+			return strings.Replace(text, "learn_sigma: true", "learn_sigma: false", 1)
+		}
+		return strings.Replace(text, "learn_sigma: false", "learn_sigma: true", 1)
+	}
+	for _, tt := range []struct {
+		name string
+		edit func(string) string
+		want string
+	}{
+		{"image size", func(s string) string { return line(s, "image_size", "8") }, "latent grid side (image_size / 8): config 1, tensors"},
+		{"layout", func(s string) string { return strings.Replace(s, `arch_layout: ["c`, `arch_layout: ["c9`, 1) }, "encoder conv blocks (arch_layout): config 9"},
+		{"learned sigma", flip, "output channels (learn_sigma)"},
+		{"unequal widths", func(s string) string { return strings.Replace(s, "d_model: [", "d_model: [7, ", 1) }, "model.hnet.d_model is"},
+		{"two stages", func(s string) string { return line(s, "arch_layout", `["c2", ["c2", ["D2"], "c2"], "c2"]`) }, "model.hnet.arch_layout is"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			edited := filepath.Join(t.TempDir(), "edited.yaml")
+			if err := os.WriteFile(edited, []byte(tt.edit(string(cfg))), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			err := official.ImportFile(pt, edited, filepath.Join(t.TempDir(), "back.safetensors"))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("import: %v, want it to say %q", err, tt.want)
+			}
+		})
+	}
+}
