@@ -84,8 +84,9 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
-// A DC checkpoint goes to the official DC-DiT's files and back; a bare
-// official state dict without a config is refused, naming the flag.
+// A DC checkpoint goes to the official DC-DiT's files and back, and the
+// imported model samples at a budget; a bare official state dict without
+// a config is refused, naming the flag.
 func TestConvertOfficial(t *testing.T) {
 	dir := t.TempDir()
 	src := dctest.Checkpoint(t)
@@ -101,6 +102,7 @@ func TestConvertOfficial(t *testing.T) {
 		{"import without a config", []string{"convert", pt, back, "--layout", "dcdit"}, 1, "--official-config"},
 		{"import", []string{"convert", pt, back, "--layout", "dcdit", "--official-config", filepath.Join(dir, "dc-dit.yaml")}, 0, "wrote " + back},
 		{"inspect", []string{"inspect", back}, 0, ""},
+		{"sample at ρ 0.5", []string{"sample", back, "--rho", "0.5", "--steps", "2", "--out", filepath.Join(dir, "s.safetensors"), "-q"}, 0, ""},
 	}
 	for _, s := range steps {
 		code, _, errOut := run(t, s.args...)
