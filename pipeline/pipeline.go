@@ -12,6 +12,8 @@
 //	model.safetensors the final model (EMA weights when the last stage kept
 //	                 an EMA): a DC checkpoint, or a DiT in the original naming
 //	eval.json        the evaluation (DC models), with its PNGs beside it
+//	README.md        the model card: base model and its licence, recipe,
+//	                 evaluation table and pictures, FLOPs, how to sample
 package pipeline
 
 import (
@@ -66,6 +68,8 @@ type Summary struct {
 	Eval *eval.Report `json:"eval,omitempty"`
 	// Files are the evaluation's files (eval.json and pictures).
 	Files []string `json:"files,omitempty"`
+	// Card is the model card (README.md) beside the model.
+	Card string `json:"card"`
 }
 
 // model is what the stages train: a fixed-patch DiT or a DC model, with
@@ -206,16 +210,19 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 		return nil, err
 	}
 	logf("model: %s", sum.Model)
-	if m.dc == nil || teacher == nil {
-		return sum, nil
+	if m.dc != nil && teacher != nil {
+		logf("evaluating against the teacher at ρ %v", r.Eval.Rho)
+		if sum.Eval, err = eval.Run(m.dc, teacher, held, evalOptions(r, features)); err != nil {
+			return nil, fmt.Errorf("pipeline: evaluation: %w", err)
+		}
+		if sum.Files, err = sum.Eval.WriteFiles(out); err != nil {
+			return nil, err
+		}
 	}
-	logf("evaluating against the teacher at ρ %v", r.Eval.Rho)
-	if sum.Eval, err = eval.Run(m.dc, teacher, held, evalOptions(r, features)); err != nil {
-		return nil, fmt.Errorf("pipeline: evaluation: %w", err)
+	if err := writeCard(out, r, m, sum); err != nil {
+		return nil, fmt.Errorf("pipeline: model card: %w", err)
 	}
-	if sum.Files, err = sum.Eval.WriteFiles(out); err != nil {
-		return nil, err
-	}
+	sum.Card = filepath.Join(out, CardFile)
 	return sum, nil
 }
 

@@ -110,7 +110,7 @@ func load(t *testing.T, dir, text string) *recipes.Recipe {
 // stage as complete and writes the same model.
 func TestUpcycleEndToEnd(t *testing.T) {
 	dir := t.TempDir()
-	writeTeacher(t, dir)
+	writeTeacher(t, dir, map[string]string{"license": "cc-by-nc-4.0"})
 	r := load(t, dir, upcycleRecipe)
 	out := filepath.Join(dir, "out")
 	sum, err := Run(r, Options{Out: out})
@@ -137,6 +137,18 @@ func TestUpcycleEndToEnd(t *testing.T) {
 	text, err := os.ReadFile(filepath.Join(out, "eval.json"))
 	if err != nil || json.Unmarshal(text, &js) != nil || js["rows"] == nil {
 		t.Fatalf("eval.json: %v", err)
+	}
+	// The model card: hub front matter with the base's licence, the
+	// recipe, the evaluation table and pictures, how to sample.
+	card, err := os.ReadFile(filepath.Join(out, "README.md"))
+	if err != nil || sum.Card != filepath.Join(out, "README.md") {
+		t.Fatalf("model card %q: %v", sum.Card, err)
+	}
+	for _, want := range []string{"---\nlibrary_name: dcdit", "license: cc-by-nc-4.0", "base_model: ", "# tiny", `name = "tiny"`,
+		"| DC | 0 |", "| teacher |", "![elastic_grid](elastic_grid.png)", "dcdit sample model.safetensors"} {
+		if !strings.Contains(string(card), want) {
+			t.Errorf("the model card lacks %q:\n%s", want, card)
+		}
 	}
 	first, _ := os.ReadFile(sum.Model)
 
@@ -189,6 +201,10 @@ func TestTrainFromScratch(t *testing.T) {
 	}
 	if w.Config.NumHeads != 2 || w.Config.HiddenSize != 32 || sum.Eval != nil {
 		t.Fatalf("config %+v, eval %v", w.Config, sum.Eval)
+	}
+	card, err := os.ReadFile(sum.Card)
+	if err != nil || !strings.Contains(string(card), "A DiT trained from scratch") || strings.Contains(string(card), "license") {
+		t.Errorf("model card (%v):\n%s", err, card)
 	}
 }
 

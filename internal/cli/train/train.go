@@ -133,6 +133,7 @@ func Run(opts *Options) error {
 	if len(sum.Files) > 0 {
 		fmt.Fprintf(opts.IO.Out, "evaluation: %s\n", strings.Join(sum.Files, ", "))
 	}
+	fmt.Fprintf(opts.IO.Out, "model card: %s\n", sum.Card)
 	return nil
 }
 

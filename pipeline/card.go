@@ -1,0 +1,226 @@
+package pipeline
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/dcdit/dcdit/dc/checkpoint"
+	"github.com/dcdit/dcdit/eval"
+	"github.com/dcdit/dcdit/loaders"
+	"github.com/dcdit/dcdit/loaders/atomicfile"
+	"github.com/dcdit/dcdit/recipes"
+)
+
+// CardFile is the model card written beside the model.
+const CardFile = "README.md"
+
+// writeCard writes the model card: what the model is, what it was made
+// from and how, how it scores, what it costs, how to sample it, in the
+// layout model hubs show (a YAML front matter, then Markdown).
+func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
+	var b strings.Builder
+	var base *checkpoint.Base
+	licence := ""
+	if r.Base != nil {
+		var err error
+		if base, err = checkpoint.DescribeBase(r.BasePath(), false); err != nil {
+			return err
+		}
+		licence = baseLicence(r.BasePath())
+	}
+	kind := "dc-dit"
+	if m.dc == nil {
+		kind = "dit"
+	}
+	fmt.Fprintf(&b, "---\nlibrary_name: dcdit\ntags:\n- diffusion\n- %s\n", kind)
+	if licence != "" {
+		fmt.Fprintf(&b, "license: %s\n", licence)
+	}
+	if base != nil {
+		fmt.Fprintf(&b, "base_model: %s\n", yamlString(base.Path))
+	}
+	b.WriteString("---\n\n")
+
+	fmt.Fprintf(&b, "# %s\n\n", r.Name)
+	switch {
+	case m.dc != nil && base != nil:
+		fmt.Fprintf(&b, "A DC-DiT upcycled by dcdit from `%s`: a learned encoder, router and decoder replace the teacher's fixed patchify, so one checkpoint runs at any compute budget chosen at sampling time (the tail-drop fraction ρ).\n\n", base.Path)
+	case m.dc != nil:
+		b.WriteString("A DC-DiT trained from scratch by dcdit: its router chooses the tokens, so one checkpoint runs at any compute budget chosen at sampling time (the tail-drop fraction ρ).\n\n")
+	default:
+		b.WriteString("A DiT trained from scratch by dcdit.\n\n")
+	}
+
+	b.WriteString("## Model\n\n")
+	fmt.Fprintf(&b, "- file: `model.safetensors` (%d parameters", len(m.params.Data))
+	if m.dc != nil {
+		c := m.dc.Config
+		fmt.Fprintf(&b, "; a DC checkpoint: `dcdit inspect` reads its architecture from the metadata)\n")
+		fmt.Fprintf(&b, "- latents: %d channels on a %d×%d grid; scaffold cells of %d×%d latents (%d cells), encoder/decoder width %d, model width %d, %d encoder and %d decoder conv blocks, target compression N = %g\n",
+			c.InChannels, c.GridRows, c.GridCols, c.Patch(), c.Patch(), c.Cells(), c.EncDecDim, c.ModelDim, c.EncoderBlocks, c.DecoderBlocks, c.TargetN)
+		fmt.Fprintf(&b, "- trained tail-drop fractions ρ: %s\n", floats(trainedRhos(r)))
+	} else {
+		b.WriteString("; DiT's original tensor names)\n")
+	}
+	if base != nil {
+		fmt.Fprintf(&b, "- base model: `%s` (%s, %s layout", base.Path, base.Architecture, base.Layout)
+		if base.SHA256 != "" {
+			fmt.Fprintf(&b, ", sha256 %s", base.SHA256)
+		} else {
+			fmt.Fprintf(&b, ", %d bytes, modified %s", base.Size, base.ModTime)
+		}
+		b.WriteString(")\n")
+		if licence != "" {
+			fmt.Fprintf(&b, "- licence of the base model (from its metadata): %s — this model derives from it\n", licence)
+		} else {
+			b.WriteString("- licence of the base model: not stated in its metadata; check where it came from before sharing this model\n")
+		}
+	}
+
+	b.WriteString("\n## Training\n\n| stage | steps | seconds | last loss |\n|---|---|---|---|\n")
+	for _, s := range sum.Stages {
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.4g |\n", s.Stage, s.Steps, s.Seconds, s.Last.Loss)
+	}
+	b.WriteString("\nThe recipe (`dcdit upcycle` or `dcdit train` with it reproduces this model):\n\n```toml\n")
+	b.WriteString(strings.TrimRight(r.Text, "\n"))
+	b.WriteString("\n```\n")
+
+	if rep := sum.Eval; rep != nil {
+		writeCardEval(&b, rep, sum.Files)
+	}
+
+	b.WriteString("\n## Sampling\n\n```sh\n")
+	if m.dc != nil {
+		rho := 0.0
+		if rs := trainedRhos(r); len(rs) > 0 {
+			rho = rs[len(rs)/2]
+		}
+		dense := ""
+		if r.Eval.DenseBelow > 0 {
+			dense = fmt.Sprintf(" --dense-below %g", r.Eval.DenseBelow)
+		}
+		fmt.Fprintf(&b, "dcdit sample model.safetensors --class 0 --num 8 --rho %g%s --cfg %g --steps %d --png samples.png\n", rho, dense, r.Eval.CFG, r.Eval.SamplingSteps)
+	} else {
+		b.WriteString("dcdit sample model.safetensors --class 0 --num 8 --png samples.png\n")
+	}
+	b.WriteString("```\n")
+	if m.dc != nil {
+		b.WriteString("\n`--rho` chooses the budget (the share of the router's boundaries dropped)")
+		if r.Eval.DenseBelow > 0 {
+			b.WriteString("; `--dense-below` runs the low-noise steps on every cell, as the evaluation above did")
+		}
+		b.WriteString(".\n")
+	}
+	return atomicfile.Write(filepath.Join(out, CardFile), func(w io.Writer) error {
+		_, err := io.WriteString(w, b.String())
+		return err
+	})
+}
+
+// writeCardEval writes the evaluation section: one row per ρ, the
+// Lite-CFG pair and the teacher, then the pictures.
+func writeCardEval(b *strings.Builder, rep *eval.Report, files []string) {
+	fmt.Fprintf(b, "\n## Evaluation\n\nAgainst the teacher, %d samples per row from the same noise, %d sampling steps, guidance %g, seed %d", rep.NumSamples, rep.Steps, rep.CFG, rep.Seed)
+	if rep.DataFDFloor != nil {
+		fmt.Fprintf(b, "; Fréchet distance (FD) on the bundled feature network's features, whose floor between two sets of real data is %.2f", *rep.DataFDFloor)
+	}
+	if rep.CFG > 1 {
+		b.WriteString(". GFLOPs per image count both guidance branches along the whole sampling run.\n\n")
+	} else {
+		b.WriteString(". GFLOPs per image count the whole sampling run.\n\n")
+	}
+	b.WriteString("| model | ρ | kept tokens | GFLOPs/img | × teacher | FD | class accuracy |\n|---|---|---|---|---|---|---|\n")
+	t := rep.Teacher.GFLOPsPerImage
+	ratio := func(g float64) string {
+		if t > 0 {
+			return fmt.Sprintf("%.2f", g/t)
+		}
+		return ""
+	}
+	for _, row := range rep.Rows {
+		fmt.Fprintf(b, "| DC | %g | %.1f / %d | %.4g | %s | %s | %s |\n", row.Rho, row.KeptTokens, rep.Tokens, row.GFLOPsPerImage, ratio(row.GFLOPsPerImage), opt(row.FD, "%.2f"), opt(row.ClassAccuracy, "%.2f"))
+	}
+	if l := rep.LiteCFG; l != nil {
+		fmt.Fprintf(b, "| DC, Lite-CFG | %g / %g | %.1f | %.4g | %s | %s | %s |\n", l.RhoCond, l.RhoUncond, l.KeptTokens, l.GFLOPsPerImage, ratio(l.GFLOPsPerImage), opt(l.FD, "%.2f"), opt(l.ClassAccuracy, "%.2f"))
+	}
+	fmt.Fprintf(b, "| teacher | | %d | %.4g | 1 | %s | %s |\n", rep.Teacher.Tokens, t, opt(rep.Teacher.FD, "%.2f"), opt(rep.Teacher.ClassAccuracy, "%.2f"))
+	if rep.EdgeDensityRatio != nil {
+		fmt.Fprintf(b, "\nEdge density ratio (how much more densely the router keeps shape edges than flat background at ρ = 0): %.2f.\n", *rep.EdgeDensityRatio)
+	}
+	var pics []string
+	for _, f := range files {
+		if strings.HasSuffix(f, ".png") {
+			pics = append(pics, filepath.Base(f))
+		}
+	}
+	if len(pics) > 0 {
+		b.WriteString("\n")
+		for _, p := range pics {
+			fmt.Fprintf(b, "![%s](%s)\n", strings.TrimSuffix(p, ".png"), p)
+		}
+		fmt.Fprintf(b, "\n`%s` has every number above and more.\n", eval.JSONFile)
+	}
+}
+
+func opt(v *float64, format string) string {
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprintf(format, *v)
+}
+
+func floats(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprintf("%g", x)
+	}
+	return strings.Join(s, ", ")
+}
+
+// yamlString quotes s for a YAML scalar.
+func yamlString(s string) string { return fmt.Sprintf("%q", s) }
+
+// baseLicence is the licence the base checkpoint's own files state: a
+// "license" (or "licence") entry of its safetensors metadata or
+// config.json, or the license: line of a model-hub README.md front matter
+// beside it; "" when none says.
+func baseLicence(path string) string {
+	if ck, err := loaders.Open(path); err == nil {
+		defer ck.Close()
+		for _, k := range []string{"license", "licence"} {
+			if v := strings.TrimSpace(ck.Metadata[k]); v != "" {
+				return v
+			}
+			if v, ok := ck.Config[k].(string); ok && strings.TrimSpace(v) != "" {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	dir := path
+	if st, err := os.Stat(path); err == nil && !st.IsDir() {
+		dir = filepath.Dir(path)
+	}
+	f, err := os.Open(filepath.Join(dir, "README.md"))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	if !sc.Scan() || strings.TrimSpace(sc.Text()) != "---" {
+		return ""
+	}
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.TrimSpace(line) == "---" {
+			break
+		}
+		if v, ok := strings.CutPrefix(line, "license:"); ok {
+			return strings.Trim(strings.TrimSpace(v), `"'`)
+		}
+	}
+	return ""
+}
