@@ -12,6 +12,7 @@ import (
 
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/internal/oracle"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
@@ -138,6 +139,9 @@ func TestUpcycleEndToEnd(t *testing.T) {
 	if err != nil || json.Unmarshal(text, &js) != nil || js["rows"] == nil {
 		t.Fatalf("eval.json: %v", err)
 	}
+	// Every safetensors file of the run (model, stage checkpoints) reads
+	// the same in an independent reader.
+	oracle.CheckTree(t, out)
 	// The model card: hub front matter with the base's licence, the
 	// recipe, the evaluation table and pictures, how to sample.
 	card, err := os.ReadFile(filepath.Join(out, "README.md"))
@@ -330,6 +334,8 @@ func TestSaveDType(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The model and the stage checkpoints, to an independent reader.
+			oracle.CheckTree(t, filepath.Join(dir, "out"))
 		})
 	}
 }
