@@ -69,6 +69,10 @@ func Defaults() *Config {
 	}
 }
 
+// officialClasses is the class count the official samplers assume (their
+// null label is 1000).
+const officialClasses = 1000
+
 // Grid is the latent grid's side (image_size / 8).
 func (c *Config) Grid() int { return c.ImageSize / 8 }
 
@@ -379,6 +383,10 @@ func (c *Config) YAML() []byte {
 	fracs := make([]string, len(c.MultiBudgetDropFractions))
 	for i, f := range c.MultiBudgetDropFractions {
 		fracs[i] = num(f)
+	}
+	b.WriteString("# The official DC-DiT's config (AMD-AGI/DynamicChunkingDiT config.py), written by dcdit.\n")
+	if c.NumClasses != officialClasses {
+		fmt.Fprintf(&b, "# Its sample.py and sample_ddp.py take label %d as the null class: with %d classes,\n# guided sampling there needs that label changed to %d.\n", officialClasses, c.NumClasses, c.NumClasses)
 	}
 	fmt.Fprintf(&b, "model:\n  name: %s\n  hnet:\n", strconv.Quote(c.Name))
 	fmt.Fprintf(&b, "    arch_layout: [\"c%d\", [\"D%d\"], \"c%d\"]\n", c.EncoderBlocks, c.Depth, c.DecoderBlocks)

@@ -132,6 +132,10 @@ func f32Bytes(v []float32) []byte {
 // with, checking one against the other: the widths, block counts, grid,
 // classes and output channels the config states must be the tensors'.
 func Import(ts map[string]dc.Tensor, c *Config) (*dc.Model, error) {
+	if !(c.ClassDropoutProb > 0) {
+		// Its last row would be taken for the null class.
+		return nil, fmt.Errorf("official: training.class_dropout_prob is %g: that model has no null-class row, which dcdit's class conditioning always has", c.ClassDropoutProb)
+	}
 	m, err := hnet.FromTensors(ts, hnet.LoadOptions{Heads: c.NumHeads, Settings: dc.Settings{
 		Sigma: c.DechunkSigma, TargetN: c.DownsampleFactor, RatioLossWeight: c.RatioLossWeight, RatioBatchSize: c.RatioBatchSize,
 		NormGroups: normGroups, RouterGroups: routerGroups,
@@ -147,10 +151,7 @@ func Import(ts map[string]dc.Tensor, c *Config) (*dc.Model, error) {
 	if h == nil {
 		return nil, errors.New("official: the state dict did not build DC-DiT's own main network")
 	}
-	classes := c.NumClasses
-	if c.ClassDropoutProb > 0 {
-		classes++ // the null class's row
-	}
+	classes := c.NumClasses + 1 // the null class's row
 	outs := inChannels
 	if c.LearnSigma {
 		outs *= 2
@@ -168,7 +169,7 @@ func Import(ts map[string]dc.Tensor, c *Config) (*dc.Model, error) {
 	check("main network blocks (arch_layout)", c.Depth, h.Depth)
 	check("MLP width int(d_model·mlp_ratio)", int(float64(c.DModel)*c.MLPRatio), h.MLPHidden)
 	check("latent grid side (image_size / 8)", c.Grid(), s.GridRows)
-	check("class-table rows (num_classes, + 1 with class dropout)", classes, h.NumClasses+1)
+	check("class-table rows (num_classes + the null class)", classes, h.NumClasses+1)
 	check("output channels (learn_sigma)", outs, s.OutChannels)
 	if len(diff) > 0 {
 		return nil, fmt.Errorf("official: the config does not describe these tensors: %s", strings.Join(diff, "; "))

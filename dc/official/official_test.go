@@ -184,6 +184,7 @@ func TestRefusals(t *testing.T) {
 		{"layout", func(s string) string { return strings.Replace(s, `arch_layout: ["c`, `arch_layout: ["c9`, 1) }, "encoder conv blocks (arch_layout): config 9"},
 		{"learned sigma", flip, "output channels (learn_sigma)"},
 		{"unequal widths", func(s string) string { return strings.Replace(s, "d_model: [", "d_model: [7, ", 1) }, "model.hnet.d_model is"},
+		{"no null class", func(s string) string { return line(s, "class_dropout_prob", "0.0") }, "no null-class row"},
 		{"two stages", func(s string) string { return line(s, "arch_layout", `["c2", ["c2", ["D2"], "c2"], "c2"]`) }, "model.hnet.arch_layout is"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
