@@ -14,6 +14,10 @@ import (
 type LoadOptions struct {
 	Heads    int         // attention heads of the main network
 	Settings dc.Settings // de-chunk σ, ratio-loss target and grouping, norm groups
+	// PatchSize is the patch grid whose positions the position table
+	// holds (Config.PatchSize; 0: the latent grid). PosEmbedPatch finds
+	// it from a stored pos_embed.
+	PatchSize int
 }
 
 // FromTensors builds a reference DC-DiT (the official create_dit layout:
@@ -32,6 +36,7 @@ func FromTensors(ts map[string]dc.Tensor, opts LoadOptions) (*dc.Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	ncfg.PatchSize = opts.PatchSize
 	net, err := New(ncfg, ts)
 	if err != nil {
 		return nil, err
@@ -58,7 +63,7 @@ func FromTensors(ts map[string]dc.Tensor, opts LoadOptions) (*dc.Model, error) {
 		return nil, fmt.Errorf("hnet: unexpected tensors %s", strings.Join(extra, ", "))
 	}
 	if pe, ok := ts["pos_embed"]; ok {
-		if err := checkPosEmbed(pe, cfg.GridRows, cfg.GridCols, ncfg.Width); err != nil {
+		if err := checkPosEmbed(pe, cfg.GridRows, cfg.GridCols, ncfg.Width, ncfg.PatchSize); err != nil {
 			return nil, err
 		}
 	}
@@ -78,16 +83,37 @@ func Load(path string, opts LoadOptions) (*dc.Model, error) {
 	return m, nil
 }
 
+// maxPosPatch is the largest patch grid PosEmbedPatch tries.
+const maxPosPatch = 16
+
+// PosEmbedPatch returns the patch size p whose grid positions a stored
+// pos_embed [1, rows·cols, d] holds the sin-cos table at (1 for a native
+// DC-DiT; p for blocks upcycled from a DiT/p, see Config.PatchSize), or an
+// error when it is no such table.
+func PosEmbedPatch(pe dc.Tensor, rows, cols, d int) (int, error) {
+	var first error
+	for p := 1; p <= maxPosPatch; p++ {
+		err := checkPosEmbed(pe, rows, cols, d, p)
+		if err == nil {
+			return p, nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return 0, fmt.Errorf("%w (nor on any patch grid up to %d)", first, maxPosPatch)
+}
+
 // checkPosEmbed verifies a stored pos_embed [1, rows·cols, D] against the
-// sin-cos table the network computes.
-func checkPosEmbed(pe dc.Tensor, rows, cols, d int) error {
+// sin-cos table the network computes on the patch-p grid.
+func checkPosEmbed(pe dc.Tensor, rows, cols, d, p int) error {
 	if len(pe.Data) != rows*cols*d {
 		return fmt.Errorf("hnet: pos_embed has shape %v, want [1 %d %d]", pe.Shape, rows*cols, d)
 	}
 	row := make([]float32, d)
 	for r := range rows {
 		for c := range cols {
-			dit.PosEmbed2D(row, float64(r), float64(c))
+			dit.PosEmbed2D(row, dit.GridPos(float64(r), p), dit.GridPos(float64(c), p))
 			got := pe.Data[(r*cols+c)*d : (r*cols+c+1)*d]
 			for k := range row {
 				if math.Abs(float64(got[k]-row[k])) > 1e-5 {

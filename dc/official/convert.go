@@ -34,8 +34,11 @@ const (
 
 // ConfigOf says how the official code would have to be configured to
 // build model, or why it cannot: every setting of dcdit's that the
-// official DC-DiT lacks is named.
-func ConfigOf(meta *checkpoint.Meta) (*Config, error) {
+// official DC-DiT lacks is named. Settings that change the official
+// model's forward pass but not its tensors (the GroupNorm group counts)
+// are refused too unless force, and then returned as warnings: the files
+// load, the model computes something else.
+func ConfigOf(meta *checkpoint.Meta, force bool) (_ *Config, warnings []string, _ error) {
 	s := &meta.Scaffold
 	var why []string
 	no := func(cond bool, format string, args ...any) {
@@ -43,12 +46,16 @@ func ConfigOf(meta *checkpoint.Meta) (*Config, error) {
 			why = append(why, fmt.Sprintf(format, args...))
 		}
 	}
+	forward := func(cond bool, format string, args ...any) {
+		if cond {
+			warnings = append(warnings, fmt.Sprintf(format, args...))
+		}
+	}
 	h := meta.Backbone.HNet
 	if meta.Backbone.Kind != checkpoint.KindHNet || h == nil {
-		return nil, fmt.Errorf("official: the backbone is %q, the official DC-DiT's is its own main network (%q): a %s backbone has no official layout", meta.Backbone.Kind, checkpoint.KindHNet, meta.Backbone.Kind)
+		return nil, nil, fmt.Errorf("official: the backbone is %q, the official DC-DiT's is its own main network (%q): a %s backbone has no official layout", meta.Backbone.Kind, checkpoint.KindHNet, meta.Backbone.Kind)
 	}
 	no(s.Patch() != 1, "scaffold patch_size %d (the official scaffold works on every latent position: 1)", s.Patch())
-	no(max(h.PatchSize, 1) != 1, "position embedding on a patch-%d grid (the official table lives on the latent grid)", h.PatchSize)
 	no(s.WideHead, "a wide head (dcdit's; the official has only the E-wide final layer)")
 	no(s.NoEncoderNorm, "no encoder RMSNorm (the official encoder ends in one)")
 	no(s.RelativeResidual, "the relative residual (the official residual_proj reads the encoding itself, with a bias)")
@@ -56,15 +63,18 @@ func ConfigOf(meta *checkpoint.Meta) (*Config, error) {
 	no(s.InChannels != inChannels, "%d input channels (the official code builds %d)", s.InChannels, inChannels)
 	no(s.OutChannels != inChannels && s.OutChannels != 2*inChannels, "%d output channels (official: %d, or %d with learned σ)", s.OutChannels, inChannels, 2*inChannels)
 	no(s.GridRows != s.GridCols, "a %d×%d grid (the official model is square)", s.GridRows, s.GridCols)
-	no(s.NormGroups != normGroups, "norm_groups %d (official: %d)", s.NormGroups, normGroups)
-	no(s.RouterGroups != routerGroups, "router_groups %d (official: %d)", s.RouterGroups, routerGroups)
+	forward(s.NormGroups != normGroups, "norm_groups %d (official: %d)", s.NormGroups, normGroups)
+	forward(s.RouterGroups != routerGroups, "router_groups %d (official: %d)", s.RouterGroups, routerGroups)
 	no(s.RouterDim*routerDivisor != s.ModelDim, "a router bottleneck of %d (official: model width / %d = %d)", s.RouterDim, routerDivisor, s.ModelDim/routerDivisor)
 	no(s.CondDim != s.ModelDim, "conditioning width %d ≠ model width %d", s.CondDim, s.ModelDim)
 	no(s.EncDecDim < 1 || s.ModelDim%s.EncDecDim != 0, "an encoder width %d that does not divide the model width %d", s.EncDecDim, s.ModelDim)
 	no(h.FrequencySize != frequencySize, "a %d-wide timestep sinusoid (official: %d)", h.FrequencySize, frequencySize)
 	no(h.MLPHidden < 1, "blocks without an MLP")
 	if len(why) > 0 {
-		return nil, fmt.Errorf("official: the official DC-DiT cannot hold this model: %s", strings.Join(why, "; "))
+		return nil, nil, fmt.Errorf("official: the official DC-DiT cannot hold this model: %s", strings.Join(append(why, warnings...), "; "))
+	}
+	if len(warnings) > 0 && !force {
+		return nil, nil, fmt.Errorf("official: the official DC-DiT would compute another model from these tensors: %s (force writes the files anyway)", strings.Join(warnings, "; "))
 	}
 	c := Defaults()
 	c.EncoderBlocks, c.Depth, c.DecoderBlocks = s.EncoderBlocks, h.Depth, s.DecoderBlocks
@@ -72,7 +82,7 @@ func ConfigOf(meta *checkpoint.Meta) (*Config, error) {
 	c.DechunkSigma = s.Sigma
 	c.MLPRatio = float64(h.MLPHidden) / float64(h.Width)
 	if int(float64(h.Width)*c.MLPRatio) != h.MLPHidden {
-		return nil, fmt.Errorf("official: an MLP of %d at width %d: no mlp_ratio gives int(width·ratio) = %d", h.MLPHidden, h.Width, h.MLPHidden)
+		return nil, nil, fmt.Errorf("official: an MLP of %d at width %d: no mlp_ratio gives int(width·ratio) = %d", h.MLPHidden, h.Width, h.MLPHidden)
 	}
 	c.LearnSigma = s.OutChannels == 2*inChannels
 	c.RatioLossWeight, c.RatioBatchSize, c.DownsampleFactor = s.RatioLossWeight, s.RatioBatchSize, s.TargetN
@@ -83,20 +93,28 @@ func ConfigOf(meta *checkpoint.Meta) (*Config, error) {
 	c.ImageSize, c.NumClasses = latentScale*s.GridRows, h.NumClasses
 	// dcdit's class table always holds the null class: the official one
 	// does when class dropout is on, which its default 0.1 keeps.
-	return c, nil
+	return c, warnings, nil
 }
 
 // StateDict returns the official state dict of a DC model, F32, in the
-// checkpoint's tensor order, pos_embed (the 2-D sin-cos table the
-// official model holds as a parameter, [1, L, D]) first as create_dit
-// registers it.
+// checkpoint's tensor order, pos_embed first as create_dit registers it:
+// the 2-D sin-cos table the official model holds as a parameter,
+// [1, L, D], at the positions dcdit embeds each latent cell at (for
+// blocks upcycled from a DiT/p, the cell's place on the patch grid), so
+// that the official forward adds what dcdit's does.
 func StateDict(model *dc.Model, meta *checkpoint.Meta) ([]pytorch.SaveTensor, error) {
-	if _, err := ConfigOf(meta); err != nil {
+	if _, _, err := ConfigOf(meta, true); err != nil {
 		return nil, err
 	}
 	s := &meta.Scaffold
+	p := meta.Backbone.HNet.PatchSize
 	pos := make([]float32, s.Tokens()*s.ModelDim)
-	dit.PosEmbedGrid(pos, s.GridRows, s.ModelDim)
+	for r := range s.GridRows {
+		for c := range s.GridCols {
+			i := (r*s.GridCols + c) * s.ModelDim
+			dit.PosEmbed2D(pos[i:i+s.ModelDim], dit.GridPos(float64(r), p), dit.GridPos(float64(c), p))
+		}
+	}
 	out := []pytorch.SaveTensor{{Name: "pos_embed", DType: dtype.F32, Shape: []int64{1, int64(s.Tokens()), int64(s.ModelDim)}, Data: f32Bytes(pos)}}
 	shapes := meta.Shapes()
 	sets := []*params.Set{model.Params}
@@ -136,7 +154,20 @@ func Import(ts map[string]dc.Tensor, c *Config) (*dc.Model, error) {
 		// Its last row would be taken for the null class.
 		return nil, fmt.Errorf("official: training.class_dropout_prob is %g: that model has no null-class row, which dcdit's class conditioning always has", c.ClassDropoutProb)
 	}
-	m, err := hnet.FromTensors(ts, hnet.LoadOptions{Heads: c.NumHeads, Settings: dc.Settings{
+	// The table says which grid its positions are on: the latent grid, or
+	// a DiT/p's patch grid for blocks dcdit upcycled and exported.
+	patch := 1
+	if pe, ok := ts["pos_embed"]; ok {
+		if n := c.Grid() * c.Grid(); len(pe.Shape) == 3 && pe.Shape[1] != n {
+			side := int(math.Round(math.Sqrt(float64(pe.Shape[1]))))
+			return nil, fmt.Errorf("official: the config does not describe these tensors: latent grid side (image_size / 8): config %d, tensors %d (pos_embed %v)", c.Grid(), side, pe.Shape)
+		}
+		var err error
+		if patch, err = hnet.PosEmbedPatch(pe, c.Grid(), c.Grid(), c.DModel); err != nil {
+			return nil, fmt.Errorf("official: %w", err)
+		}
+	}
+	m, err := hnet.FromTensors(ts, hnet.LoadOptions{Heads: c.NumHeads, PatchSize: patch, Settings: dc.Settings{
 		Sigma: c.DechunkSigma, TargetN: c.DownsampleFactor, RatioLossWeight: c.RatioLossWeight, RatioBatchSize: c.RatioBatchSize,
 		NormGroups: normGroups, RouterGroups: routerGroups,
 	}})
@@ -198,33 +229,34 @@ func ConfigPath(path string) string {
 // bare state dict at out (what sample.py's --ckpt loads with strict=True)
 // and its config at ConfigPath(out) (--config). Both are written
 // atomically; an existing file is refused, as is a model the official
-// DC-DiT cannot hold (ConfigOf says why).
-func ExportFile(in, out string) error {
+// DC-DiT cannot hold (ConfigOf says why; force writes one whose only
+// differences change the forward pass, and returns them as warnings).
+func ExportFile(in, out string, force bool) (warnings []string, _ error) {
 	model, meta, err := checkpoint.Load(in)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c, err := ConfigOf(meta)
+	c, warnings, err := ConfigOf(meta, force)
 	if err != nil {
-		return fmt.Errorf("%s: %w", in, err)
+		return nil, fmt.Errorf("%s: %w", in, err)
 	}
 	sd, err := StateDict(model, meta)
 	if err != nil {
-		return fmt.Errorf("%s: %w", in, err)
+		return nil, fmt.Errorf("%s: %w", in, err)
 	}
 	cfgPath := ConfigPath(out)
 	if cfgPath == out {
-		return fmt.Errorf("official: %s: the state dict needs a file extension (.pt) so that its config can sit beside it as .yaml", out)
+		return nil, fmt.Errorf("official: %s: the state dict needs a file extension (.pt) so that its config can sit beside it as .yaml", out)
 	}
 	for _, p := range []string{out, cfgPath} {
 		if _, err := os.Stat(p); err == nil {
-			return fmt.Errorf("official: %s exists; conversions never write over a file", p)
+			return nil, fmt.Errorf("official: %s exists; conversions never write over a file", p)
 		}
 	}
 	if err := pytorch.Save(out, sd, pytorch.SaveOptions{}); err != nil {
-		return err
+		return nil, err
 	}
-	return atomicfile.Write(cfgPath, func(w io.Writer) error {
+	return warnings, atomicfile.Write(cfgPath, func(w io.Writer) error {
 		_, err := w.Write(c.YAML())
 		return err
 	})

@@ -10,15 +10,27 @@ import (
 
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
+	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dc/official"
 	"github.com/dcdit/dcdit/internal/dctest"
 	"github.com/dcdit/dcdit/loaders/pytorch"
 )
 
+// mustExport exports src to pt, failing the test on an error or warning.
+func mustExport(t *testing.T, src, pt string) {
+	t.Helper()
+	warnings, err := official.ExportFile(src, pt, false)
+	if err != nil || len(warnings) > 0 {
+		t.Fatalf("export: %v (warnings %q)", err, warnings)
+	}
+}
+
 // A DC checkpoint exported to the official files and imported back is the
 // same model, bit for bit; the state dict has exactly the reference's
 // tensors (names and shapes: strict loading), its pos_embed the
-// reference's own values; the config says what the model is.
+// reference's own values; the config says what the model is. A model
+// whose blocks were upcycled from a DiT/2 (position table on the patch
+// grid) comes back as one.
 func TestRoundTrip(t *testing.T) {
 	for _, c := range dctest.Cases(t) {
 		t.Run(c.Name, func(t *testing.T) {
@@ -29,9 +41,7 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			pt := filepath.Join(dir, "official.pt")
-			if err := official.ExportFile(src, pt); err != nil {
-				t.Fatal(err)
-			}
+			mustExport(t, src, pt)
 
 			ref, err := dc.ReadSafetensors(filepath.Join(c.Dir, "weights.safetensors"))
 			if err != nil {
@@ -89,6 +99,23 @@ func TestRoundTrip(t *testing.T) {
 					}
 				}
 			}
+
+			net, ok := m.Backbone.(*hnet.Network)
+			if !ok {
+				t.Fatalf("backbone %T, want the hnet network", m.Backbone)
+			}
+			net.Config.PatchSize = 2
+			src2, pt2, back2 := filepath.Join(dir, "dc2.safetensors"), filepath.Join(dir, "official2.pt"), filepath.Join(dir, "back2.safetensors")
+			if err := checkpoint.Save(src2, m, checkpoint.Info{TrainedRhos: rhos}); err != nil {
+				t.Fatal(err)
+			}
+			mustExport(t, src2, pt2)
+			if err := official.ImportFile(pt2, official.ConfigPath(pt2), back2); err != nil {
+				t.Fatal(err)
+			}
+			if _, meta, err := checkpoint.Load(back2); err != nil || meta.Backbone.HNet.PatchSize != 2 {
+				t.Fatalf("a DiT/2-upcycled model came back with position patch %v (%v), want 2", meta.Backbone.HNet, err)
+			}
 		})
 	}
 }
@@ -136,7 +163,7 @@ func TestRefusals(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := *meta
 			tt.edit(&m)
-			_, err := official.ConfigOf(&m)
+			_, _, err := official.ConfigOf(&m, false)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -148,12 +175,17 @@ func TestRefusals(t *testing.T) {
 		})
 	}
 
+	// --force writes a model whose group counts differ, saying so.
+	m := *meta
+	m.Scaffold.NormGroups = 8
+	if _, warnings, err := official.ConfigOf(&m, true); err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], "norm_groups 8") {
+		t.Errorf("forced: %v, warnings %q", err, warnings)
+	}
+
 	dir := t.TempDir()
 	pt := filepath.Join(dir, "official.pt")
-	if err := official.ExportFile(src, pt); err != nil {
-		t.Fatal(err)
-	}
-	if err := official.ExportFile(src, pt); err == nil || !strings.Contains(err.Error(), "exists") {
+	mustExport(t, src, pt)
+	if _, err := official.ExportFile(src, pt, false); err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("export over an existing file: %v", err)
 	}
 	cfg, err := os.ReadFile(official.ConfigPath(pt))

@@ -33,6 +33,7 @@ func TestConvertCommand(t *testing.T) {
 		{"shards of a file", []string{"convert", src, filepath.Join(dir, "x.safetensors"), "--layout", "diffusers", "--shard-size", "1MB"}, 2, nil, []string{"give a folder name"}, "", "x.safetensors"},
 		{"a DiT to the official DC-DiT", []string{"convert", src, filepath.Join(dir, "x.pt"), "--layout", "official"}, 1, nil, []string{"dit-original.safetensors"}, "", "x.pt"},
 		{"official with a dtype", []string{"convert", src, filepath.Join(dir, "x.pt"), "--layout", "official", "--dtype", "bf16"}, 2, nil, []string{"--dtype: DC-DiT conversions"}, "", "x.pt"},
+		{"force without export", []string{"convert", src, filepath.Join(dir, "x"), "--layout", "diffusers", "--force"}, 2, nil, []string{"--force goes with --layout official"}, "", "x"},
 		{"official config without import", []string{"convert", src, filepath.Join(dir, "x"), "--layout", "diffusers", "--official-config", "c.yaml"}, 2, nil, []string{"--official-config goes with --layout dcdit"}, "", "x"},
 		{"dit to comfy", []string{"convert", src, filepath.Join(dir, "x"), "--layout", "comfy"}, 1, nil, []string{"DiT has no ComfyUI layout"}, "", "x"},
 		{"zimage f16", []string{"convert", filepath.Join(testdata, "checkpoints", "zimage-comfy.safetensors"), filepath.Join(dir, "x"), "--layout", "diffusers", "--dtype", "f16"}, 0, nil, nil, "x/config.json", ""},

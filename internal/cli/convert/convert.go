@@ -39,6 +39,9 @@ type Options struct {
 	// OfficialConfig is the official DC-DiT YAML config of IN (--layout
 	// dcdit); "" reads the config a training checkpoint pickles.
 	OfficialConfig string
+	// Force exports (--layout official) a model whose settings change the
+	// official forward pass but not its tensors.
+	Force bool
 }
 
 // defaultShardSize is huggingface_hub's default max shard size (5 GB).
@@ -75,12 +78,15 @@ Layouts (--layout):
            pos_embed included, and beside it OUT's name with .yaml, the
            config its sample.py and train.py read). Export refuses a model
            the official code cannot build (dcdit's patch-grid scaffold, wide
-           head, relative residual, latent skip, no encoder RMSNorm, other
-           group counts or router width), naming each. Import reads a bare
-           state dict or train.py's {"model", "ema", "opt", "config"}
-           (taking the EMA) with the YAML given by --official-config, or
-           the config such a training checkpoint pickles, and checks the
-           config against the tensors.
+           head, relative residual, latent skip, no encoder RMSNorm, another
+           router width), naming each; other GroupNorm group counts only
+           change the official forward, and --force writes those anyway,
+           with a warning. Blocks upcycled from a DiT/p get the table at
+           each latent cell's patch-grid position, as dcdit embeds it.
+           Import reads a bare state dict or train.py's {"model", "ema",
+           "opt", "config"} (taking the EMA) with the YAML given by
+           --official-config, or the config such a training checkpoint
+           pickles, and checks the config against the tensors.
 Converting to the input's own layout copies the tensors: a dtype cast,
 resharding, or a PyTorch .pt turned into safetensors.
 
@@ -127,6 +133,7 @@ bytes goes to stderr unless -q.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Layout, "layout", "", "target key layout: original or diffusers (DiT), diffusers or comfy (Z-Image), official or dcdit (DC-DiT)")
+	f.BoolVar(&opts.Force, "force", false, "--layout official: write a model whose GroupNorm group counts the official code cannot express (it would compute another model), with a warning")
 	f.StringVar(&opts.OfficialConfig, "official-config", "", "--layout dcdit: the official DC-DiT YAML config IN was trained with (default: the one a training checkpoint pickles)")
 	f.StringVar(&opts.DType, "dtype", "", "cast every tensor to f32, bf16 or f16 (default: keep each tensor's)")
 	f.StringVar(&shardSize, "shard-size", defaultShardSize, "folder output: largest shard, e.g. 5GB, 500MB, 2GiB (0: one file)")
@@ -152,6 +159,9 @@ func validate(cmd *cobra.Command, o *Options, shardSize string) error {
 		}
 	default:
 		return cmdutil.Usagef(cmd, "--layout %q: want original, diffusers, comfy, official or dcdit", o.Layout)
+	}
+	if o.Force && o.Layout != layoutOfficial {
+		return cmdutil.Usagef(cmd, "--force goes with --layout official")
 	}
 	if o.OfficialConfig != "" && o.Layout != string(arch.DCLayout) {
 		return cmdutil.Usagef(cmd, "--official-config goes with --layout dcdit (reading an official DC-DiT checkpoint)")
@@ -288,8 +298,9 @@ func runDC(opts *Options) error {
 	}
 	start := time.Now()
 	var err error
+	var warnings []string
 	if opts.Layout == layoutOfficial {
-		err = official.ExportFile(opts.In, opts.Out)
+		warnings, err = official.ExportFile(opts.In, opts.Out, opts.Force)
 	} else {
 		err = official.ImportFile(opts.In, opts.OfficialConfig, opts.Out)
 	}
@@ -297,6 +308,9 @@ func runDC(opts *Options) error {
 		return err
 	}
 	if !opts.Quiet {
+		for _, w := range warnings {
+			fmt.Fprintf(opts.IO.Err, "warning: --force: the official model will differ: %s\n", w)
+		}
 		also := ""
 		if opts.Layout == layoutOfficial {
 			also = " and its config " + official.ConfigPath(opts.Out)
