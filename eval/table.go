@@ -62,6 +62,27 @@ func (r *Report) WriteTable(w io.Writer) error {
 	return err
 }
 
+// WriteMarkdown writes the report's rows as a Markdown table (a model
+// card's): ρ, kept tokens, GFLOPs per image and against the teacher, FD
+// and class accuracy, for each ρ, the Lite-CFG pair and the teacher.
+func (r *Report) WriteMarkdown(w io.Writer) {
+	fmt.Fprintf(w, "| model | ρ | kept tokens | GFLOPs/img | × teacher | FD | class accuracy |\n|---|---|---|---|---|---|---|\n")
+	t := r.Teacher.GFLOPsPerImage
+	ratio := func(g float64) string {
+		if t > 0 {
+			return fmt.Sprintf("%.2f", g/t)
+		}
+		return "-"
+	}
+	for _, row := range r.Rows {
+		fmt.Fprintf(w, "| DC | %g | %.1f / %d | %.4g | %s | %s | %s |\n", row.Rho, row.KeptTokens, r.Tokens, row.GFLOPsPerImage, ratio(row.GFLOPsPerImage), optional(row.FD, "%.2f"), optional(row.ClassAccuracy, "%.2f"))
+	}
+	if l := r.LiteCFG; l != nil {
+		fmt.Fprintf(w, "| DC, Lite-CFG | %g / %g | %.1f | %.4g | %s | %s | %s |\n", l.RhoCond, l.RhoUncond, l.KeptTokens, l.GFLOPsPerImage, ratio(l.GFLOPsPerImage), optional(l.FD, "%.2f"), optional(l.ClassAccuracy, "%.2f"))
+	}
+	fmt.Fprintf(w, "| teacher | | %d | %.4g | 1 | %s | %s |\n", r.Teacher.Tokens, t, optional(r.Teacher.FD, "%.2f"), optional(r.Teacher.ClassAccuracy, "%.2f"))
+}
+
 // optional formats a measured value, or "-" when it was not measured.
 func optional(v *float64, format string) string {
 	if v == nil {

@@ -133,21 +133,7 @@ func writeCardEval(b *strings.Builder, rep *eval.Report, files []string) {
 	} else {
 		b.WriteString(". GFLOPs per image count the whole sampling run.\n\n")
 	}
-	b.WriteString("| model | ρ | kept tokens | GFLOPs/img | × teacher | FD | class accuracy |\n|---|---|---|---|---|---|---|\n")
-	t := rep.Teacher.GFLOPsPerImage
-	ratio := func(g float64) string {
-		if t > 0 {
-			return fmt.Sprintf("%.2f", g/t)
-		}
-		return ""
-	}
-	for _, row := range rep.Rows {
-		fmt.Fprintf(b, "| DC | %g | %.1f / %d | %.4g | %s | %s | %s |\n", row.Rho, row.KeptTokens, rep.Tokens, row.GFLOPsPerImage, ratio(row.GFLOPsPerImage), opt(row.FD, "%.2f"), opt(row.ClassAccuracy, "%.2f"))
-	}
-	if l := rep.LiteCFG; l != nil {
-		fmt.Fprintf(b, "| DC, Lite-CFG | %g / %g | %.1f | %.4g | %s | %s | %s |\n", l.RhoCond, l.RhoUncond, l.KeptTokens, l.GFLOPsPerImage, ratio(l.GFLOPsPerImage), opt(l.FD, "%.2f"), opt(l.ClassAccuracy, "%.2f"))
-	}
-	fmt.Fprintf(b, "| teacher | | %d | %.4g | 1 | %s | %s |\n", rep.Teacher.Tokens, t, opt(rep.Teacher.FD, "%.2f"), opt(rep.Teacher.ClassAccuracy, "%.2f"))
+	rep.WriteMarkdown(b)
 	if rep.EdgeDensityRatio != nil {
 		fmt.Fprintf(b, "\nEdge density ratio (how much more densely the router keeps shape edges than flat background at ρ = 0): %.2f.\n", *rep.EdgeDensityRatio)
 	}
@@ -164,13 +150,6 @@ func writeCardEval(b *strings.Builder, rep *eval.Report, files []string) {
 		}
 		fmt.Fprintf(b, "\n`%s` has every number above and more.\n", eval.JSONFile)
 	}
-}
-
-func opt(v *float64, format string) string {
-	if v == nil {
-		return ""
-	}
-	return fmt.Sprintf(format, *v)
 }
 
 func floats(v []float64) string {
