@@ -38,7 +38,7 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 	}
 	fmt.Fprintf(&b, "---\nlibrary_name: dcdit\ntags:\n- diffusion\n- %s\n", kind)
 	if licence != "" {
-		fmt.Fprintf(&b, "license: %s\n", licence)
+		fmt.Fprintf(&b, "license: %s\n", yamlString(licence))
 	}
 	if base != nil {
 		fmt.Fprintf(&b, "base_model: %s\n", yamlString(base.Path))

@@ -148,7 +148,7 @@ func TestUpcycleEndToEnd(t *testing.T) {
 	if err != nil || sum.Card != filepath.Join(out, "README.md") {
 		t.Fatalf("model card %q: %v", sum.Card, err)
 	}
-	for _, want := range []string{"---\nlibrary_name: dcdit", "license: cc-by-nc-4.0", "base_model: ", "# tiny", `name = "tiny"`,
+	for _, want := range []string{"---\nlibrary_name: dcdit", `license: "cc-by-nc-4.0"`, "base_model: ", "# tiny", `name = "tiny"`,
 		"| DC | 0 |", "| teacher |", "![elastic_grid](elastic_grid.png)", "dcdit sample model.safetensors"} {
 		if !strings.Contains(string(card), want) {
 			t.Errorf("the model card lacks %q:\n%s", want, card)
