@@ -265,26 +265,14 @@ func ExportFile(in, out string, force bool) (warnings []string, _ error) {
 // ImportFile reads an official checkpoint (a bare state dict, or
 // train.py's training checkpoint, whose EMA is taken) and writes it as a
 // DC checkpoint at out. The config comes from cfgPath, or, when that is
-// "", from the training checkpoint's pickled config.
-func ImportFile(in, cfgPath, out string) error {
+// "", from the training checkpoint's pickled config, or, for a file
+// without one, from the tensors and heads (ConfigFromTensors).
+func ImportFile(in, cfgPath, out string, heads int) error {
 	ck, err := loaders.Open(in)
 	if err != nil {
 		return err
 	}
 	defer ck.Close()
-	var c *Config
-	switch {
-	case cfgPath != "":
-		if c, err = ReadConfig(cfgPath); err != nil {
-			return err
-		}
-	case ck.Training != nil && ck.Training.Config != nil:
-		if c, err = FromMap(ck.Training.Config); err != nil {
-			return fmt.Errorf("%s: the pickled config: %w", in, err)
-		}
-	default:
-		return fmt.Errorf("official: %s holds no config: give the YAML it was trained with (--official-config)", in)
-	}
 	ts := make(map[string]dc.Tensor, len(ck.Tensors))
 	for _, t := range ck.Tensors {
 		v, err := t.Float32()
@@ -297,9 +285,51 @@ func ImportFile(in, cfgPath, out string) error {
 		}
 		ts[t.Name] = dc.Tensor{Shape: shape, Data: v}
 	}
+	var c *Config
+	switch {
+	case cfgPath != "":
+		if c, err = ReadConfig(cfgPath); err != nil {
+			return err
+		}
+	case ck.Training != nil && ck.Training.Config != nil:
+		if c, err = FromMap(ck.Training.Config); err != nil {
+			return fmt.Errorf("%s: the pickled config: %w", in, err)
+		}
+	case heads > 0:
+		if c, err = ConfigFromTensors(ts, heads); err != nil {
+			return fmt.Errorf("%s: %w", in, err)
+		}
+	default:
+		return fmt.Errorf("official: %s holds no config: give the YAML it was trained with (--official-config), or its head count (--num-heads) to take the rest from the tensors and config.py's defaults", in)
+	}
 	m, err := Import(ts, c)
 	if err != nil {
 		return fmt.Errorf("%s: %w", in, err)
 	}
 	return checkpoint.Save(out, m, checkpoint.Info{TrainedRhos: c.TrainedRhos()})
+}
+
+// ConfigFromTensors is the config of an official state dict that came
+// without one: every shape from the tensors (widths, block counts, grid,
+// classes, learned σ), the head count given, and config.py's defaults for
+// what no tensor records (de-chunk σ, target N, the ratio loss's settings,
+// the trained fractions).
+func ConfigFromTensors(ts map[string]dc.Tensor, heads int) (*Config, error) {
+	d := Defaults()
+	shapes := dc.Shapes(ts)
+	sc, err := dc.InferConfig(shapes, dc.Settings{Sigma: d.DechunkSigma, TargetN: d.DownsampleFactor,
+		RatioLossWeight: d.RatioLossWeight, RatioBatchSize: d.RatioBatchSize}, 0, 0)
+	if err != nil {
+		return nil, fmt.Errorf("official: %w", err)
+	}
+	nc, err := hnet.InferConfig(shapes, heads)
+	if err != nil {
+		return nil, fmt.Errorf("official: %w", err)
+	}
+	c, _, err := ConfigOf(&checkpoint.Meta{Scaffold: *sc, Backbone: checkpoint.Backbone{Kind: checkpoint.KindHNet, HNet: nc}}, true)
+	if err != nil {
+		return nil, err
+	}
+	c.MultiBudgetTraining, c.MultiBudgetDropFractions = d.MultiBudgetTraining, d.MultiBudgetDropFractions
+	return c, nil
 }

@@ -65,7 +65,7 @@ func TestRoundTrip(t *testing.T) {
 				}
 			}
 			back := filepath.Join(dir, "back.safetensors")
-			if err := official.ImportFile(pt, official.ConfigPath(pt), back); err != nil {
+			if err := official.ImportFile(pt, official.ConfigPath(pt), back, 0); err != nil {
 				t.Fatal(err)
 			}
 			m2, meta2, err := checkpoint.Load(back)
@@ -100,6 +100,21 @@ func TestRoundTrip(t *testing.T) {
 				}
 			}
 
+			// Without a config: the shapes from the tensors, the head count given.
+			back3 := filepath.Join(dir, "heads.safetensors")
+			if err := official.ImportFile(pt, "", back3, m.Backbone.(*hnet.Network).Config.Heads); err != nil {
+				t.Fatal(err)
+			}
+			m3, _, err := checkpoint.Load(back3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			same(t, m3.Params.List(), m.Params.List())
+			same(t, m3.Backbone.Parameters().List(), m.Backbone.Parameters().List())
+			if err := official.ImportFile(pt, "", filepath.Join(dir, "none.safetensors"), 0); err == nil || !strings.Contains(err.Error(), "--num-heads") {
+				t.Errorf("a bare state dict without config or heads: %v", err)
+			}
+
 			net, ok := m.Backbone.(*hnet.Network)
 			if !ok {
 				t.Fatalf("backbone %T, want the hnet network", m.Backbone)
@@ -110,7 +125,7 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			mustExport(t, src2, pt2)
-			if err := official.ImportFile(pt2, official.ConfigPath(pt2), back2); err != nil {
+			if err := official.ImportFile(pt2, official.ConfigPath(pt2), back2, 0); err != nil {
 				t.Fatal(err)
 			}
 			if _, meta, err := checkpoint.Load(back2); err != nil || meta.Backbone.HNet.PatchSize != 2 {
@@ -224,7 +239,7 @@ func TestRefusals(t *testing.T) {
 			if err := os.WriteFile(edited, []byte(tt.edit(string(cfg))), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			err := official.ImportFile(pt, edited, filepath.Join(t.TempDir(), "back.safetensors"))
+			err := official.ImportFile(pt, edited, filepath.Join(t.TempDir(), "back.safetensors"), 0)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("import: %v, want it to say %q", err, tt.want)
 			}

@@ -3,9 +3,11 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/internal/cli/convert"
 	"github.com/dcdit/dcdit/internal/dctest"
 )
@@ -91,6 +93,11 @@ func TestParseSize(t *testing.T) {
 func TestConvertOfficial(t *testing.T) {
 	dir := t.TempDir()
 	src := dctest.Checkpoint(t)
+	_, meta, err := checkpoint.Load(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heads := meta.Backbone.HNet.Heads
 	pt, back := filepath.Join(dir, "dc-dit.pt"), filepath.Join(dir, "back.safetensors")
 	steps := []struct {
 		name   string
@@ -104,6 +111,9 @@ func TestConvertOfficial(t *testing.T) {
 		{"import", []string{"convert", pt, back, "--layout", "dcdit", "--official-config", filepath.Join(dir, "dc-dit.yaml")}, 0, "wrote " + back},
 		{"inspect", []string{"inspect", back}, 0, ""},
 		{"sample at ρ 0.5", []string{"sample", back, "--rho", "0.5", "--steps", "2", "--out", filepath.Join(dir, "s.safetensors"), "-q"}, 0, ""},
+		{"import with a head count only", []string{"convert", pt, filepath.Join(dir, "heads.safetensors"), "--layout", "dcdit", "--num-heads", strconv.Itoa(heads)}, 0, "wrote"},
+		{"inspect that", []string{"inspect", filepath.Join(dir, "heads.safetensors")}, 0, ""},
+		{"heads on export", []string{"convert", src, filepath.Join(dir, "y.pt"), "--layout", "official", "--num-heads", "2"}, 2, "--num-heads"},
 	}
 	for _, s := range steps {
 		code, _, errOut := run(t, s.args...)

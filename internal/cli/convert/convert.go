@@ -86,7 +86,9 @@ Layouts (--layout):
            Import reads a bare state dict or train.py's {"model", "ema",
            "opt", "config"} (taking the EMA) with the YAML given by
            --official-config, or the config such a training checkpoint
-           pickles, and checks the config against the tensors.
+           pickles, or, for a bare state dict without one, --num-heads
+           (every shape comes from the tensors, the rest from config.py's
+           defaults: σ 1, N 4), and checks the config against the tensors.
 Converting to the input's own layout copies the tensors: a dtype cast,
 resharding, or a PyTorch .pt turned into safetensors.
 
@@ -140,7 +142,7 @@ bytes goes to stderr unless -q.`,
 	f.BoolVar(&opts.DryRun, "dry-run", false, "print the plan (one line per output tensor) and write nothing")
 	f.BoolVar(&opts.AllowOverflow, "allow-overflow", false, "store values an f16/bf16 cast cannot hold as ±Inf instead of failing")
 	f.BoolVar(&opts.ComfyPrefix, "comfy-prefix", false, "comfy layout: put model.diffusion_model. before every tensor name")
-	f.IntVar(&opts.NumHeads, "num-heads", 0, "attention heads, for DiT checkpoints that match no preset (recorded in the output)")
+	f.IntVar(&opts.NumHeads, "num-heads", 0, "attention heads, for DiT checkpoints that match no preset (recorded in the output), or for an official DC-DiT state dict imported without its config")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "print nothing but errors: no progress, warnings or summary")
 	return cmd
 }
@@ -152,10 +154,13 @@ func validate(cmd *cobra.Command, o *Options, shardSize string) error {
 	case string(arch.Original), string(arch.Diffusers), string(arch.Comfy):
 	case string(arch.DCLayout), layoutOfficial:
 		// DC-DiT conversions rewrite the model whole, at float32.
-		for _, flag := range []string{"dtype", "shard-size", "dry-run", "allow-overflow", "num-heads"} {
+		for _, flag := range []string{"dtype", "shard-size", "dry-run", "allow-overflow"} {
 			if cmd.Flags().Changed(flag) {
 				return cmdutil.Usagef(cmd, "--%s: DC-DiT conversions (--layout %s) write one float32 file", flag, o.Layout)
 			}
+		}
+		if o.Layout == layoutOfficial && o.NumHeads != 0 {
+			return cmdutil.Usagef(cmd, "--num-heads: a DC checkpoint records its head count (it goes with --layout dcdit, for an official state dict without a config)")
 		}
 	default:
 		return cmdutil.Usagef(cmd, "--layout %q: want original, diffusers, comfy, official or dcdit", o.Layout)
@@ -302,7 +307,7 @@ func runDC(opts *Options) error {
 	if opts.Layout == layoutOfficial {
 		warnings, err = official.ExportFile(opts.In, opts.Out, opts.Force)
 	} else {
-		err = official.ImportFile(opts.In, opts.OfficialConfig, opts.Out)
+		err = official.ImportFile(opts.In, opts.OfficialConfig, opts.Out, opts.NumHeads)
 	}
 	if err != nil {
 		return err
