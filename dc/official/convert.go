@@ -74,7 +74,7 @@ func ConfigOf(meta *checkpoint.Meta, force bool) (_ *Config, warnings []string, 
 		return nil, nil, fmt.Errorf("official: the official DC-DiT cannot hold this model: %s", strings.Join(append(why, warnings...), "; "))
 	}
 	if len(warnings) > 0 && !force {
-		return nil, nil, fmt.Errorf("official: the official DC-DiT would compute another model from these tensors: %s (force writes the files anyway)", strings.Join(warnings, "; "))
+		return nil, nil, fmt.Errorf("official: the official DC-DiT would compute another model from these tensors: %s (--force writes the files anyway)", strings.Join(warnings, "; "))
 	}
 	c := Defaults()
 	c.EncoderBlocks, c.Depth, c.DecoderBlocks = s.EncoderBlocks, h.Depth, s.DecoderBlocks
