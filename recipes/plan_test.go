@@ -209,7 +209,7 @@ func TestToyRecipe(t *testing.T) {
 		}
 		prevCost = cost
 	}
-	if math.Abs(prevCost-dense) > 1e-9*dense {
+	if !(math.Abs(prevCost-dense) <= 1e-9*dense) {
 		t.Errorf("every sample below dense_below: %.6g FLOP per sample, want the dense forward's %.6g", prevCost, dense)
 	}
 	var total float64

@@ -277,44 +277,28 @@ func (r *reader) get(key string) (any, bool) {
 	return cur, true
 }
 
+// field sets *dst to the value at key when there is one, as conv reads it,
+// or records that it is not what was wanted.
+func field[T any](r *reader, key string, dst *T, conv func(any) (T, bool), want string) {
+	if v, ok := r.get(key); ok {
+		if x, ok := conv(v); ok {
+			*dst = x
+		} else {
+			r.errs = append(r.errs, fmt.Errorf("%s is %v, want %s", key, v, want))
+		}
+	}
+}
+
 func (r *reader) str(key string, dst *string) {
-	if v, ok := r.get(key); ok {
-		if s, ok := v.(string); ok {
-			*dst = s
-		} else {
-			r.errs = append(r.errs, fmt.Errorf("%s is %v, want a string", key, v))
-		}
-	}
+	field(r, key, dst, func(v any) (string, bool) { s, ok := v.(string); return s, ok }, "a string")
 }
 
-func (r *reader) float(key string, dst *float64) {
-	if v, ok := r.get(key); ok {
-		if f, ok := asFloat(v); ok {
-			*dst = f
-		} else {
-			r.errs = append(r.errs, fmt.Errorf("%s is %v, want a number", key, v))
-		}
-	}
-}
+func (r *reader) float(key string, dst *float64) { field(r, key, dst, asFloat, "a number") }
 
-func (r *reader) integer(key string, dst *int) {
-	if v, ok := r.get(key); ok {
-		if n, ok := asInt(v); ok {
-			*dst = n
-		} else {
-			r.errs = append(r.errs, fmt.Errorf("%s is %v, want an integer", key, v))
-		}
-	}
-}
+func (r *reader) integer(key string, dst *int) { field(r, key, dst, asInt, "an integer") }
 
 func (r *reader) boolean(key string, dst *bool) {
-	if v, ok := r.get(key); ok {
-		if b, ok := v.(bool); ok {
-			*dst = b
-		} else {
-			r.errs = append(r.errs, fmt.Errorf("%s is %v, want true or false", key, v))
-		}
-	}
+	field(r, key, dst, func(v any) (bool, bool) { b, ok := v.(bool); return b, ok }, "true or false")
 }
 
 // pair reads a per-stage list of two equal integers (one stage: the

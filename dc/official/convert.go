@@ -1,7 +1,6 @@
 package official
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -115,7 +114,7 @@ func StateDict(model *dc.Model, meta *checkpoint.Meta) ([]pytorch.SaveTensor, er
 			dit.PosEmbed2D(pos[i:i+s.ModelDim], dit.GridPos(float64(r), p), dit.GridPos(float64(c), p))
 		}
 	}
-	out := []pytorch.SaveTensor{{Name: "pos_embed", DType: dtype.F32, Shape: []int64{1, int64(s.Tokens()), int64(s.ModelDim)}, Data: f32Bytes(pos)}}
+	out := []pytorch.SaveTensor{{Name: "pos_embed", DType: dtype.F32, Shape: []int64{1, int64(s.Tokens()), int64(s.ModelDim)}, Data: dtype.F32Bytes(pos)}}
 	shapes := meta.Shapes()
 	sets := []*params.Set{model.Params}
 	if bb := model.Backbone.Parameters(); bb != nil {
@@ -131,18 +130,10 @@ func StateDict(model *dc.Model, meta *checkpoint.Meta) ([]pytorch.SaveTensor, er
 			for i, d := range shape {
 				sh[i] = int64(d)
 			}
-			out = append(out, pytorch.SaveTensor{Name: p.Name, DType: dtype.F32, Shape: sh, Data: f32Bytes(p.Values())})
+			out = append(out, pytorch.SaveTensor{Name: p.Name, DType: dtype.F32, Shape: sh, Data: dtype.F32Bytes(p.Values())})
 		}
 	}
 	return out, nil
-}
-
-func f32Bytes(v []float32) []byte {
-	b := make([]byte, 0, 4*len(v))
-	for _, x := range v {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
-	}
-	return b
 }
 
 // Import builds a DC model from an official state dict (names as
