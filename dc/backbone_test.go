@@ -346,3 +346,39 @@ func checkGradients(t *testing.T, m *dc.Model, owner string) {
 		}
 	}
 }
+
+// DetachedLogits are the pass's router logits, and a loss on them trains
+// the router's weights alone: no gradient reaches the encoder.
+func TestDetachedLogits(t *testing.T) {
+	m := scaffoldAround(t, randomDiT(t, 2, 7), nil)
+	cfg := m.Config
+	x := randn(5, 2*cfg.InChannels*cfg.Tokens())
+	in := cond.Input{T: []float32{10, 600}, Labels: []int{1, 2}}
+	cv, err := m.Backbone.Condition(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := dc.ToTokens(x, 2, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
+	res, err := m.Forward(mat.NewDense[float32](mat.WithShape(2*cfg.Cells(), cfg.CellIn()), mat.WithBacking(tokens)), cv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logit := m.DetachedLogits(res)
+	got, want := mat.Data[float32](logit.Value()), mat.Data[float32](res.Routing.Logit.Value())
+	if !slices.Equal(got, want) {
+		t.Fatalf("detached logits differ from the pass's: %v against %v", got[:4], want[:4])
+	}
+	if err := ops.Backward(ops.Sum(logit)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range m.Params.List() {
+		var norm float64
+		for _, g := range p.Gradient() {
+			norm += float64(g) * float64(g)
+		}
+		router := strings.HasPrefix(p.Name, "hnet.routing_module.")
+		if router != (norm > 0) {
+			t.Errorf("%s: gradient norm² %g (router parameter: %v)", p.Name, norm, router)
+		}
+	}
+}

@@ -152,6 +152,18 @@ func (m *Model) Forward(x mat.Tensor, cv cond.Value, frac []float32) (*Result, e
 	return res, nil
 }
 
+// DetachedLogits runs the router again on a copy of this pass's encoder
+// output that carries no gradient, and returns its logits [B·L, 1]: a
+// loss on them trains the router's own weights and leaves the encoder,
+// whose features the backbone reads, to the prediction's loss.
+func (m *Model) DetachedLogits(r *Result) mat.Tensor {
+	enc := mat.Data[float32](r.Encoded.Value())
+	sh := r.Encoded.Shape()
+	c := constant(sh[0], sh[1], append([]float32(nil), enc...))
+	g := grid{batch: r.batch, rows: m.Config.CellRows(), cols: m.Config.CellCols(), patch: m.Config.Patch()}
+	return route(m.Params, c, g, m.Config.RouterGroups).Logit
+}
+
 // finalLayer is DiT's output layer on every cell of h [B·L, width]: an
 // affine-free LayerNorm, shift and scale from c, a Linear.
 func finalLayer(p *params.Set, prefix string, h, c mat.Tensor, g grid) mat.Tensor {

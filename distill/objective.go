@@ -28,6 +28,9 @@ type Metrics struct {
 	// Guided is the distance between the student's and the teacher's
 	// guided predictions (DCObjective.GuidedScale).
 	Guided float64 `json:"guided,omitempty"`
+	// Router is the cross-entropy of the router against the keep targets
+	// (DCObjective.RouterTargetWeight).
+	Router float64 `json:"router,omitempty"`
 	Rho    float64 `json:"rho"`            // tail-drop fraction used (dc.Dense: every cell kept)
 	Kept   float64 `json:"kept,omitempty"` // kept tokens / grid tokens (DC models)
 }
@@ -210,6 +213,15 @@ type DCObjective struct {
 	// and that share is a few per cent of the prediction at high noise,
 	// where the per-prediction distance barely sees it. Distillation only.
 	GuidedScale float64
+	// RouterTargetWeight, when > 0, adds this weight times the binary
+	// cross-entropy of the router's boundary probability against keep
+	// targets: in every sample, the 1/N of the cells whose drop cost —
+	// how far the teacher's clean estimate there differs from its grid
+	// neighbours' (keepTargets) — is largest. H-Net's straight-through
+	// gate tells the router only whether a token's features should be
+	// scaled, not which cells lose most when dropped; the targets say
+	// that, on every sample, dense ones included. Distillation only.
+	RouterTargetWeight float64
 }
 
 // timestepWeights returns each sample's distillation weight (nil: all 1).
@@ -249,6 +261,9 @@ func (o *DCObjective) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Met
 		}
 		B /= 2
 	}
+	if o.RouterTargetWeight > 0 && o.Loss == Hybrid {
+		return Metrics{}, fmt.Errorf("distill: router targets come from a teacher's prediction, the %s loss has none", o.Loss)
+	}
 	sh := diffusion.Shape{B: B, C: cfg.InChannels, HW: L}
 	nz, xt, ts, err := noisyBatch(proc, rng, x0[:B*cfg.InChannels*L], sh)
 	if err != nil {
@@ -276,11 +291,27 @@ func (o *DCObjective) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Met
 	out := mat.Data[float32](res.Out.Value()) // [B·cells, OutChannels·p²]
 	grad := make([]float32, len(out))
 	var m Metrics
+	var routerTerm mat.Tensor // RouterTargetWeight's surrogate, Σ logit·∂loss/∂logit
 	switch o.Loss {
 	case DistillL1, DistillL2:
 		target, err := o.teacher(xt, ts, y)
 		if err != nil {
 			return Metrics{}, err
+		}
+		if o.RouterTargetWeight > 0 {
+			sig := make([]float64, B)
+			for i, v := range t {
+				sig[i] = o.Schedule.SqrtOneMinusAlphasCumprod[v]
+			}
+			keep := int(math.Round(float64(cfg.Cells()) / cfg.TargetN))
+			label, mask := keepTargets(target, tokens, cfg.CellOut(), cfg.CellIn(), sig, cfg.CellRows(), cfg.CellCols(), keep)
+			// The targets train the router alone (DetachedLogits): through
+			// the encoder too they pulled its features from the prediction
+			// (FD 24.9 at ρ 0.8 against 7.9 detached; docs/dev-notes.md).
+			logit := o.Model.DetachedLogits(res)
+			g := make([]float32, B*cfg.Cells())
+			m.Router = keepLoss(g, mat.Data[float32](logit.Value()), label, mask)
+			routerTerm = ops.Sum(ops.Mul(logit, mat.NewDense[float32](mat.WithShape(B*cfg.Cells(), 1), mat.WithBacking(g))))
 		}
 		if o.EpsOnly {
 			m.Loss = distanceCols(grad, out, target, cfg.CellOut(), cfg.CellIn(), o.Loss == DistillL1)
@@ -311,6 +342,10 @@ func (o *DCObjective) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Met
 
 	// One scalar to differentiate: Σ out·∂loss/∂out + w·ratio.
 	total := ops.Sum(ops.Mul(res.Out, mat.NewDense[float32](mat.WithShape(res.Out.Shape()...), mat.WithBacking(grad))))
+	if routerTerm != nil {
+		m.Loss += o.RouterTargetWeight * m.Router
+		total = ops.Add(total, ops.Scale(routerTerm, o.RouterTargetWeight))
+	}
 	if o.RatioWeight > 0 {
 		ratio, err := res.RatioLoss(cfg.TargetN, cfg.RatioBatchSize)
 		if err != nil {
@@ -502,6 +537,10 @@ func (o *DCObjective) Settings() map[string]string {
 	}
 	if o.Teacher != nil {
 		s["teacher"] = fmt.Sprintf("%+v", *o.Teacher.Config)
+	}
+	// Only when on, so that run folders made before it existed resume.
+	if o.RouterTargetWeight != 0 {
+		s["router_target_weight"] = num(o.RouterTargetWeight)
 	}
 	return o.P2.settings(s)
 }

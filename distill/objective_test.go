@@ -52,20 +52,22 @@ func TestDCObjectives(t *testing.T) {
 		loss   distill.DCLoss
 		budget distill.Budget
 		guided float64
+		router float64 // RouterTargetWeight
 	}{
-		{"l2", distill.DistillL2, distill.Budget{}, 0},
-		{"l1", distill.DistillL1, distill.Budget{}, 0},
-		{"hybrid", distill.Hybrid, distill.Budget{Rhos: []float64{0, 0.5}, Warmup: 2}, 0},
-		{"l1 with dense steps", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}, Warmup: 2, Dense: 0.4}, 0},
+		{"l2", distill.DistillL2, distill.Budget{}, 0, 0},
+		{"l1", distill.DistillL1, distill.Budget{}, 0, 0},
+		{"hybrid", distill.Hybrid, distill.Budget{Rhos: []float64{0, 0.5}, Warmup: 2}, 0, 0},
+		{"l1 with dense steps", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}, Warmup: 2, Dense: 0.4}, 0, 0},
 		// Every timestep of the schedule is below 1000: no sample drops.
-		{"l1 dense below every timestep", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}, DenseBelow: 1000}, 0},
-		{"l1 guided", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}}, 4},
+		{"l1 dense below every timestep", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}, DenseBelow: 1000}, 0, 0},
+		{"l1 guided", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}}, 4, 0},
+		{"l1 with router targets", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}, DenseBelow: 500}, 0, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			teacher, g := graftPair(t)
 			obj := &distill.DCObjective{Model: g.Model, Teacher: teacher, Schedule: ddpm.Linear(1000), Loss: tt.loss,
-				Budget: tt.budget, RatioWeight: 0.03, GuidedScale: tt.guided}
+				Budget: tt.budget, RatioWeight: 0.03, GuidedScale: tt.guided, RouterTargetWeight: tt.router}
 			rng := rand.New(rand.NewPCG(5, 5))
 			B := 4
 			x0 := make([]float32, B*4*8*8)
@@ -81,16 +83,21 @@ func TestDCObjectives(t *testing.T) {
 			if tr.Data, err = distill.NewDataset(x0, y, 4, 8, 8); err != nil {
 				t.Fatal(err)
 			}
-			var losses []float64
+			var losses, routerCE []float64
 			rhos := map[float64]bool{}
 			tr.OnStep = func(p distill.Progress) {
-				losses = append(losses, p.Metrics.Loss)
+				// The distance alone: the router's cross-entropy has its own check.
+				losses = append(losses, p.Metrics.Loss-tt.router*p.Metrics.Router)
+				routerCE = append(routerCE, p.Metrics.Router)
 				rhos[p.Metrics.Rho] = true
 				if p.Metrics.Kept <= 0 || p.Metrics.Kept > 1 || (tt.loss == distill.Hybrid && p.Metrics.Ratio <= 0) {
 					t.Errorf("step %d: kept %g, ratio %g", p.Step, p.Metrics.Kept, p.Metrics.Ratio)
 				}
 				if (p.Metrics.Guided > 0) != (tt.guided > 0) {
 					t.Errorf("step %d: guided distance %g with guided scale %g", p.Step, p.Metrics.Guided, tt.guided)
+				}
+				if (p.Metrics.Router > 0) != (tt.router > 0) || math.IsNaN(p.Metrics.Router) {
+					t.Errorf("step %d: router cross-entropy %g with weight %g", p.Step, p.Metrics.Router, tt.router)
 				}
 				if (p.Metrics.Rho == float64(dc.Dense) || tt.budget.DenseBelow >= 1000) && p.Metrics.Kept != 1 {
 					t.Errorf("step %d: a dense step kept %g of the cells, want all", p.Step, p.Metrics.Kept)
@@ -108,6 +115,9 @@ func TestDCObjectives(t *testing.T) {
 			last := (losses[len(losses)-1] + losses[len(losses)-2] + losses[len(losses)-3]) / 3
 			if tt.loss != distill.Hybrid && !(last < 0.85*first) {
 				t.Fatalf("distillation loss %.4g → %.4g over %d steps: not learning", first, last, len(losses))
+			}
+			if n := len(routerCE); tt.router > 0 && !(routerCE[n-1]+routerCE[n-2] < routerCE[0]+routerCE[1]) {
+				t.Fatalf("router cross-entropy %.4g → %.4g: the router does not learn its targets", routerCE[0], routerCE[n-1])
 			}
 			if len(tt.budget.Rhos) > 1 && len(rhos) < 2 {
 				t.Fatalf("multi-budget drew only %v", rhos)

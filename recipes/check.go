@@ -238,6 +238,11 @@ func checkStages(p *problems, r *Recipe) {
 			} else if st.GuidedScale > 0 && st.BatchSize%2 != 0 {
 				p.bad(k("batch_size"), st.BatchSize, "an even number with guided_scale (each sample is paired with its unconditional twin)")
 			}
+			if !(st.RouterTargetWeight >= 0) || math.IsInf(st.RouterTargetWeight, 0) {
+				p.bad(k("router_target_weight"), st.RouterTargetWeight, "a finite weight ≥ 0 (0: off)")
+			} else if st.RouterTargetWeight > 0 && r.Scaffold == nil {
+				p.bad(k("router_target_weight"), st.RouterTargetWeight, "0 without [scaffold] (a fixed-patch DiT has no router)")
+			}
 			for _, key := range []string{"p2_gamma", "p2_k"} {
 				if p.lines.has(k(key)) {
 					p.add(k(key), "found in a distill stage, expected P2 weighting only in stages with the hybrid loss (train, finetune)")
@@ -249,6 +254,9 @@ func checkStages(p *problems, r *Recipe) {
 			}
 			if st.GuidedScale != 0 {
 				p.add(k("guided_scale"), "found %v in a %s stage, expected it only in distill stages", st.GuidedScale, st.Kind)
+			}
+			if st.RouterTargetWeight != 0 {
+				p.add(k("router_target_weight"), "found %v in a %s stage, expected it only in distill stages (the targets are the teacher's)", st.RouterTargetWeight, st.Kind)
 			}
 			if !(st.P2Gamma >= 0) || math.IsInf(st.P2Gamma, 0) {
 				p.bad(k("p2_gamma"), st.P2Gamma, "a finite number ≥ 0 (0: uniform)")

@@ -391,6 +391,12 @@ type Stage struct {
 	// of the prediction is small at high noise but multiplied by the scale
 	// in sampling. Distill only. Default: 0 (off).
 	GuidedScale float64 `toml:"guided_scale"`
+	// RouterTargetWeight, when > 0, also fits the router to keep, in
+	// every sample, the 1/N of its cells where the teacher's clean
+	// estimate differs most from its neighbours' (binary cross-entropy,
+	// this weight): where a dropped cell's token and the latent skip
+	// cannot carry its prediction. Distill only. Default: 0 (off).
+	RouterTargetWeight float64 `toml:"router_target_weight"`
 	// P2Gamma and P2K weigh the hybrid loss's ε term by 1/(k + SNR_t)^γ
 	// (P2 weighting, Choi et al. 2022): γ = 1, k = 1 keeps the weight of
 	// the noisy steps that decide what a sample shows and fades the

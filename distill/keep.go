@@ -1,0 +1,112 @@
+package distill
+
+import (
+	"math"
+	"slices"
+)
+
+// keepTargets labels the cells a router should keep: in each sample of a
+// grid of rows×cols cells, the keep cells of largest drop cost (true), the
+// others false. The first and last cell of a sample are forced boundaries
+// and are left out (mask false); keep counts them.
+//
+// A dropped cell takes its token's prediction, its own noise carried by
+// the latent skip: ε̂_l ≈ ε̂_k + (x_l − x_k)/√(1−ᾱ_t). What that cannot carry
+// is the difference of the teacher's clean estimates,
+// u_l − u_k with u = ε̂ − x/√(1−ᾱ_t) = −√ᾱ_t/√(1−ᾱ_t)·x̂0. A cell's drop cost
+// is the mean of |u_l − u_n|² over its grid neighbours n (its token is
+// one of them): large where the teacher's picture changes — at shape
+// edges at low noise, along the coarse outline at high noise — and zero
+// on flat background. Only the ranks within a sample matter, so the
+// per-sample scale √ᾱ_t/√(1−ᾱ_t) drops out.
+//
+// eps holds the teacher's ε prediction and x the noisy input, both
+// [B·rows·cols, k] in the cell layout; sig is √(1−ᾱ_t) per sample.
+func keepTargets(eps, x []float32, stride, k int, sig []float64, rows, cols, keep int) (label, mask []bool) {
+	L := rows * cols
+	B := len(sig)
+	label, mask = make([]bool, B*L), make([]bool, B*L)
+	u := make([]float64, L*k)
+	cost := make([]float64, L)
+	order := make([]int, 0, L)
+	for b := range B {
+		for l := range L {
+			r := (b*L + l) * stride
+			for j := range k {
+				u[l*k+j] = float64(eps[r+j]) - float64(x[(b*L+l)*k+j])/sig[b]
+			}
+		}
+		order = order[:0]
+		for l := range L {
+			ri, ci := l/cols, l%cols
+			var s float64
+			n := 0
+			for _, d := range [4][2]int{{-1, 0}, {1, 0}, {0, -1}, {0, 1}} {
+				rn, cn := ri+d[0], ci+d[1]
+				if rn < 0 || rn >= rows || cn < 0 || cn >= cols {
+					continue
+				}
+				m := rn*cols + cn
+				for j := range k {
+					v := u[l*k+j] - u[m*k+j]
+					s += v * v
+				}
+				n++
+			}
+			cost[l] = 0
+			if n > 0 {
+				cost[l] = s / float64(n)
+			}
+			if l != 0 && l != L-1 {
+				mask[b*L+l] = true
+				order = append(order, l)
+			}
+		}
+		// Largest cost first; ties to the lower index, so labels are
+		// deterministic.
+		slices.SortStableFunc(order, func(i, j int) int {
+			switch {
+			case cost[i] > cost[j]:
+				return -1
+			case cost[i] < cost[j]:
+				return 1
+			}
+			return 0
+		})
+		for _, l := range order[:min(max(keep-2, 0), len(order))] {
+			label[b*L+l] = true
+		}
+	}
+	return label, mask
+}
+
+// keepLoss writes into grad the gradient, with respect to the router's
+// logits, of the mean binary cross-entropy between sigmoid(logit) and the
+// labels over the masked cells, and returns that mean.
+func keepLoss(grad, logit []float32, label, mask []bool) float64 {
+	n := 0
+	for _, m := range mask {
+		if m {
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	var s float64
+	for i, z := range logit {
+		if !mask[i] {
+			grad[i] = 0
+			continue
+		}
+		zf := float64(z)
+		y := 0.0
+		if label[i] {
+			y = 1
+		}
+		// softplus(z) − y·z, stable for large |z|.
+		s += math.Max(zf, 0) + math.Log1p(math.Exp(-math.Abs(zf))) - y*zf
+		grad[i] = float32((1/(1+math.Exp(-zf)) - y) / float64(n))
+	}
+	return s / float64(n)
+}
