@@ -14,7 +14,7 @@ import (
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/internal/fixtures"
-	"github.com/dcdit/dcdit/loaders"
+	"github.com/dcdit/dcdit/internal/testckpt"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
@@ -124,31 +124,7 @@ func TestScaffoldAroundDiT(t *testing.T) {
 
 // randomZImage is a small Z-Image whose adaLN width differs from its dim,
 // with every weight random.
-func randomZImage(t *testing.T, seed uint64) *zimage.Model {
-	t.Helper()
-	cfg := &arch.ZImageConfig{Dim: 32, NLayers: 2, NRefinerLayers: 1, NHeads: 2, NKVHeads: 2, InChannels: 4, PatchSize: 2, FPatchSize: 1,
-		CapFeatDim: 6, QKNorm: true, NormEps: 1e-5, RopeTheta: 256, TScale: 1000, AxesDims: []int64{4, 6, 6}, AxesLens: []int64{96, 16, 16},
-		FFNHidden: 48, AdaLNDim: 24, TMidDim: 16, FrequencySize: 16}
-	exp := arch.ExpectedZImage(cfg, arch.Comfy)
-	w := &zimage.Weights{Config: cfg, Params: map[string]*loaders.Dense{}}
-	for i, name := range exp.Names() {
-		shape, n := []int{}, 1
-		for _, d := range exp.Shape(i) {
-			shape = append(shape, int(d))
-			n *= int(d)
-		}
-		v := randn(seed+uint64(i), n)
-		for j := range v {
-			v[j] *= 0.2
-		}
-		w.Params[name] = &loaders.Dense{Shape: shape, Data: v}
-	}
-	m, err := zimage.New(w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
+func randomZImage(t *testing.T, seed uint64) *zimage.Model { return testckpt.RandomZImage(t, seed) }
 
 // The DC scaffold runs around a Z-Image backbone conditioned on captions
 // of different lengths, forward and backward, with the adaLN width as the

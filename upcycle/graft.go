@@ -207,7 +207,33 @@ func (s Scaffold) GraftConfigs(tc *arch.DiTConfig) (*dc.Config, *hnet.Config, er
 // from scratch and has no teacher to start from.
 func PatchEncoderPrior(cfg *dc.Config, ts map[string]dc.Tensor, teacher *dit.Model) error {
 	tc := teacher.Config
-	p, C, E, D := tc.PatchSize, cfg.InChannels, cfg.EncDecDim, cfg.ModelDim
+	p, C, D := tc.PatchSize, cfg.InChannels, cfg.ModelDim
+	w, okW := teacher.Params.Lookup("x_embedder.proj.weight")
+	b, okB := teacher.Params.Lookup("x_embedder.proj.bias")
+	if !okW || !okB || len(w.Values()) != D*C*p*p || len(b.Values()) != D {
+		return fmt.Errorf("upcycle: encoder init \"patch\": the teacher lacks its patch embedding x_embedder.proj [%d %d %d %d]", D, C, p, p)
+	}
+	// DiT's patch embedding is a convolution: weights [D, C, p, p].
+	return EncoderPrior(cfg, ts, PatchEmbedding{Patch: p, Weight: w.Values(), Bias: b.Values(),
+		Index: func(c, dy, dx int) int { return (c*p+dy)*p + dx }})
+}
+
+// PatchEmbedding is a backbone's patch embedding, a Linear from a p×p
+// patch of C latent channels to the model width D, as EncoderPrior reads
+// it.
+type PatchEmbedding struct {
+	// Patch is p.
+	Patch int
+	// Weight is [D, C·p²], Bias [D].
+	Weight, Bias []float32
+	// Index gives the input column that carries latent channel c at
+	// offset (dy, dx) in the patch: the backbone's patch layout.
+	Index func(c, dy, dx int) int
+}
+
+// EncoderPrior is PatchEncoderPrior for any backbone's patch embedding.
+func EncoderPrior(cfg *dc.Config, ts map[string]dc.Tensor, pe PatchEmbedding) error {
+	p, C, E, D := pe.Patch, cfg.InChannels, cfg.EncDecDim, cfg.ModelDim
 	cellIsPatch := cfg.Patch() == p
 	if !cellIsPatch && cfg.Patch() != 1 {
 		return fmt.Errorf("upcycle: encoder init \"patch\": scaffold cells of %d×%d latents and teacher patches of %d×%d; want cells of 1 or of the teacher's patch", cfg.Patch(), cfg.Patch(), p, p)
@@ -218,15 +244,13 @@ func PatchEncoderPrior(cfg *dc.Config, ts map[string]dc.Tensor, teacher *dit.Mod
 	if C*p*p > E {
 		return fmt.Errorf("upcycle: encoder init \"patch\": a patch holds %d values, more than the encoder width E = %d", C*p*p, E)
 	}
+	if len(pe.Weight) != D*C*p*p || len(pe.Bias) != D {
+		return fmt.Errorf("upcycle: encoder init \"patch\": the patch embedding has %d weights and %d biases, want [%d %d] and [%d]", len(pe.Weight), len(pe.Bias), D, C*p*p, D)
+	}
 	if cfg.EncoderBlocks < 1 || E == D {
 		return fmt.Errorf("upcycle: encoder init \"patch\": needs an encoder block that widens E = %d to D = %d", E, D)
 	}
-	w, okW := teacher.Params.Lookup("x_embedder.proj.weight")
-	b, okB := teacher.Params.Lookup("x_embedder.proj.bias")
-	if !okW || !okB || len(w.Values()) != D*C*p*p || len(b.Values()) != D {
-		return fmt.Errorf("upcycle: encoder init \"patch\": the teacher lacks its patch embedding x_embedder.proj [%d %d %d %d]", D, C, p, p)
-	}
-	tw, tb := w.Values(), b.Values()
+	tw, tb := pe.Weight, pe.Bias
 	// ch is the embedder channel that carries latent channel c at patch
 	// offset (dy, dx), the index of that value in a flattened patch.
 	ch := func(c, dy, dx int) int { return (c*p+dy)*p + dx }
@@ -259,7 +283,7 @@ func PatchEncoderPrior(cfg *dc.Config, ts map[string]dc.Tensor, teacher *dit.Mod
 			for c := range C {
 				for dy := range p {
 					for dx := range p {
-						skip.Data[d*E+ch(c, dy, dx)] = tw[((d*C+c)*p+dy)*p+dx]
+						skip.Data[d*E+ch(c, dy, dx)] = tw[d*C*p*p+pe.Index(c, dy, dx)]
 					}
 				}
 			}

@@ -14,7 +14,7 @@ import (
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dit"
-	"github.com/dcdit/dcdit/loaders"
+	"github.com/dcdit/dcdit/internal/testckpt"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/safetensors"
 	"github.com/dcdit/dcdit/params"
@@ -55,27 +55,7 @@ func tinyDiT(t *testing.T) *dit.Model {
 
 // tinyZImage is a Z-Image whose adaLN width (24) differs from its dim
 // (32), with every weight random.
-func tinyZImage(t *testing.T) *zimage.Model {
-	cfg := &arch.ZImageConfig{Dim: 32, NLayers: 2, NRefinerLayers: 1, NHeads: 2, NKVHeads: 2, InChannels: 4, PatchSize: 2, FPatchSize: 1,
-		CapFeatDim: 6, QKNorm: true, NormEps: 1e-5, RopeTheta: 256, TScale: 1000, AxesDims: []int64{4, 6, 6}, AxesLens: []int64{96, 16, 16},
-		FFNHidden: 48, AdaLNDim: 24, TMidDim: 16, FrequencySize: 16}
-	rng := rand.New(rand.NewPCG(5, 6))
-	exp := arch.ExpectedZImage(cfg, arch.Comfy)
-	w := &zimage.Weights{Config: cfg, Params: map[string]*loaders.Dense{}}
-	for i, name := range exp.Names() {
-		shape, n := []int{}, 1
-		for _, d := range exp.Shape(i) {
-			shape, n = append(shape, int(d)), n*int(d)
-		}
-		w.Params[name] = &loaders.Dense{Shape: shape, Data: make([]float32, n)}
-		randomValues(rng, w.Params[name].Data)
-	}
-	m, err := zimage.New(w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
+func tinyZImage(t *testing.T) *zimage.Model { return testckpt.RandomZImage(t, 5) }
 
 // scaffoldAround grafts a fresh scaffold (random final layer, so outputs
 // are not zero) around bb on an 8×8 grid.

@@ -1,0 +1,69 @@
+package upcycle
+
+import (
+	"fmt"
+
+	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/zimage"
+)
+
+// GraftZImage builds a DC model around a Z-Image transformer on a
+// rows×cols latent grid (paper §4.4: the scaffold on the image tokens,
+// captions kept whole). The model becomes the backbone as it is: its
+// refiners, embedders and main layers run on the kept tokens, each at its
+// fractional position in the rotary embedding (zimage.Backbone), and its
+// tensors are renamed under dc.BackbonePrefix — so m must not also serve
+// as the frozen teacher (load a second copy for that). Its own patch
+// embedding and final layer stay in the checkpoint unused: the scaffold
+// replaces them.
+//
+// The scaffold is initialised as Graft initialises it; EncoderInit
+// "patch" starts the encoder as Z-Image's patch embedding (its features
+// ordered (dy, dx, c), c fastest). Z-Image predicts a velocity with no
+// learned variance, so the scaffold's output has the latent channels.
+// The options that start a DiT's graft as its teacher and read DiT's own
+// parts — the wide head (DiT's final layer) and the latent skip (fitted
+// to DDPM's noise schedule) — are refused.
+func GraftZImage(m *zimage.Model, s Scaffold, rows, cols int, seed uint64) (*dc.Model, error) {
+	zc := m.Config
+	switch {
+	case s.WideHead:
+		return nil, fmt.Errorf("upcycle: a Z-Image graft has no wide head (it starts as DiT's final layer; Z-Image's has no shift)")
+	case s.LatentSkip:
+		return nil, fmt.Errorf("upcycle: a Z-Image graft has no latent skip (its prior is fitted to DDPM's noise schedule, Z-Image is trained by flow matching)")
+	case zc.FPatchSize != 1:
+		return nil, fmt.Errorf("upcycle: Z-Image with frame patches of %d: the scaffold grafts onto single-frame images (f_patch_size 1)", zc.FPatchSize)
+	}
+	bb := zimage.NewBackbone(m)
+	cfg, err := s.Config(zc.InChannels, zc.InChannels, rows, cols, bb.Width(), bb.CondWidth())
+	if err != nil {
+		return nil, err
+	}
+	ts := InitScaffold(cfg, seed)
+	switch s.RouterInit {
+	case "", "official":
+	case "predictability":
+		PredictabilityPrior(cfg, ts)
+	default:
+		return nil, fmt.Errorf("upcycle: router init %q, want official or predictability", s.RouterInit)
+	}
+	switch s.EncoderInit {
+	case "", "official":
+	case "patch":
+		w, okW := m.Params.Lookup("x_embedder.weight")
+		b, okB := m.Params.Lookup("x_embedder.bias")
+		if !okW || !okB {
+			return nil, fmt.Errorf("upcycle: encoder init \"patch\": the Z-Image model lacks x_embedder.weight or x_embedder.bias")
+		}
+		p, C := zc.PatchSize, zc.InChannels
+		err := EncoderPrior(cfg, ts, PatchEmbedding{Patch: p, Weight: w.Values(), Bias: b.Values(),
+			Index: func(c, dy, dx int) int { return (dy*p+dx)*C + c }})
+		if err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("upcycle: encoder init %q, want official or patch", s.EncoderInit)
+	}
+	m.PrefixNames(dc.BackbonePrefix)
+	return dc.New(cfg, ts, bb)
+}
