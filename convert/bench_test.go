@@ -5,12 +5,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/dcdit/dcdit/internal/rss"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
@@ -117,14 +116,8 @@ func BenchmarkConvert(b *testing.B) {
 	b.ReportMetric(convertRate, "convert-MB/s")
 	b.ReportMetric(copyRate, "copy-MB/s")
 	b.ReportMetric(convertRate/copyRate, "ratio")
-	if status, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, line := range strings.Split(string(status), "\n") {
-			if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				if v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 64); err == nil {
-					b.ReportMetric(v/1024, "peak-RSS-MB")
-				}
-			}
-		}
+	if mb, ok := rss.PeakMB(); ok {
+		b.ReportMetric(mb, "peak-RSS-MB")
 	}
 }
 

@@ -219,6 +219,17 @@ func writeTensors(p *Plan, src Source, outs []Output) []safetensors.WriteTensor 
 	return ts
 }
 
+// Open returns a reader of the output's bytes, read from src as they are
+// consumed — for a writer of its own that streams the plan's tensors
+// (upcycle's streaming graft). o must be one of p.Outputs.
+func (p *Plan) Open(o *Output, src Source) (io.Reader, error) {
+	r, err := openOutput(o, src, p.AllowOverflow)
+	if err != nil {
+		return nil, fmt.Errorf("convert: %w", err)
+	}
+	return r, nil
+}
+
 // lazyReader opens an output's sources when the encoder first reads it.
 type lazyReader struct {
 	out           *Output

@@ -2,7 +2,12 @@
 // recipe describes, and writes the resulting DC checkpoint.
 //
 // A DiT is grafted by Graft (or NewGrafted, which also joins the
-// parameters). Any other transformer becomes a DC model in three steps, as
+// parameters), a Z-Image by GraftZImage (captions kept whole, the model's
+// tensors under dc.BackbonePrefix). StreamGraftZImage writes the grafted,
+// untrained Z-Image checkpoint without loading the model: each backbone
+// tensor goes from the input shards to the output's as it is read, so a
+// full-size Z-Image (24.6 GB in F32) grafts in a few hundred megabytes of
+// memory. Any other transformer becomes a DC model in three steps, as
 // Example_customBackbone shows with a small model of its own:
 //
 //  1. Implement dc.Backbone: Width and CondWidth (the token and

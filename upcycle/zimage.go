@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/zimage"
 )
 
@@ -25,19 +26,48 @@ import (
 // parts — the wide head (DiT's final layer) and the latent skip (fitted
 // to DDPM's noise schedule) — are refused.
 func GraftZImage(m *zimage.Model, s Scaffold, rows, cols int, seed uint64) (*dc.Model, error) {
-	zc := m.Config
-	switch {
-	case s.WideHead:
-		return nil, fmt.Errorf("upcycle: a Z-Image graft has no wide head (it starts as DiT's final layer; Z-Image's has no shift)")
-	case s.LatentSkip:
-		return nil, fmt.Errorf("upcycle: a Z-Image graft has no latent skip (its prior is fitted to DDPM's noise schedule, Z-Image is trained by flow matching)")
-	case zc.FPatchSize != 1:
-		return nil, fmt.Errorf("upcycle: Z-Image with frame patches of %d: the scaffold grafts onto single-frame images (f_patch_size 1)", zc.FPatchSize)
+	var pe *PatchEmbedding
+	if s.EncoderInit == "patch" {
+		w, okW := m.Params.Lookup("x_embedder.weight")
+		b, okB := m.Params.Lookup("x_embedder.bias")
+		if !okW || !okB {
+			return nil, fmt.Errorf("upcycle: encoder init \"patch\": the Z-Image model lacks x_embedder.weight or x_embedder.bias")
+		}
+		e := zimagePatchEmbedding(m.Config, w.Values(), b.Values())
+		pe = &e
 	}
 	bb := zimage.NewBackbone(m)
-	cfg, err := s.Config(zc.InChannels, zc.InChannels, rows, cols, bb.Width(), bb.CondWidth())
+	cfg, ts, err := zimageScaffold(m.Config, bb, pe, s, rows, cols, seed)
 	if err != nil {
 		return nil, err
+	}
+	m.PrefixNames(dc.BackbonePrefix)
+	return dc.New(cfg, ts, bb)
+}
+
+// zimagePatchEmbedding is Z-Image's patch embedding as EncoderPrior reads
+// it: features (dy, dx, c), c fastest (zimage.Patchify).
+func zimagePatchEmbedding(zc *arch.ZImageConfig, w, b []float32) PatchEmbedding {
+	p, C := zc.PatchSize, zc.InChannels
+	return PatchEmbedding{Patch: p, Weight: w, Bias: b, Index: func(c, dy, dx int) int { return (dy*p+dx)*C + c }}
+}
+
+// zimageScaffold is the config and initial tensors of the scaffold that
+// GraftZImage puts around a Z-Image of config zc (bb its backbone, read
+// for its widths only); pe is its patch embedding, nil unless the encoder
+// starts from it.
+func zimageScaffold(zc *arch.ZImageConfig, bb *zimage.Backbone, pe *PatchEmbedding, s Scaffold, rows, cols int, seed uint64) (*dc.Config, map[string]dc.Tensor, error) {
+	switch {
+	case s.WideHead:
+		return nil, nil, fmt.Errorf("upcycle: a Z-Image graft has no wide head (it starts as DiT's final layer; Z-Image's has no shift)")
+	case s.LatentSkip:
+		return nil, nil, fmt.Errorf("upcycle: a Z-Image graft has no latent skip (its prior is fitted to DDPM's noise schedule, Z-Image is trained by flow matching)")
+	case zc.FPatchSize != 1:
+		return nil, nil, fmt.Errorf("upcycle: Z-Image with frame patches of %d: the scaffold grafts onto single-frame images (f_patch_size 1)", zc.FPatchSize)
+	}
+	cfg, err := s.Config(zc.InChannels, zc.InChannels, rows, cols, bb.Width(), bb.CondWidth())
+	if err != nil {
+		return nil, nil, err
 	}
 	ts := InitScaffold(cfg, seed)
 	switch s.RouterInit {
@@ -45,25 +75,19 @@ func GraftZImage(m *zimage.Model, s Scaffold, rows, cols int, seed uint64) (*dc.
 	case "predictability":
 		PredictabilityPrior(cfg, ts)
 	default:
-		return nil, fmt.Errorf("upcycle: router init %q, want official or predictability", s.RouterInit)
+		return nil, nil, fmt.Errorf("upcycle: router init %q, want official or predictability", s.RouterInit)
 	}
 	switch s.EncoderInit {
 	case "", "official":
 	case "patch":
-		w, okW := m.Params.Lookup("x_embedder.weight")
-		b, okB := m.Params.Lookup("x_embedder.bias")
-		if !okW || !okB {
-			return nil, fmt.Errorf("upcycle: encoder init \"patch\": the Z-Image model lacks x_embedder.weight or x_embedder.bias")
+		if pe == nil {
+			return nil, nil, fmt.Errorf("upcycle: encoder init \"patch\" without the model's patch embedding")
 		}
-		p, C := zc.PatchSize, zc.InChannels
-		err := EncoderPrior(cfg, ts, PatchEmbedding{Patch: p, Weight: w.Values(), Bias: b.Values(),
-			Index: func(c, dy, dx int) int { return (dy*p+dx)*C + c }})
-		if err != nil {
-			return nil, err
+		if err := EncoderPrior(cfg, ts, *pe); err != nil {
+			return nil, nil, err
 		}
 	default:
-		return nil, fmt.Errorf("upcycle: encoder init %q, want official or patch", s.EncoderInit)
+		return nil, nil, fmt.Errorf("upcycle: encoder init %q, want official or patch", s.EncoderInit)
 	}
-	m.PrefixNames(dc.BackbonePrefix)
-	return dc.New(cfg, ts, bb)
+	return cfg, ts, nil
 }
