@@ -22,6 +22,11 @@
 // for the target RGB, so values stay in [−2, 2] with roughly unit
 // variance, like VAE latents ×0.18215.
 //
+// Each sample can also be described in words (Caption: class and
+// colour always, size, background and position by variant) over a fixed
+// vocabulary whose embedding table (EmbeddingTable) stands in for a text
+// encoder: the data of a text-conditioned toy model.
+//
 // Generation is exact integer geometry (shape membership is tested at the
 // cell centres on an 8× sub-grid) and the colours are sums of float32
 // constants and multiples of 1/16, so (seed, index, size) gives the same
@@ -94,6 +99,12 @@ type Sample struct {
 	Mask []bool
 	// Background and Foreground are the palette indices used.
 	Background, Foreground int
+	// Radius and Centre are the shape's size and position in 1/8 cells
+	// (cell (i, j) spans [8j, 8j+8) × [8i, 8i+8)): what a caption says
+	// of it beyond its class and colours.
+	Radius int
+	Centre [2]int // x, y
+	Side   int    // the grid side in 1/8 cells
 }
 
 // Generator draws samples of one size from one seed.
@@ -171,7 +182,8 @@ func (g *Generator) draw(rs stream, label int) Sample {
 		}
 	}
 
-	s := Sample{Label: label, Latent: make([]float32, Channels*n*n), Edges: make([]bool, n*n), Mask: make([]bool, n*n), Background: bg, Foreground: fg}
+	s := Sample{Label: label, Latent: make([]float32, Channels*n*n), Edges: make([]bool, n*n), Mask: make([]bool, n*n), Background: bg, Foreground: fg,
+		Radius: r, Centre: [2]int{cx, cy}, Side: side}
 	for i := range n {
 		for j := range n {
 			dx, dy := j*sub+sub/2-cx, i*sub+sub/2-cy

@@ -1,0 +1,96 @@
+package shapes
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Captions say what the sample shows: its class and foreground colour
+// always, its size, background and position as the variant asks, each
+// word one of the vocabulary's, and different variants give different
+// lengths.
+func TestCaption(t *testing.T) {
+	g, err := New(DefaultSize, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lengths := map[int]bool{}
+	positions := map[string]bool{}
+	for i := range 200 {
+		s := g.Sample(i)
+		for v := range CaptionVariants {
+			words, err := Caption(s, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lengths[len(words)] = true
+			if _, err := Tokens(words); err != nil {
+				t.Fatal(err)
+			}
+			text := " " + strings.Join(words, " ") + " "
+			if !strings.Contains(text, " "+Palette[s.Foreground]+" "+Classes[s.Label]+" ") {
+				t.Fatalf("sample %d variant %d: %q does not say %s %s", i, v, text, Palette[s.Foreground], Classes[s.Label])
+			}
+			if bg := strings.Contains(text, " on "+Palette[s.Background]+" "); bg != (v&captionBackground != 0) {
+				t.Fatalf("sample %d variant %d: %q: background said %v", i, v, text, bg)
+			}
+			if v == CaptionVariants-1 {
+				positions[words[len(words)-1]] = true
+				size := words[1]
+				if want := 100*s.Radius < 35*s.Side; (size == "small") != want {
+					t.Fatalf("sample %d: radius %d of side %d called %s", i, s.Radius, s.Side, size)
+				}
+			}
+		}
+	}
+	if len(lengths) != 5 {
+		t.Fatalf("caption lengths %v, want 3 to 7 words", lengths)
+	}
+	for _, p := range []string{"left", "right", "top", "bottom", "centre"} {
+		if !positions[p] {
+			t.Errorf("no caption of 200 samples says %q (%v)", p, positions)
+		}
+	}
+	if _, err := Caption(g.Sample(0), CaptionVariants); err == nil {
+		t.Fatal("variant out of range accepted")
+	}
+}
+
+// The embedding table is fixed by (dim, seed), has unit-variance rows
+// that differ between words, and Embed lays a caption's rows out in
+// order, refusing a word outside the vocabulary.
+func TestEmbeddingTable(t *testing.T) {
+	const dim = 16
+	a, b := EmbeddingTable(dim, 7), EmbeddingTable(dim, 7)
+	if !slices.Equal(a, b) || slices.Equal(a, EmbeddingTable(dim, 8)) {
+		t.Fatal("the table is not a function of its seed")
+	}
+	var ss float64
+	for _, v := range a {
+		ss += float64(v) * float64(v)
+		if !(math.Abs(float64(v)) < 1.7321) {
+			t.Fatalf("value %g outside [−√3, √3)", v)
+		}
+	}
+	if rms := math.Sqrt(ss / float64(len(a))); !(rms > 0.85 && rms < 1.15) {
+		t.Fatalf("table RMS %g, want about 1", rms)
+	}
+	feats, err := Embed([]string{"a", "red", "disc"}, a, dim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks, _ := Tokens([]string{"a", "red", "disc"})
+	for i, tk := range toks {
+		if !slices.Equal(feats[i*dim:(i+1)*dim], a[tk*dim:(tk+1)*dim]) {
+			t.Fatalf("word %d is not its table row", i)
+		}
+	}
+	if slices.Equal(a[toks[1]*dim:(toks[1]+1)*dim], a[toks[2]*dim:(toks[2]+1)*dim]) {
+		t.Fatal("two words share a row")
+	}
+	if _, err := Embed([]string{"a", "purple", "disc"}, a, dim); err == nil || !strings.Contains(err.Error(), `"purple"`) {
+		t.Fatalf("err = %v, want the unknown word named", err)
+	}
+}
