@@ -76,7 +76,7 @@ func TestEveryRecipeKeyIsUsedOrRefused(t *testing.T) {
 	m := func(v string) entry { return entry{value: v, base: "scratch", want: changes} }
 	table := map[string]entry{
 		"name": e(`"other"`, changes), "description": e(`"notes"`, embedded), "seed": e(`4`, changes), "log_every": e(`3`, changes),
-		"base.path": e(`"other/teacher.safetensors"`, changes), "base.num_heads": e(`4`, changes),
+		"base.path": e(`"other/teacher.safetensors"`, changes), "base.num_heads": e(`4`, changes), "base.latent_size": e(`16`, rejected),
 
 		"model.preset": m(`"DiT-S/4"`), "model.depth": m(`2`), "model.hidden_size": m(`64`), "model.num_heads": m(`4`),
 		"model.patch_size": m(`4`), "model.in_channels": m(`3`), "model.input_size": m(`16`), "model.num_classes": m(`5`),

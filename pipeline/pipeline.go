@@ -281,6 +281,9 @@ func loadTeacher(r *recipes.Recipe) (*dit.Model, *dit.Weights, error) {
 	if err := checkBaseSchedule(r); err != nil {
 		return nil, nil, err
 	}
+	if r.Base.LatentSize != 0 {
+		return nil, nil, fmt.Errorf("pipeline: %s: base.latent_size = %d: a DiT base's latent grid is its own (the key sizes a Z-Image graft)", r.File, r.Base.LatentSize)
+	}
 	w, err := dit.Load(r.BasePath(), dit.LoadOptions{NumHeads: r.Base.NumHeads})
 	if err != nil {
 		return nil, nil, err

@@ -64,6 +64,7 @@ func checkBase(p *problems, r *Recipe) {
 		}
 	}
 	atLeast(p, "base.num_heads", r.Base.NumHeads, 0)
+	atLeast(p, "base.latent_size", r.Base.LatentSize, 0)
 }
 
 func checkModel(p *problems, m *Model) {

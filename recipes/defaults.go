@@ -85,6 +85,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 	setDefault(d, "log_every", &r.LogEvery, 10)
 	if r.Base != nil {
 		setDefault(d, "base.num_heads", &r.Base.NumHeads, 0)
+		setDefault(d, "base.latent_size", &r.Base.LatentSize, 0)
 	}
 	scaffold := r.Scaffold != nil
 

@@ -233,7 +233,7 @@ func TestRecipeErrors(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			want: []want{{"base.path", "found a Z-Image checkpoint (upcycling Z-Image is not supported yet), expected a DiT", "path =", 1}}, only: true},
+			want: []want{{"base.path", "found a Z-Image checkpoint (planning and training a Z-Image recipe are not supported yet; 'dcdit upcycle --graft-only' writes its grafted checkpoint), expected a DiT", "path =", 1}}, only: true},
 		{name: "data file of the wrong shape",
 			text: edit(validRecipe, "samples = 64\nsampling_steps = 10\n", "source = \"file\"\npath = \"latents.safetensors\"\n", 1),
 			setup: func(t *testing.T, dir string) {

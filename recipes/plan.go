@@ -292,7 +292,7 @@ func planBase(p *problems, r *Recipe, pl *Plan) (*arch.DiTConfig, map[string][]i
 		what := fmt.Sprintf("a %s checkpoint", rep.Architecture)
 		switch rep.Architecture {
 		case arch.ZImage:
-			what = "a Z-Image checkpoint (upcycling Z-Image is not supported yet)"
+			what = "a Z-Image checkpoint (planning and training a Z-Image recipe are not supported yet; 'dcdit upcycle --graft-only' writes its grafted checkpoint)"
 		case arch.DCDiT:
 			what = "a DC checkpoint (already upcycled)"
 		case arch.Unknown:
@@ -322,6 +322,10 @@ func planBase(p *problems, r *Recipe, pl *Plan) (*arch.DiTConfig, map[string][]i
 		return nil, nil
 	}
 	pl.Backbone = BackboneInfo{Architecture: arch.DiT, Source: "base", Config: cfg}
+	if r.Base.LatentSize != 0 {
+		p.bad("base.latent_size", r.Base.LatentSize, "0 for a DiT base (its latents are %d×%d, fixed by its position table)", cfg.InputSize, cfg.InputSize)
+		return nil, nil
+	}
 	if cfg.NumHeads < 1 || cfg.HiddenSize%cfg.NumHeads != 0 {
 		p.add("base.num_heads", "found %d heads for hidden size %d, expected a divisor of it (set base.num_heads)", cfg.NumHeads, cfg.HiddenSize)
 		return nil, nil

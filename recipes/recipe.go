@@ -146,6 +146,10 @@ type Base struct {
 	// do not store (presets and config.json are used otherwise). Default:
 	// 0, infer.
 	NumHeads int `toml:"num_heads"`
+	// LatentSize is the side of the latent grid the scaffold is built
+	// for, for a Z-Image base, which has no fixed resolution (128: 1024²
+	// images through its 8× VAE); a DiT's is its own. Default: 0.
+	LatentSize int `toml:"latent_size"`
 }
 
 // Model sizes a DiT backbone built from scratch (recipes without [base]).

@@ -1,9 +1,7 @@
 package upcycle
 
 import (
-	"encoding/json"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,37 +9,10 @@ import (
 
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/internal/testckpt"
-	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
-	"github.com/dcdit/dcdit/loaders/safetensors"
 	"github.com/dcdit/dcdit/params"
 	"github.com/dcdit/dcdit/zimage"
 )
-
-// writeZImage writes a Z-Image of config zc in diffusers naming, sharded
-// at about shard bytes, with its config.json, into a new folder.
-func writeZImage(t *testing.T, zc *arch.ZImageConfig, dt dtype.DType, shard int64) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "transformer")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ts, err := testckpt.Tensors(arch.ExpectedZImage(zc, arch.Diffusers), dt, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := safetensors.WriteSharded(dir, "diffusion_pytorch_model", ts, shard, map[string]string{"format": "pt"}); err != nil {
-		t.Fatal(err)
-	}
-	text, err := json.Marshal(arch.ZImageDiffusersConfig(zc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), text, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
 
 // The streamed graft is the graft: checkpoint.Load reads the folder it
 // writes into exactly the model GraftZImage builds from the same base in
@@ -51,7 +22,10 @@ func TestStreamGraftZImage(t *testing.T) {
 	for _, dt := range []dtype.DType{dtype.F32, dtype.BF16} {
 		t.Run(dt.String(), func(t *testing.T) {
 			zc := testckpt.SmallZImageConfig()
-			base := writeZImage(t, zc, dt, 20_000)
+			base := filepath.Join(t.TempDir(), "transformer")
+			if err := testckpt.WriteZImageFolder(base, zc, dt, 20_000, 4); err != nil {
+				t.Fatal(err)
+			}
 			s := DefaultScaffold()
 			s.NormGroups, s.RouterGroups, s.WidthFactor = 8, 4, 2
 			s.EncoderInit, s.NoEncoderNorm = "patch", true

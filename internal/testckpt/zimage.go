@@ -2,10 +2,14 @@ package testckpt
 
 import (
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/loaders/dtype"
+	"github.com/dcdit/dcdit/loaders/safetensors"
 	"github.com/dcdit/dcdit/zimage"
 )
 
@@ -42,4 +46,21 @@ func RandomZImage(tb testing.TB, seed uint64) *zimage.Model {
 		tb.Fatal(err)
 	}
 	return m
+}
+
+// WriteZImageFolder writes a Z-Image of config zc with seeded random
+// weights in dtype dt as a diffusers transformer folder in dir: shards of
+// about shardBytes, their index and config.json.
+func WriteZImageFolder(dir string, zc *arch.ZImageConfig, dt dtype.DType, shardBytes int64, seed uint64) error {
+	ts, err := Tensors(arch.ExpectedZImage(zc, arch.Diffusers), dt, seed)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if _, err := safetensors.WriteSharded(dir, "diffusion_pytorch_model", ts, shardBytes, map[string]string{"format": "pt"}); err != nil {
+		return err
+	}
+	return writeJSON(filepath.Join(dir, "config.json"), arch.ZImageDiffusersConfig(zc))
 }

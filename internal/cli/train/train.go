@@ -30,6 +30,9 @@ type Options struct {
 	Out    string
 	JSON   bool
 	Quiet  bool
+	// GraftOnly writes the grafted, untrained checkpoint and stops
+	// (upcycle only).
+	GraftOnly bool
 	// upcycle says which command runs: it requires a [base] and a
 	// [scaffold]; train requires [model].
 	upcycle bool
@@ -62,9 +65,17 @@ same step, optimiser state, EMA, random streams and data position. A recipe
 edited in any setting that changes the training is refused, naming each
 changed setting. A NaN or infinite loss stops the run and leaves the last good
 checkpoint in place; so does Ctrl-C. While it runs, OUT is locked: a second
-run into it is refused, naming the process that holds it.`,
+run into it is refused, naming the process that holds it.
+
+With --graft-only it writes the grafted checkpoint before any training and
+stops: OUT/model.safetensors for a DiT base; for a Z-Image base (the recipe's
+base.latent_size sizing the grid) the sharded folder OUT/model, streamed from
+the base's shards without the model ever in memory, so that a full-size
+Z-Image grafts on a small machine. Training a Z-Image recipe is not supported
+yet.`,
 		Example: `  dcdit upcycle recipes/toy-dit.toml --out runs/toy
-  dcdit recipe plan recipes/dit-xl-2-256.toml   # check a recipe first`,
+  dcdit recipe plan recipes/dit-xl-2-256.toml   # check a recipe first
+  dcdit upcycle RECIPE --graft-only --out DIR   # the grafted, untrained checkpoint`,
 		Args: cmdutil.ExactArgs(1, "the RECIPE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Recipe = args[0]
@@ -89,6 +100,9 @@ Checkpoints, metrics and resume work as for 'dcdit upcycle'.`
 	cmd.Flags().StringVarP(&opts.Out, "out", "o", "", "output folder (default: the recipe's save.dir)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the summary as JSON")
 	cmd.Flags().BoolVarP(&opts.Quiet, "quiet", "q", false, "print nothing but errors and the result")
+	if upcycle {
+		cmd.Flags().BoolVar(&opts.GraftOnly, "graft-only", false, "write the grafted, untrained DC checkpoint and stop")
+	}
 	return cmd
 }
 
@@ -103,6 +117,9 @@ func Run(opts *Options) error {
 		return fmt.Errorf("%s: upcycle needs [base] and [scaffold]; for training from scratch use 'dcdit train'", opts.Recipe)
 	case !opts.upcycle && r.Base != nil:
 		return fmt.Errorf("%s: the recipe has a [base]: use 'dcdit upcycle' (train starts from [model])", opts.Recipe)
+	}
+	if opts.GraftOnly {
+		return graftOnly(opts, r)
 	}
 	// Ctrl-C or SIGTERM stops between two steps: the stage keeps its last
 	// checkpoint and the folder's lock is released, so the same command
@@ -167,4 +184,29 @@ func stepReporter(ios *iostreams.IO) func(distill.Progress) {
 			bar, stage = nil, ""
 		}
 	}
+}
+
+// graftOnly writes the recipe's grafted checkpoint.
+func graftOnly(opts *Options, r *recipes.Recipe) error {
+	var bar *progress.Bar
+	var report func(done, total int64)
+	if !opts.Quiet {
+		report = func(done, total int64) {
+			if bar == nil {
+				bar = progress.NewBytes(opts.IO.Err, "grafting", total)
+			}
+			bar.Set(int(done))
+		}
+	}
+	began := time.Now()
+	path, err := pipeline.GraftOnly(r, opts.Out, report)
+	if err != nil {
+		return err
+	}
+	bar.Finish()
+	if opts.JSON {
+		return json.NewEncoder(opts.IO.Out).Encode(map[string]string{"model": path})
+	}
+	fmt.Fprintf(opts.IO.Out, "%s (grafted, untrained) in %s\n", path, progress.Duration(time.Since(began)))
+	return nil
 }

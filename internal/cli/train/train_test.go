@@ -3,10 +3,14 @@ package train
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
+	"github.com/dcdit/dcdit/internal/testckpt"
+	"github.com/dcdit/dcdit/loaders/dtype"
 )
 
 const scratch = `
@@ -69,5 +73,71 @@ func TestTrainRuns(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), filepath.Join(dir, "run", "model.safetensors")) {
 		t.Fatalf("output %q does not name the model", out.String())
+	}
+}
+
+// `dcdit upcycle --graft-only` writes the grafted, untrained checkpoint
+// and stops: a DiT base in memory (DC-DiT's main network), a Z-Image base
+// streamed into a sharded folder; both load, record their base and
+// recipe, and a second run into the same place is refused.
+func TestGraftOnly(t *testing.T) {
+	dir := t.TempDir()
+	zbase := filepath.Join(dir, "zimage")
+	if err := testckpt.WriteZImageFolder(zbase, testckpt.SmallZImageConfig(), dtype.F32, 20_000, 1); err != nil {
+		t.Fatal(err)
+	}
+	teacher, err := filepath.Abs("../../../testdata/teacher/model.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stage := "[data]\nsource = \"shapes\"\nsamples = 16\n[[stage]]\nkind = \"distill\"\nsteps = 1\nbatch_size = 16\n"
+	tests := []struct {
+		name, recipe, model, kind string
+		grid                      int
+	}{
+		{"DiT", "[base]\npath = " + strconv.Quote(teacher) + "\n[scaffold]\nnorm_groups = 8\n" + stage, "model.safetensors", checkpoint.KindHNet, 16},
+		{"Z-Image", "[base]\npath = " + strconv.Quote(zbase) + "\nlatent_size = 8\n[scaffold]\nwidth_factor = 2\nnorm_groups = 8\nencoder_init = \"patch\"\nencoder_norm = \"none\"\n[scaffold.router]\ngroups = 4\n" + stage, "model", checkpoint.KindZImage, 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(dir, tt.name+".toml")
+			if err := os.WriteFile(path, []byte(tt.recipe), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(dir, tt.name+"-run")
+			ios, _, stdout, _ := iostreams.Test()
+			cmd := NewUpcycleCmd(ios, nil)
+			cmd.SetArgs([]string{path, "--graft-only", "--out", out, "-q"})
+			if err := cmd.Execute(); err != nil {
+				t.Fatal(err)
+			}
+			model := filepath.Join(out, tt.model)
+			if !strings.Contains(stdout.String(), model) {
+				t.Fatalf("output %q does not name %s", stdout.String(), model)
+			}
+			if _, err := os.Stat(filepath.Join(out, "stages")); err == nil {
+				t.Fatal("a stage ran")
+			}
+			m, meta, err := checkpoint.Load(model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if meta.Backbone.Kind != tt.kind || meta.Base == nil || meta.Recipe != tt.recipe || len(meta.TrainedRhos) != 0 || m.Config.GridRows != tt.grid {
+				t.Fatalf("backbone %s, base %v, trained ρ %v, grid %d: want %s, the base, the recipe, untrained, %d rows", meta.Backbone.Kind, meta.Base, meta.TrainedRhos, m.Config.GridRows, tt.kind, tt.grid)
+			}
+			cmd = NewUpcycleCmd(ios, nil)
+			cmd.SetArgs([]string{path, "--graft-only", "--out", out, "-q"})
+			if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "already exists") {
+				t.Fatalf("second graft: err = %v, want a refusal", err)
+			}
+		})
+	}
+	// A Z-Image recipe must size the grid.
+	path := filepath.Join(dir, "nosize.toml")
+	os.WriteFile(path, []byte("[base]\npath = "+strconv.Quote(zbase)+"\n[scaffold]\nnorm_groups = 8\n"+stage), 0o644)
+	ios, _, _, _ := iostreams.Test()
+	err = Run(&Options{IO: ios, Recipe: path, Out: filepath.Join(dir, "nosize"), upcycle: true, Quiet: true, GraftOnly: true})
+	if err == nil || !strings.Contains(err.Error(), "base.latent_size") {
+		t.Fatalf("err = %v, want base.latent_size named", err)
 	}
 }
