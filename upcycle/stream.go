@@ -91,11 +91,13 @@ func StreamGraftZImage(base string, s Scaffold, out string, opts StreamOptions) 
 
 	// The scaffold as GraftZImage builds it; of the backbone, only the
 	// patch embedding is read whole.
-	model, err := graftOnPatchEmbedding(plan, ck, zc, s, opts)
+	cfg, ts, err := scaffoldOnPatchEmbedding(plan, ck, zc, s, opts)
 	if err != nil {
 		return nil, fmt.Errorf("upcycle: %s: %w", base, err)
 	}
-	meta, err := checkpoint.MetaOf(model, opts.Info)
+	// The metadata reads the configs alone: a model without parameters
+	// (building one would copy the scaffold, 0.6 GB at Z-Image's width).
+	meta, err := checkpoint.MetaOf(&dc.Model{Config: cfg, Backbone: zimage.NewBackbone(&zimage.Model{Config: zc})}, opts.Info)
 	if err != nil {
 		return nil, err
 	}
@@ -154,23 +156,26 @@ func StreamGraftZImage(base string, s Scaffold, out string, opts StreamOptions) 
 
 	// The scaffold shard, with the metadata of the whole checkpoint.
 	var tensors []safetensors.WriteTensor
-	shapes := dc.ScaffoldShapes(model.Config)
-	for _, p := range model.Params.List() {
+	for name, shape := range dc.ScaffoldShapes(cfg) {
+		t, ok := ts[name]
+		if !ok || len(t.Data) != numel(shape) {
+			return nil, fmt.Errorf("upcycle: the scaffold's initialisation lacks %s %v", name, shape)
+		}
 		// Encoded as the encoder reads it: no second copy of the scaffold.
 		h := crc32.New(castagnoli)
-		enc, err := dtype.NewFloat32Reader(p.Values(), dt)
+		enc, err := dtype.NewFloat32Reader(t.Data, dt)
 		if err != nil {
-			return nil, fmt.Errorf("upcycle: scaffold tensor %s: %w", p.Name, err)
+			return nil, fmt.Errorf("upcycle: scaffold tensor %s: %w", name, err)
 		}
 		n, _ := io.Copy(h, enc) // reads memory: cannot fail
-		sums[p.Name] = fmt.Sprintf("%08x", h.Sum32())
-		var shape64 []int64
-		for _, d := range shapes[p.Name] {
-			shape64 = append(shape64, int64(d))
+		sums[name] = fmt.Sprintf("%08x", h.Sum32())
+		shape64 := make([]int64, len(shape))
+		for i, d := range shape {
+			shape64[i] = int64(d)
 		}
-		src, _ := dtype.NewFloat32Reader(p.Values(), dt)
-		tensors = append(tensors, safetensors.WriteTensor{Name: p.Name, DType: dt, Shape: shape64, Src: src})
-		weightMap[p.Name] = scaffoldShard
+		src, _ := dtype.NewFloat32Reader(t.Data, dt)
+		tensors = append(tensors, safetensors.WriteTensor{Name: name, DType: dt, Shape: shape64, Src: src})
+		weightMap[name] = scaffoldShard
 		r.ScaffoldBytes += n
 	}
 	cfgJSON, err := json.Marshal(meta)
@@ -225,11 +230,10 @@ func floatType(ck *loaders.Checkpoint) (dtype.DType, error) {
 	return dtype.F32, nil
 }
 
-// graftOnPatchEmbedding builds the scaffold GraftZImage would, reading
-// of the backbone only its patch embedding (the plan's outputs of that
-// name), around a config-only backbone: enough for the scaffold's tensors
-// and the checkpoint's metadata.
-func graftOnPatchEmbedding(plan *convert.Plan, ck *loaders.Checkpoint, zc *arch.ZImageConfig, s Scaffold, opts StreamOptions) (*dc.Model, error) {
+// scaffoldOnPatchEmbedding returns the config and initial tensors of the
+// scaffold GraftZImage would build, reading of the backbone only its
+// patch embedding (the plan's outputs of that name).
+func scaffoldOnPatchEmbedding(plan *convert.Plan, ck *loaders.Checkpoint, zc *arch.ZImageConfig, s Scaffold, opts StreamOptions) (*dc.Config, map[string]dc.Tensor, error) {
 	var pe *PatchEmbedding
 	if s.EncoderInit == "patch" {
 		vals := map[string][]float32{}
@@ -240,27 +244,22 @@ func graftOnPatchEmbedding(plan *convert.Plan, ck *loaders.Checkpoint, zc *arch.
 			}
 			r, err := plan.Open(o, ck)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			raw, err := io.ReadAll(r)
 			if err != nil {
-				return nil, fmt.Errorf("tensor %s: %w", o.Name, err)
+				return nil, nil, fmt.Errorf("tensor %s: %w", o.Name, err)
 			}
 			v := make([]float32, len(raw)/o.DType.Size())
 			if err := dtype.DecodeFloat32(v, raw, o.DType); err != nil {
-				return nil, fmt.Errorf("tensor %s: %w", o.Name, err)
+				return nil, nil, fmt.Errorf("tensor %s: %w", o.Name, err)
 			}
 			vals[o.Name] = v
 		}
 		e := zimagePatchEmbedding(zc, vals["x_embedder.weight"], vals["x_embedder.bias"])
 		pe = &e
 	}
-	bb := zimage.NewBackbone(&zimage.Model{Config: zc})
-	cfg, ts, err := zimageScaffold(zc, bb, pe, s, opts.Rows, opts.Cols, opts.Seed)
-	if err != nil {
-		return nil, err
-	}
-	return dc.New(cfg, ts, bb)
+	return zimageScaffold(zc, zimage.NewBackbone(&zimage.Model{Config: zc}), pe, s, opts.Rows, opts.Cols, opts.Seed)
 }
 
 // sumReader passes a tensor's left bytes through, hashing them, and
@@ -289,4 +288,12 @@ func (s *sumReader) Read(b []byte) (int, error) {
 		s.finish(s.h.Sum32())
 	}
 	return n, err
+}
+
+func numel(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
 }
