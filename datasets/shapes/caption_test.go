@@ -94,3 +94,34 @@ func TestEmbeddingTable(t *testing.T) {
 		t.Fatalf("err = %v, want the unknown word named", err)
 	}
 }
+
+// Colours reads back every data sample's foreground and background, and
+// says −1 for a flat latent's foreground.
+func TestColours(t *testing.T) {
+	g, err := New(DefaultSize, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 500 {
+		s := g.Sample(i)
+		if fg, bg := Colours(s.Latent, g.Size); fg != s.Foreground || bg != s.Background {
+			t.Fatalf("sample %d: read %s on %s, drawn %s on %s", i, name(fg), name(bg), Palette[s.Foreground], Palette[s.Background])
+		}
+	}
+	flat := make([]float32, Channels*g.Size*g.Size)
+	for c := range Channels {
+		for l := range g.Size * g.Size {
+			flat[c*g.Size*g.Size+l] = paletteLatent[3][c]
+		}
+	}
+	if fg, bg := Colours(flat, g.Size); fg != -1 || bg != 3 {
+		t.Fatalf("flat green latent: fg %d, bg %d; want −1, 3", fg, bg)
+	}
+}
+
+func name(k int) string {
+	if k < 0 {
+		return "none"
+	}
+	return Palette[k]
+}
