@@ -38,6 +38,7 @@ import (
 	"github.com/dcdit/dcdit/dit/ddpm"
 	"github.com/dcdit/dcdit/eval"
 	"github.com/dcdit/dcdit/eval/featnet"
+	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/atomicfile"
 	"github.com/dcdit/dcdit/params"
@@ -280,6 +281,13 @@ func loadTeacher(r *recipes.Recipe) (*dit.Model, *dit.Weights, error) {
 	}
 	if err := checkBaseSchedule(r); err != nil {
 		return nil, nil, err
+	}
+	if ck, err := loaders.Open(r.BasePath()); err == nil {
+		a := arch.Detect(ck.ArchInput(r.Base.NumHeads)).Architecture
+		ck.Close()
+		if a == arch.ZImage {
+			return nil, nil, fmt.Errorf("pipeline: %s: training a Z-Image recipe is not supported yet; 'dcdit upcycle --graft-only' writes its grafted checkpoint", r.File)
+		}
 	}
 	if r.Base.LatentSize != 0 {
 		return nil, nil, fmt.Errorf("pipeline: %s: base.latent_size = %d: a DiT base's latent grid is its own (the key sizes a Z-Image graft)", r.File, r.Base.LatentSize)

@@ -225,7 +225,7 @@ func TestRecipeErrors(t *testing.T) {
 		{name: "class beyond the model's",
 			text: edit(validRecipe, "samples = 64\n", "samples = 64\nclasses = [3, 12]\n", 1),
 			want: []want{{"data.classes[1]", "found 12, expected a class label below the model's 10 classes", "classes", 1}}, only: true},
-		{name: "base that is not a DiT",
+		{name: "Z-Image base without its latent size",
 			text: edit(validRecipe, `path = "base.safetensors"`, `path = "zimage.safetensors"`, 1),
 			setup: func(t *testing.T, dir string) {
 				exp := arch.ExpectedZImage(testckpt.TinyZImage(), arch.Comfy)
@@ -233,7 +233,7 @@ func TestRecipeErrors(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			want: []want{{"base.path", "found a Z-Image checkpoint (planning and training a Z-Image recipe are not supported yet; 'dcdit upcycle --graft-only' writes its grafted checkpoint), expected a DiT", "path =", 1}}, only: true},
+			want: []want{{"base.latent_size", "missing, expected the latent grid side to graft a Z-Image for", "[base]", 1}}, only: true},
 		{name: "data file of the wrong shape",
 			text: edit(validRecipe, "samples = 64\nsampling_steps = 10\n", "source = \"file\"\npath = \"latents.safetensors\"\n", 1),
 			setup: func(t *testing.T, dir string) {

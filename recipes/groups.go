@@ -51,6 +51,9 @@ var blockRE = regexp.MustCompile(`^(?:` + regexp.QuoteMeta(hnet.Prefix) + `layer
 // InGroup reports whether the parameter name belongs to group, for a DC
 // model (dc true) or a fixed-patch DiT.
 func InGroup(group, name string, dc bool) bool {
+	if inner, ok := strings.CutPrefix(name, backbonePrefix); ok && dc {
+		return inPretrainedGroup(group, inner)
+	}
 	has := func(prefix string) bool { return strings.HasPrefix(name, prefix) }
 	block := blockRE.FindStringSubmatch(name)
 	switch group {
@@ -163,4 +166,41 @@ func closest(s string, choices []string) string {
 		}
 	}
 	return best
+}
+
+// backbonePrefix is dc.BackbonePrefix: a pretrained backbone (DiT or
+// Z-Image) kept under its own names inside a DC model.
+const backbonePrefix = "backbone."
+
+// pretrainedRE matches a block of a pretrained backbone kept under its own
+// names (DiT's blocks, Z-Image's layers and refiners) and captures the
+// part after the index.
+var pretrainedRE = regexp.MustCompile(`^(?:blocks|layers|noise_refiner|context_refiner)\.\d+\.(.*)$`)
+
+// inPretrainedGroup is InGroup for a pretrained backbone's parameter,
+// named without the prefix: its embedders (Z-Image's caption embedder
+// among them) and blocks; none of the scaffold's groups, although its
+// own patch embedding and final layer share their names.
+func inPretrainedGroup(group, name string) bool {
+	has := func(prefix string) bool { return strings.HasPrefix(name, prefix) }
+	block := pretrainedRE.FindStringSubmatch(name)
+	switch group {
+	case GroupAll:
+		return true
+	case GroupTimestepEmbedder:
+		return has("t_embedder.")
+	case GroupClassEmbedder:
+		return has("y_embedder.")
+	case GroupEmbedders:
+		return has("t_embedder.") || has("y_embedder.") || has("cap_embedder.")
+	case GroupBackbone:
+		return block != nil
+	case GroupAdaLN:
+		return block != nil && strings.HasPrefix(block[1], "adaLN_modulation.")
+	case GroupAttention:
+		return block != nil && (strings.HasPrefix(block[1], "attn.") || strings.HasPrefix(block[1], "attention."))
+	case GroupMLP:
+		return block != nil && (strings.HasPrefix(block[1], "mlp.") || strings.HasPrefix(block[1], "feed_forward."))
+	}
+	return false
 }

@@ -69,7 +69,9 @@ type BaseInfo struct {
 type BackboneInfo struct {
 	Architecture arch.Architecture `json:"architecture"`
 	Source       string            `json:"source"` // "base" or "model"
-	Config       *arch.DiTConfig   `json:"config"`
+	// Config is a DiT's config, ZImage a Z-Image's (one of them is set).
+	Config *arch.DiTConfig    `json:"config"`
+	ZImage *arch.ZImageConfig `json:"zimage_config,omitempty"`
 }
 
 // Param is one parameter of the model being trained.
@@ -245,6 +247,10 @@ func NewPlan(r *Recipe) (pl *Plan, err error) {
 	case r.Base != nil:
 		cfg, baseShapes = planBase(p, r, pl)
 		pl.Recipe.Kind = "upcycle"
+		if pl.Backbone.ZImage != nil {
+			planZImage(p, r, pl)
+			return pl, p.err()
+		}
 	case r.Model != nil:
 		cfg = modelConfig(r)
 		pl.Backbone = BackboneInfo{Architecture: arch.DiT, Source: "model", Config: cfg}
@@ -288,32 +294,28 @@ func planBase(p *problems, r *Recipe, pl *Plan) (*arch.DiTConfig, map[string][]i
 	info.Layout = rep.Layout
 	info.Warnings = append(append([]string{}, ck.Warnings...), rep.Warnings...)
 	pl.Base = info
+	if rep.Architecture == arch.ZImage {
+		zc, ok := rep.Config.(*arch.ZImageConfig)
+		if len(rep.Missing)+len(rep.Mismatched) > 0 || !ok {
+			p.add("base.path", "the base checkpoint is not a complete Z-Image: %s", incomplete(rep))
+			return nil, nil
+		}
+		pl.Backbone = BackboneInfo{Architecture: arch.ZImage, Source: "base", ZImage: zc}
+		return nil, nil
+	}
 	if rep.Architecture != arch.DiT {
 		what := fmt.Sprintf("a %s checkpoint", rep.Architecture)
 		switch rep.Architecture {
-		case arch.ZImage:
-			what = "a Z-Image checkpoint (planning and training a Z-Image recipe are not supported yet; 'dcdit upcycle --graft-only' writes its grafted checkpoint)"
 		case arch.DCDiT:
 			what = "a DC checkpoint (already upcycled)"
 		case arch.Unknown:
 			what = "a checkpoint of no known architecture"
 		}
-		p.add("base.path", "found %s, expected a DiT (original or diffusers naming)", what)
+		p.add("base.path", "found %s, expected a DiT (original or diffusers naming) or a Z-Image", what)
 		return nil, nil
 	}
 	if len(rep.Missing)+len(rep.Mismatched) > 0 {
-		var parts []string
-		if n := len(rep.Missing); n > 0 {
-			parts = append(parts, fmt.Sprintf("%d missing (%s)", n, abbreviate(rep.Missing)))
-		}
-		if n := len(rep.Mismatched); n > 0 {
-			var names []string
-			for _, m := range rep.Mismatched {
-				names = append(names, fmt.Sprintf("%s %v, want %v", m.Name, m.Found, m.Expected))
-			}
-			parts = append(parts, fmt.Sprintf("%d mis-shaped (%s)", n, abbreviate(names)))
-		}
-		p.add("base.path", "the base checkpoint is not a complete DiT: %s", strings.Join(parts, "; "))
+		p.add("base.path", "the base checkpoint is not a complete DiT: %s", incomplete(rep))
 		return nil, nil
 	}
 	cfg, ok := rep.Config.(*arch.DiTConfig)
@@ -335,6 +337,23 @@ func planBase(p *problems, r *Recipe, pl *Plan) (*arch.DiTConfig, map[string][]i
 		shapes[strings.TrimPrefix(t.Name, rep.Prefix)] = t.Shape
 	}
 	return cfg, shapes
+}
+
+// incomplete says which expected tensors a detection found missing or
+// mis-shaped.
+func incomplete(rep *arch.Report) string {
+	var parts []string
+	if n := len(rep.Missing); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d missing (%s)", n, abbreviate(rep.Missing)))
+	}
+	if n := len(rep.Mismatched); n > 0 {
+		var names []string
+		for _, m := range rep.Mismatched {
+			names = append(names, fmt.Sprintf("%s %v, want %v", m.Name, m.Found, m.Expected))
+		}
+		parts = append(parts, fmt.Sprintf("%d mis-shaped (%s)", n, abbreviate(names)))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func abbreviate(names []string) string {
@@ -364,28 +383,8 @@ func modelConfig(r *Recipe) *arch.DiTConfig {
 func dcConfigs(p *problems, r *Recipe, b *arch.DiTConfig) (*dc.Config, *hnet.Config) {
 	s := r.Scaffold
 	D := b.HiddenSize
-	ok := true
-	if D%s.WidthFactor != 0 {
-		p.bad("scaffold.width_factor", s.WidthFactor, "a divisor of the backbone width D = %d", D)
-		ok = false
-	}
-	if D%s.Router.DimFactor != 0 {
-		p.bad("scaffold.router.dim_factor", s.Router.DimFactor, "a divisor of the backbone width D = %d", D)
-		ok = false
-	}
-	if !ok {
-		return nil, nil
-	}
-	E, R := D/s.WidthFactor, D/s.Router.DimFactor
-	if E%s.NormGroups != 0 || D%s.NormGroups != 0 {
-		p.bad("scaffold.norm_groups", s.NormGroups, "a divisor of the encoder/decoder width E = D/width_factor = %d and of D = %d", E, D)
-		ok = false
-	}
-	if R%s.Router.Groups != 0 {
-		p.bad("scaffold.router.groups", s.Router.Groups, "a divisor of the router width D/dim_factor = %d", R)
-		ok = false
-	}
-	if D%4 != 0 {
+	ok := scaffoldDivides(p, s, D)
+	if ok && D%4 != 0 {
 		p.add("scaffold", "the backbone width D = %d is not a multiple of 4, which the DC main network's 2-D sin-cos position embedding needs", D)
 		ok = false
 	}
@@ -400,6 +399,33 @@ func dcConfigs(p *problems, r *Recipe, b *arch.DiTConfig) (*dc.Config, *hnet.Con
 		return nil, nil
 	}
 	return c, h
+}
+
+// scaffoldDivides checks what the scaffold's factors must divide around a
+// backbone of width D, naming the recipe key of each problem.
+func scaffoldDivides(p *problems, s *Scaffold, D int) bool {
+	ok := true
+	if D%s.WidthFactor != 0 {
+		p.bad("scaffold.width_factor", s.WidthFactor, "a divisor of the backbone width D = %d", D)
+		ok = false
+	}
+	if D%s.Router.DimFactor != 0 {
+		p.bad("scaffold.router.dim_factor", s.Router.DimFactor, "a divisor of the backbone width D = %d", D)
+		ok = false
+	}
+	if !ok {
+		return false
+	}
+	E, R := D/s.WidthFactor, D/s.Router.DimFactor
+	if E%s.NormGroups != 0 || D%s.NormGroups != 0 {
+		p.bad("scaffold.norm_groups", s.NormGroups, "a divisor of the encoder/decoder width E = D/width_factor = %d and of D = %d", E, D)
+		ok = false
+	}
+	if R%s.Router.Groups != 0 {
+		p.bad("scaffold.router.groups", s.Router.Groups, "a divisor of the router width D/dim_factor = %d", R)
+		ok = false
+	}
+	return ok
 }
 
 // modelParams lists the parameters of the model being trained: the DC
@@ -668,68 +694,79 @@ func planStages(p *problems, r *Recipe, pl *Plan, b *arch.DiTConfig) {
 	}
 	for i := range r.Stages {
 		st := &r.Stages[i]
-		key := indexKey("stage", i)
-		sp := StagePlan{Name: st.Name, Kind: st.Kind, Steps: st.Steps, BatchSize: st.BatchSize,
-			SamplesSeen: int64(st.Steps) * int64(st.BatchSize), Loss: st.Loss, Target: st.Target,
-			Rho: st.Rho, MultiBudgetStart: st.MultiBudgetStart, RatioLossWeight: st.RatioLossWeight,
-			TrainableGroups: []string{}, FrozenGroups: []string{}}
-		if pl.Data.Samples > 0 {
-			sp.Epochs = float64(sp.SamplesSeen) / float64(pl.Data.Samples)
-		}
-		sp.LR = lrPlan(st)
-		sp.Budgets = budgets(st, isDC)
-		sp.Optimizer = fmt.Sprintf("AdamW β=(%g, %g) ε=%g, weight decay %g, grad clip %s, EMA %s",
-			st.Betas[0], st.Betas[1], st.Eps, st.WeightDecay, offOr(st.GradClip), offOr(st.EMADecay))
+		sp := newStagePlan(p, pl, st, indexKey("stage", i), isDC)
 
-		// Which parameters train; every entry must select something.
-		for j, sel := range st.Trainable {
-			if !selectsAny(sel, pl.Params, isDC) {
-				p.add(indexKey(key+".trainable", j), "%q selects no parameter of this model", sel)
-			}
-		}
-		for j, sel := range st.Frozen {
-			if !selectsAny(sel, pl.Params, isDC) {
-				p.add(indexKey(key+".frozen", j), "%q selects no parameter of this model", sel)
-			}
-		}
-		trainG, frozenG := map[string]bool{}, map[string]bool{}
-		for _, prm := range pl.Params {
-			if st.Trains(prm.Name, isDC) {
-				sp.Trainable += prm.Numel()
-				trainG[prm.Group] = true
-			} else {
-				sp.Frozen += prm.Numel()
-				frozenG[prm.Group] = true
-			}
-		}
-		for _, g := range groupOrder {
-			switch {
-			case trainG[g] && frozenG[g]:
-				sp.TrainableGroups = append(sp.TrainableGroups, g+" (partly)")
-				sp.FrozenGroups = append(sp.FrozenGroups, g+" (partly)")
-			case trainG[g]:
-				sp.TrainableGroups = append(sp.TrainableGroups, g)
-			case frozenG[g]:
-				sp.FrozenGroups = append(sp.FrozenGroups, g)
-			}
-		}
-		if sp.Trainable == 0 {
-			p.add(key+".trainable", "selects no trainable parameter once frozen is applied (trainable %v, frozen %v)", st.Trainable, st.Frozen)
-		}
-
-		// Compute: the mean forward over the ρ schedule.
-		fwd := meanForward(pl, b, st, r.Diffusion.Steps)
-		sp.GFLOPsPerSample = fwd / 1e9
-		step := 3 * fwd * float64(st.BatchSize)
-		if st.Kind == KindDistill {
-			step += teacherFwd * float64(st.BatchSize)
-		}
-		sp.TFLOPsPerStep = step / 1e12
-		sp.PFLOPsTotal = step * float64(st.Steps) / 1e15
-
+		sp.setCompute(st, meanForward(pl, b, st, r.Diffusion.Steps), teacherFwd)
 		sp.Memory = memory(pl, b, st, sp.Trainable)
 		pl.Stages = append(pl.Stages, sp)
 	}
+}
+
+// newStagePlan plans what a stage trains — its schedule, budgets,
+// optimiser and the parameters its trainable and frozen lists select
+// (every entry must select something) — for any backbone; key is the
+// stage's recipe key.
+func newStagePlan(p *problems, pl *Plan, st *Stage, key string, isDC bool) StagePlan {
+	sp := StagePlan{Name: st.Name, Kind: st.Kind, Steps: st.Steps, BatchSize: st.BatchSize,
+		SamplesSeen: int64(st.Steps) * int64(st.BatchSize), Loss: st.Loss, Target: st.Target,
+		Rho: st.Rho, MultiBudgetStart: st.MultiBudgetStart, RatioLossWeight: st.RatioLossWeight,
+		TrainableGroups: []string{}, FrozenGroups: []string{}}
+	if pl.Data.Samples > 0 {
+		sp.Epochs = float64(sp.SamplesSeen) / float64(pl.Data.Samples)
+	}
+	sp.LR = lrPlan(st)
+	sp.Budgets = budgets(st, isDC)
+	sp.Optimizer = fmt.Sprintf("AdamW β=(%g, %g) ε=%g, weight decay %g, grad clip %s, EMA %s",
+		st.Betas[0], st.Betas[1], st.Eps, st.WeightDecay, offOr(st.GradClip), offOr(st.EMADecay))
+
+	// Which parameters train; every entry must select something.
+	for j, sel := range st.Trainable {
+		if !selectsAny(sel, pl.Params, isDC) {
+			p.add(indexKey(key+".trainable", j), "%q selects no parameter of this model", sel)
+		}
+	}
+	for j, sel := range st.Frozen {
+		if !selectsAny(sel, pl.Params, isDC) {
+			p.add(indexKey(key+".frozen", j), "%q selects no parameter of this model", sel)
+		}
+	}
+	trainG, frozenG := map[string]bool{}, map[string]bool{}
+	for _, prm := range pl.Params {
+		if st.Trains(prm.Name, isDC) {
+			sp.Trainable += prm.Numel()
+			trainG[prm.Group] = true
+		} else {
+			sp.Frozen += prm.Numel()
+			frozenG[prm.Group] = true
+		}
+	}
+	for _, g := range groupOrder {
+		switch {
+		case trainG[g] && frozenG[g]:
+			sp.TrainableGroups = append(sp.TrainableGroups, g+" (partly)")
+			sp.FrozenGroups = append(sp.FrozenGroups, g+" (partly)")
+		case trainG[g]:
+			sp.TrainableGroups = append(sp.TrainableGroups, g)
+		case frozenG[g]:
+			sp.FrozenGroups = append(sp.FrozenGroups, g)
+		}
+	}
+	if sp.Trainable == 0 {
+		p.add(key+".trainable", "selects no trainable parameter once frozen is applied (trainable %v, frozen %v)", st.Trainable, st.Frozen)
+	}
+	return sp
+}
+
+// setCompute sets a stage's compute from its mean forward cost per
+// sample over the ρ schedule and, when distilling, the teacher's.
+func (sp *StagePlan) setCompute(st *Stage, fwd, teacherFwd float64) {
+	sp.GFLOPsPerSample = fwd / 1e9
+	step := 3 * fwd * float64(st.BatchSize)
+	if st.Kind == KindDistill {
+		step += teacherFwd * float64(st.BatchSize)
+	}
+	sp.TFLOPsPerStep = step / 1e12
+	sp.PFLOPsTotal = step * float64(st.Steps) / 1e15
 }
 
 func selectsAny(sel string, ps []Param, isDC bool) bool {
@@ -814,6 +851,11 @@ func meanForward(pl *Plan, b *arch.DiTConfig, st *Stage, diffusionSteps int) flo
 
 // memory estimates a stage's training memory (see MemoryFormula).
 func memory(pl *Plan, b *arch.DiTConfig, st *Stage, trainable int64) Memory {
+	return memoryWith(pl, st, trainable, activationFloats(pl, b, st))
+}
+
+// memoryWith is memory given one sample's activation floats.
+func memoryWith(pl *Plan, st *Stage, trainable, activations int64) Memory {
 	const f32 = 4
 	m := Memory{Formula: MemoryFormula}
 	m.Weights = f32 * pl.Parameters.Total
@@ -825,7 +867,7 @@ func memory(pl *Plan, b *arch.DiTConfig, st *Stage, trainable int64) Memory {
 	if st.Kind == KindDistill {
 		m.Teacher = f32 * pl.Parameters.Base
 	}
-	m.ActivationsPerSample = f32 * activationFloats(pl, b, st)
+	m.ActivationsPerSample = f32 * activations
 	m.Activations = int64(st.BatchSize) * m.ActivationsPerSample
 	m.Total = m.Weights + m.Grads + m.Optimizer + m.EMA + m.Teacher + m.Activations
 	return m
@@ -843,8 +885,14 @@ func activationFloats(pl *Plan, b *arch.DiTConfig, st *Stage) int64 {
 		return blocks(T) + T*(2*D+int64(b.PatchSize*b.PatchSize*b.OutChannels()))
 	}
 	c := pl.DC
-	L := int64(c.Cells())
-	E, R := int64(c.EncDecDim), int64(c.RouterDim)
+	M := int64(keptTokens(c, st.Rho[0]))
+	return int64(c.Cells())*scaffoldFloats(c) + blocks(M)
+}
+
+// scaffoldFloats is the float32 values the scaffold keeps per grid
+// position for the backward pass (see MemoryFormula).
+func scaffoldFloats(c *dc.Config) int64 {
+	D, E, R := int64(c.ModelDim), int64(c.EncDecDim), int64(c.RouterDim)
 	var perPos int64 = E // latent embedder
 	for _, w := range c.ConvWidths() {
 		in, out := int64(w[0]), int64(w[1])
@@ -857,6 +905,5 @@ func activationFloats(pl *Plan, b *arch.DiTConfig, st *Stage) int64 {
 	if c.WideHead {
 		perPos += 3*D + int64(c.CellOut())
 	}
-	M := int64(keptTokens(c, st.Rho[0]))
-	return L*perPos + blocks(M)
+	return perPos
 }

@@ -132,10 +132,15 @@ func TestGraftOnly(t *testing.T) {
 			}
 		})
 	}
+	// Training one is refused, pointing to --graft-only.
+	ios, _, _, _ := iostreams.Test()
+	err = Run(&Options{IO: ios, Recipe: filepath.Join(dir, "Z-Image.toml"), Out: filepath.Join(dir, "train"), upcycle: true, Quiet: true})
+	if err == nil || !strings.Contains(err.Error(), "--graft-only") {
+		t.Fatalf("training a Z-Image recipe: err = %v, want a refusal that points to --graft-only", err)
+	}
 	// A Z-Image recipe must size the grid.
 	path := filepath.Join(dir, "nosize.toml")
 	os.WriteFile(path, []byte("[base]\npath = "+strconv.Quote(zbase)+"\n[scaffold]\nnorm_groups = 8\n"+stage), 0o644)
-	ios, _, _, _ := iostreams.Test()
 	err = Run(&Options{IO: ios, Recipe: path, Out: filepath.Join(dir, "nosize"), upcycle: true, Quiet: true, GraftOnly: true})
 	if err == nil || !strings.Contains(err.Error(), "base.latent_size") {
 		t.Fatalf("err = %v, want base.latent_size named", err)

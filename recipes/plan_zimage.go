@@ -1,0 +1,139 @@
+package recipes
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/zimage"
+)
+
+// planZImage plans a recipe whose base is a Z-Image: the scaffold around
+// it on the base.latent_size grid (as upcycle.GraftZImage builds it), its
+// parameters, its FLOPs per ρ with a caption of zimage.TypicalCaptionLen
+// tokens, and each stage's cost and memory. Training such a recipe is not
+// supported yet (a warning says so); dcdit upcycle --graft-only writes its
+// grafted checkpoint.
+func planZImage(p *problems, r *Recipe, pl *Plan) {
+	zc := pl.Backbone.ZImage
+	L := r.Base.LatentSize
+	if L < 1 {
+		p.add("base.latent_size", "missing, expected the latent grid side to graft a Z-Image for (it has no fixed resolution: 128 for 1024² images through its 8× VAE)")
+		return
+	}
+	if r.Scaffold == nil {
+		return // upcycle's check names the missing [scaffold]
+	}
+	s := r.Scaffold
+	if s.Head == "wide" {
+		p.bad("scaffold.head", s.Head, `"narrow" for a Z-Image base (the wide head starts as DiT's final layer)`)
+	}
+	if s.LatentSkip {
+		p.bad("scaffold.latent_skip", s.LatentSkip, "false for a Z-Image base (its prior is fitted to DDPM's noise schedule)")
+	}
+	if !scaffoldDivides(p, s, zc.Dim) {
+		return
+	}
+	c, err := s.Upcycle().Config(zc.InChannels, zc.InChannels, L, L, zc.Dim, zc.AdaLNDim)
+	if err != nil {
+		p.add("scaffold", "%v", strings.TrimPrefix(err.Error(), "upcycle: "))
+		return
+	}
+	pl.DC = c
+	pl.Data = DataInfo{Source: r.Data.Source, Samples: r.Data.Samples}
+	pl.Warnings = append(pl.Warnings, "training a Z-Image recipe is not supported yet: 'dcdit upcycle --graft-only' writes its grafted checkpoint; the stages are planned for their cost")
+	if r.Eval.DenseBelow > 0 {
+		pl.Warnings = append(pl.Warnings, fmt.Sprintf("eval.dense_below = %g is a DDPM timestep; the Z-Image FLOPs assume every step at its ρ", r.Eval.DenseBelow))
+	}
+
+	// Parameters: the scaffold's (new), the backbone's (copied), whose
+	// patch embedding and final layer the scaffold replaces.
+	shapes := dc.ScaffoldShapes(c)
+	names := make([]string, 0, len(shapes))
+	for n := range shapes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		pl.Params = append(pl.Params, Param{Name: name, Shape: shapes[name], Group: finestGroup(name, true)})
+	}
+	exp := arch.ExpectedZImage(zc, arch.Comfy)
+	for i, name := range exp.Names() {
+		pl.Params = append(pl.Params, Param{Name: dc.BackbonePrefix + name, Shape: ints(exp.Shape(i)), Group: finestGroup(dc.BackbonePrefix+name, true), From: name})
+	}
+	countParams(pl, nil, nil)
+	ps := &pl.Parameters
+	dropped := map[string]bool{}
+	for i, name := range exp.Names() {
+		n := Param{Shape: ints(exp.Shape(i))}.Numel()
+		ps.Base += n
+		if root := strings.SplitN(name, ".", 2)[0]; root == "x_embedder" || root == "final_layer" {
+			ps.Dropped += n
+			dropped[root] = true
+		}
+	}
+	for k := range dropped {
+		ps.DroppedNames = append(ps.DroppedNames, k)
+	}
+	sort.Strings(ps.DroppedNames)
+
+	// FLOPs: the teacher on its patch grid, the DC model at each ρ.
+	bb := zimage.NewBackbone(&zimage.Model{Config: zc})
+	steps, guided := r.Eval.SamplingSteps, r.Eval.CFG > 1
+	branches := 1.0
+	if guided {
+		branches = 2
+	}
+	f := &pl.FLOPs
+	f.Convention, f.SamplingSteps, f.CFG = FLOPsConvention, steps, r.Eval.CFG
+	f.KeptTokens = fmt.Sprintf("assumed: the router marks ⌊L/N⌋ = ⌊%d/%g⌋ = %d boundaries, tail dropping removes ⌊n·ρ⌋; captions of %d tokens", c.Cells(), c.TargetN, keptTokens(c, 0), zimage.TypicalCaptionLen)
+	patches := (L / zc.PatchSize) * (L / zc.PatchSize)
+	baseFwd := zimage.ForwardFLOPs(zc, patches, zimage.TypicalCaptionLen).Total()
+	f.Rows = append(f.Rows, FLOPsRow{Model: "base", Tokens: patches, Kept: patches, GFLOPsPerForward: baseFwd / 1e9,
+		TFLOPsPerImage: baseFwd * float64(steps) * branches / 1e12})
+	at := func(kept ...int) dc.FLOPs { return dc.ConfigFLOPs(c, bb, kept) }
+	for _, rho := range r.Eval.Rho {
+		k := keptTokens(c, rho)
+		parts := at(k)
+		fwd := parts.Total()
+		f.Rows = append(f.Rows, FLOPsRow{Model: "dc", Rho: rho, Tokens: c.Cells(), Kept: k, GFLOPsPerForward: fwd / 1e9,
+			TFLOPsPerImage: fwd * float64(steps) * branches / 1e12, Parts: &parts})
+	}
+	if len(r.Eval.LiteCFG) == 2 {
+		rc, ru := r.Eval.LiteCFG[0], r.Eval.LiteCFG[1]
+		parts := at(keptTokens(c, rc), keptTokens(c, ru))
+		fwd := parts.Total()
+		f.Rows = append(f.Rows, FLOPsRow{Model: "dc-lite-cfg", Rho: rc, RhoUncond: &ru, Tokens: c.Cells(), Kept: keptTokens(c, rc),
+			GFLOPsPerForward: fwd / 1e9, TFLOPsPerImage: fwd * float64(steps) / 1e12, Parts: &parts})
+	}
+	for i := range f.Rows {
+		f.Rows[i].RelativeToBase = f.Rows[i].TFLOPsPerImage / f.Rows[0].TFLOPsPerImage
+	}
+
+	// Stages: what trains, the compute and the memory.
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		sp := newStagePlan(p, pl, st, indexKey("stage", i), true)
+		var fwd float64
+		for _, rho := range st.Rho {
+			fwd += at(keptTokens(c, rho)).Total() / float64(len(st.Rho))
+		}
+		sp.setCompute(st, fwd, baseFwd)
+		sp.Memory = memoryWith(pl, st, sp.Trainable, zimageActivationFloats(c, zc, keptTokens(c, st.Rho[0])))
+		pl.Stages = append(pl.Stages, sp)
+	}
+}
+
+// zimageActivationFloats estimates the float32 values one sample keeps
+// for the backward pass of a DC model around a Z-Image, as
+// activationFloats does for DiT: the scaffold per grid position, then the
+// noise refiner over the M kept tokens and the main layers over them and
+// the caption (SwiGLU: three hidden-width tensors per block).
+func zimageActivationFloats(c *dc.Config, zc *arch.ZImageConfig, M int) int64 {
+	D, H, ffn := int64(zc.Dim), int64(zc.NHeads), int64(zc.FFNHidden)
+	block := func(tokens int64) int64 { return tokens*(12*D+3*ffn) + H*tokens*tokens }
+	m, joint := int64(M), int64(M+zimage.TypicalCaptionLen)
+	return int64(c.Cells())*scaffoldFloats(c) + int64(zc.NRefinerLayers)*block(m) + int64(zc.NLayers)*block(joint)
+}

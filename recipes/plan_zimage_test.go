@@ -1,0 +1,93 @@
+package recipes
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dcdit/dcdit/internal/testckpt"
+	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/loaders/dtype"
+)
+
+// zimageRecipe grafts the paper's scaffold onto the Z-Image at base for
+// 1024² images, distils and finetunes it, and evaluates Turbo's 8 steps.
+const zimageRecipe = `name = "z"
+[base]
+path = "transformer"
+latent_size = 128
+[scaffold]
+encoder_init = "patch"
+[data]
+source = "shapes"
+[[stage]]
+kind = "distill"
+steps = 5000
+batch_size = 32
+[eval]
+rho = [0.0, 0.6]
+sampling_steps = 8
+cfg = 1.0
+`
+
+// A recipe on a full-size Z-Image-Turbo (headers only) plans: the base's
+// 6.15 G parameters copied, a scaffold on the 128×128 grid, the base's
+// 453 TFLOPs per 1024² image over 8 steps (README, dcdit flops), the DC
+// model dearer at ρ = 0 and cheaper at 0.6, a memory estimate; and the
+// options a Z-Image graft refuses are named by their keys.
+func TestPlanZImage(t *testing.T) {
+	dir := t.TempDir()
+	zc := testckpt.ZImageTurbo()
+	base := filepath.Join(dir, "transformer")
+	if err := os.Mkdir(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testckpt.WriteSparseSharded(base, "diffusion_pytorch_model", arch.ExpectedZImage(zc, arch.Diffusers), dtype.F32, 10_000_000_000); err != nil {
+		t.Fatal(err)
+	}
+	write := func(text string) string {
+		p := filepath.Join(dir, "recipe.toml")
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	_, pl, err := Check(write(zimageRecipe), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.Backbone.ZImage == nil || pl.DC == nil || pl.DC.GridRows != 128 || pl.DC.ModelDim != zc.Dim || pl.DC.CondDim != zc.AdaLNDim {
+		t.Fatalf("backbone %+v, scaffold %+v", pl.Backbone, pl.DC)
+	}
+	ps := pl.Parameters
+	if !(ps.Copied == ps.Base && ps.Base > 6.1e9 && ps.Base < 6.2e9 && ps.New > 0 && len(ps.DroppedNames) == 2) {
+		t.Fatalf("parameters %+v", ps)
+	}
+	rows := pl.FLOPs.Rows
+	if len(rows) != 4 || rows[0].Model != "base" || rows[3].Model != "dc-lite-cfg" || !(math.Abs(rows[0].TFLOPsPerImage-453.05) < 0.01) {
+		t.Fatalf("FLOPs rows %+v, want the base at 453.05 TFLOPs per image, two ρ rows and Lite-CFG", rows)
+	}
+	if !(rows[1].RelativeToBase > 1 && rows[2].RelativeToBase < 0.6) {
+		t.Fatalf("DC at ρ 0 / 0.6: %.3f / %.3f of the base", rows[1].RelativeToBase, rows[2].RelativeToBase)
+	}
+	m := pl.Stages[0].Memory
+	if pl.Stages[0].Trainable != ps.New || !(m.Teacher == 4*ps.Base && m.Activations > 0 && m.Total > m.Teacher) {
+		t.Fatalf("stage %+v", pl.Stages[0])
+	}
+
+	for _, tt := range []struct{ edit, key string }{
+		{"encoder_init = \"patch\"\nhead = \"wide\"", "scaffold.head"},
+		{"encoder_init = \"patch\"\nlatent_skip = true", "scaffold.latent_skip"},
+		{"latent_size = 128\n", "base.latent_size"},
+	} {
+		text := strings.Replace(zimageRecipe, strings.SplitN(tt.edit, "\n", 2)[0]+"\n", tt.edit+"\n", 1)
+		if tt.key == "base.latent_size" {
+			text = strings.Replace(zimageRecipe, tt.edit, "", 1)
+		}
+		if _, _, err := Check(write(text), LoadOptions{}); err == nil || !strings.Contains(err.Error(), tt.key) {
+			t.Errorf("%s: err = %v, want it named", tt.key, err)
+		}
+	}
+}
