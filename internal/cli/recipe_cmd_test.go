@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,5 +50,30 @@ func TestRecipeCommandExitCodes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// `dcdit recipe plan` on a Z-Image base (a full-size Turbo, headers
+// only) prints its backbone, the DC rows and the stages, and its
+// summary line.
+func TestRecipePlanZImage(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := testckpt.WriteSparseSharded(dir, "diffusion_pytorch_model", arch.ExpectedZImage(testckpt.ZImageTurbo(), arch.Diffusers), dtype.F32, 10_000_000_000); err != nil {
+		t.Fatal(err)
+	}
+	recipe := filepath.Join(t.TempDir(), "z.toml")
+	text := "[base]\npath = " + fmt.Sprintf("%q", dir) + "\nlatent_size = 128\n[scaffold]\n[data]\nsource = \"shapes\"\n[[stage]]\nkind = \"distill\"\nsteps = 10\n"
+	if err := os.WriteFile(recipe, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ verb, want string }{
+		{"plan", "Z-Image from base: dim 3840"},
+		{"plan", "warning: training a Z-Image recipe is not supported yet"},
+		{"validate", "ok: z (" + recipe + "): upcycle Z-Image (dim 3840"},
+	} {
+		code, out, errOut := run(t, "recipe", c.verb, recipe)
+		if code != 0 || !strings.Contains(out+errOut, c.want) {
+			t.Errorf("recipe %s: exit %d\nstdout: %.600s\nstderr: %s\nwant %q", c.verb, code, out, errOut, c.want)
+		}
 	}
 }
