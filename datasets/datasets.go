@@ -5,10 +5,13 @@
 //	labels   [N]           integer (written I64), 0 ≤ label < NumClasses
 //	edges    [N, H, W]     optional U8: 1 where a grid cell lies on a region
 //	                       boundary (its 4-neighbourhood holds another region)
+//	captions [N, T]        optional I64: each sample's caption as indices
+//	                       into dcdit.vocabulary, padded with −1
 //
 // and metadata: dcdit.dataset (the generator, e.g. "shapes/v1"),
-// dcdit.num_classes, dcdit.classes (comma-separated names), plus whatever
-// the generator records (seed, size). Files are written atomically.
+// dcdit.num_classes, dcdit.classes (comma-separated names), with captions
+// dcdit.vocabulary (comma-separated words), plus whatever the generator
+// records (seed, size). Files are written atomically.
 //
 // Generators live in subpackages (datasets/shapes).
 package datasets
@@ -30,10 +33,13 @@ const (
 	LatentsKey = "latents"
 	LabelsKey  = "labels"
 	EdgesKey   = "edges"
+	// CaptionsKey holds token indices, −1 after a caption's end.
+	CaptionsKey = "captions"
 
 	MetaDataset    = "dcdit.dataset"
 	MetaNumClasses = "dcdit.num_classes"
 	MetaClasses    = "dcdit.classes"
+	MetaVocabulary = "dcdit.vocabulary"
 	// MetaLabels lists one label per sample, comma-separated: where
 	// `dcdit sample` records them. Read falls back to it when the file
 	// has no labels tensor.
@@ -66,6 +72,10 @@ type Set struct {
 	NumClasses int
 	// Classes names the classes (len NumClasses), or is nil.
 	Classes []string
+	// Captions, when not nil, hold each sample's caption as indices into
+	// Vocabulary (len N; captions may differ in length, each ≥ 1).
+	Captions   [][]int
+	Vocabulary []string
 	// Metadata is extra string metadata written with the file (keys other
 	// than the format's own).
 	Metadata map[string]string
@@ -148,6 +158,35 @@ func (s *Set) Validate() error {
 			return fmt.Errorf("datasets: class name %q: want a non-empty name without commas", name)
 		}
 	}
+	return s.checkCaptions()
+}
+
+// checkCaptions says what is wrong with the captions, if anything.
+func (s *Set) checkCaptions() error {
+	if s.Captions == nil {
+		if s.Vocabulary != nil {
+			return fmt.Errorf("datasets: a vocabulary without captions")
+		}
+		return nil
+	}
+	if len(s.Captions) != s.N {
+		return fmt.Errorf("datasets: %d captions for %d samples", len(s.Captions), s.N)
+	}
+	for _, w := range s.Vocabulary {
+		if w == "" || strings.ContainsAny(w, ",\n") {
+			return fmt.Errorf("datasets: vocabulary word %q: want a non-empty word without commas", w)
+		}
+	}
+	for i, c := range s.Captions {
+		if len(c) == 0 {
+			return fmt.Errorf("datasets: caption of sample %d is empty", i)
+		}
+		for j, t := range c {
+			if t < 0 || t >= len(s.Vocabulary) {
+				return fmt.Errorf("datasets: caption of sample %d, token %d: index %d outside the vocabulary of %d words", i, j, t, len(s.Vocabulary))
+			}
+		}
+	}
 	return nil
 }
 
@@ -182,6 +221,24 @@ func Write(path string, s *Set) error {
 			}
 		}
 		ts = append(ts, safetensors.WriteTensor{Name: EdgesKey, DType: dtype.U8, Shape: []int64{int64(s.N), int64(s.H), int64(s.W)}, Data: e})
+	}
+	if s.Captions != nil {
+		T := 0
+		for _, c := range s.Captions {
+			T = max(T, len(c))
+		}
+		raw := make([]byte, 8*s.N*T)
+		for i, c := range s.Captions {
+			for j := range T {
+				t := int64(-1)
+				if j < len(c) {
+					t = int64(c[j])
+				}
+				binary.LittleEndian.PutUint64(raw[8*(i*T+j):], uint64(t))
+			}
+		}
+		ts = append(ts, safetensors.WriteTensor{Name: CaptionsKey, DType: dtype.I64, Shape: []int64{int64(s.N), int64(T)}, Data: raw})
+		md[MetaVocabulary] = strings.Join(s.Vocabulary, ",")
 	}
 	return safetensors.Write(path, ts, md)
 }
@@ -274,8 +331,13 @@ func ReadKeys(path, latentsKey, labelsKey string) (*Set, error) {
 	}
 
 	md := f.Metadata()
+	if ct, ok := f.Tensor(CaptionsKey); ok {
+		if err := s.readCaptions(ct, md[MetaVocabulary]); err != nil {
+			return nil, fail("%v", err)
+		}
+	}
 	for k, v := range md {
-		if k != MetaNumClasses && k != MetaClasses {
+		if k != MetaNumClasses && k != MetaClasses && k != MetaVocabulary {
 			s.Metadata[k] = v
 		}
 	}
@@ -309,6 +371,41 @@ func ReadKeys(path, latentsKey, labelsKey string) (*Set, error) {
 		return nil, fail("%v", err)
 	}
 	return s, nil
+}
+
+// readCaptions reads the captions tensor [N, T] and the vocabulary
+// metadata, checking both.
+func (s *Set) readCaptions(ct *safetensors.Tensor, vocab string) error {
+	if len(ct.Shape) != 2 || ct.Shape[0] != int64(s.N) || ct.Shape[1] < 1 || !ct.DType.IsInt() {
+		return fmt.Errorf("tensor %q is %s %v, want integers [%d, T]", CaptionsKey, ct.DType, ct.Shape, s.N)
+	}
+	if vocab == "" {
+		return fmt.Errorf("tensor %q without metadata %s", CaptionsKey, MetaVocabulary)
+	}
+	toks, err := ct.Int64()
+	if err != nil {
+		return err
+	}
+	s.Vocabulary = strings.Split(vocab, ",")
+	T := int(ct.Shape[1])
+	s.Captions = make([][]int, s.N)
+	for i := range s.N {
+		for j, t := range toks[i*T : (i+1)*T] {
+			if t == -1 {
+				for k := j; k < T; k++ {
+					if rest := toks[i*T+k]; rest != -1 {
+						return fmt.Errorf("caption of sample %d: index %d at position %d follows the −1 padding", i, rest, k)
+					}
+				}
+				break
+			}
+			if t < 0 || t >= int64(len(s.Vocabulary)) {
+				return fmt.Errorf("caption of sample %d, token %d: index %d outside the vocabulary of %d words (%s)", i, j, t, len(s.Vocabulary), MetaVocabulary)
+			}
+			s.Captions[i] = append(s.Captions[i], int(t))
+		}
+	}
+	return s.checkCaptions()
 }
 
 // checkLatents rejects the first non-finite or implausibly large latent

@@ -290,3 +290,66 @@ func TestReadSampleOutput(t *testing.T) {
 		}
 	}
 }
+
+// Captions are checked on write and on read: every sample captioned with
+// indices into the vocabulary, padding only at the end, a vocabulary
+// present.
+func TestCaptionsChecked(t *testing.T) {
+	base := func() *Set {
+		return &Set{N: 2, C: 1, H: 1, W: 1, Latents: []float32{0, 1}, Labels: []int{0, 1}, NumClasses: 2,
+			Captions: [][]int{{0, 1}, {1}}, Vocabulary: []string{"a", "b"}}
+	}
+	for _, tt := range []struct {
+		name string
+		edit func(*Set)
+		want string
+	}{
+		{"token outside", func(s *Set) { s.Captions[1] = []int{2} }, "index 2 outside the vocabulary of 2 words"},
+		{"empty caption", func(s *Set) { s.Captions[0] = nil }, "caption of sample 0 is empty"},
+		{"one caption short", func(s *Set) { s.Captions = s.Captions[:1] }, "1 captions for 2 samples"},
+		{"vocabulary alone", func(s *Set) { s.Captions = nil }, "a vocabulary without captions"},
+		{"comma in a word", func(s *Set) { s.Vocabulary[0] = "a,b" }, `"a,b"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := base()
+			tt.edit(s)
+			if err := Write(filepath.Join(t.TempDir(), "d.safetensors"), s); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+		})
+	}
+	// On read: a token after the padding, and captions without a vocabulary.
+	dir := t.TempDir()
+	lat := dtype.F32Bytes([]float32{0, 1})
+	lab := make([]byte, 16)
+	lab[8] = 1
+	caps := func(toks ...int64) []byte {
+		b := make([]byte, 8*len(toks))
+		for i, v := range toks {
+			binary.LittleEndian.PutUint64(b[8*i:], uint64(v))
+		}
+		return b
+	}
+	for _, tt := range []struct {
+		name string
+		toks []byte
+		md   map[string]string
+		want string
+	}{
+		{"token after padding", caps(0, -1, 1, 1, -1, 0), map[string]string{MetaVocabulary: "a,b"}, "index 1 at position 2 follows the −1 padding"},
+		{"no vocabulary", caps(0, 1, 1, 1, -1, -1), map[string]string{}, "without metadata dcdit.vocabulary"},
+	} {
+		path := filepath.Join(dir, tt.name+".safetensors")
+		ts := []safetensors.WriteTensor{
+			{Name: LatentsKey, DType: dtype.F32, Shape: []int64{2, 1, 1, 1}, Data: lat},
+			{Name: LabelsKey, DType: dtype.I64, Shape: []int64{2}, Data: lab},
+			{Name: CaptionsKey, DType: dtype.I64, Shape: []int64{2, 3}, Data: tt.toks},
+		}
+		if err := safetensors.Write(path, ts, tt.md); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Read(path); err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: err = %v, want %q and the file named", tt.name, err, tt.want)
+		}
+	}
+}

@@ -2,9 +2,12 @@ package shapes
 
 import (
 	"math"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dcdit/dcdit/datasets"
 )
 
 // Captions say what the sample shows: its class and foreground colour
@@ -124,4 +127,49 @@ func name(k int) string {
 		return "none"
 	}
 	return Palette[k]
+}
+
+// A captioned set writes and reads back with its captions, each the
+// caption of its sample, of several lengths.
+func TestCaptionedSetRoundTrip(t *testing.T) {
+	g, err := New(DefaultSize, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := g.CaptionedSet(40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "captioned.safetensors")
+	if err := datasets.Write(path, set); err != nil {
+		t.Fatal(err)
+	}
+	back, err := datasets.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(back.Vocabulary, Vocabulary) || len(back.Captions) != 40 {
+		t.Fatalf("read %d captions over %d words", len(back.Captions), len(back.Vocabulary))
+	}
+	lengths := map[int]bool{}
+	for i, c := range back.Captions {
+		if !slices.Equal(c, set.Captions[i]) {
+			t.Fatalf("caption %d: read %v, wrote %v", i, c, set.Captions[i])
+		}
+		words := make([]string, len(c))
+		for j, tk := range c {
+			words[j] = Vocabulary[tk]
+		}
+		s := g.Sample(i)
+		if !strings.Contains(strings.Join(words, " "), Palette[s.Foreground]+" "+Classes[s.Label]) {
+			t.Fatalf("caption %d %q does not describe its sample", i, words)
+		}
+		lengths[len(c)] = true
+	}
+	if len(lengths) < 3 {
+		t.Fatalf("caption lengths %v: want several", lengths)
+	}
+	if plain, _ := g.Set(4); plain.Captions != nil {
+		t.Fatal("a plain set has captions")
+	}
 }

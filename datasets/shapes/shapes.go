@@ -271,17 +271,24 @@ func inside(label, dx, dy, r int) bool {
 // Set generates samples 0..n−1 as a data set with edge masks and the
 // generator's metadata (dcdit.dataset, dcdit.seed, dcdit.size).
 func (g *Generator) Set(n int) (*datasets.Set, error) {
-	return g.set(n, false)
+	return g.set(n, false, false)
+}
+
+// CaptionedSet is Set with a caption per sample (Caption, the variant
+// drawn per sample from the seed) over Vocabulary: the data of a
+// text-conditioned model.
+func (g *Generator) CaptionedSet(n int) (*datasets.Set, error) {
+	return g.set(n, false, true)
 }
 
 // BalancedSet is Set with sample i drawn as class i mod len(Classes)
 // (SampleOf), so every class has its share exactly: the reference for
 // measures that compare class-balanced samples with the data.
 func (g *Generator) BalancedSet(n int) (*datasets.Set, error) {
-	return g.set(n, true)
+	return g.set(n, true, false)
 }
 
-func (g *Generator) set(n int, balanced bool) (*datasets.Set, error) {
+func (g *Generator) set(n int, balanced, captions bool) (*datasets.Set, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("shapes: %d samples: want at least 1", n)
 	}
@@ -305,6 +312,21 @@ func (g *Generator) set(n int, balanced bool) (*datasets.Set, error) {
 		s.Latents = append(s.Latents, smp.Latent...)
 		s.Labels = append(s.Labels, smp.Label)
 		s.Edges = append(s.Edges, smp.Edges...)
+		if captions {
+			variant := int(splitmix64(g.Seed^splitmix64(uint64(i)+0x2545f4914f6cdd1d)) % CaptionVariants)
+			words, err := Caption(smp, variant)
+			if err != nil {
+				return nil, err
+			}
+			toks, err := Tokens(words)
+			if err != nil {
+				return nil, err
+			}
+			s.Captions = append(s.Captions, toks)
+		}
+	}
+	if captions {
+		s.Vocabulary = append([]string(nil), Vocabulary...)
 	}
 	return s, nil
 }
