@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -52,6 +53,23 @@ func TestDataShapes(t *testing.T) {
 	b, _ := os.ReadFile(again)
 	if !bytes.Equal(a, b) {
 		t.Error("two runs with one seed wrote different files")
+	}
+	if s.Captions != nil {
+		t.Error("captions without --captions")
+	}
+
+	// --captions adds the generator's captions.
+	capt := filepath.Join(dir, "c.safetensors")
+	if code, _, stderr := run(t, "data", "shapes", "--num", "24", "--size", "12", "--seed", "5", "--captions", "--out", capt, "-q"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	c, err := datasets.Read(capt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := g.CaptionedSet(24)
+	if len(c.Captions) != 24 || len(c.Vocabulary) != len(shapes.Vocabulary) || fmt.Sprint(c.Captions) != fmt.Sprint(want.Captions) {
+		t.Errorf("captions %v over %d words, want the generator's", c.Captions, len(c.Vocabulary))
 	}
 }
 

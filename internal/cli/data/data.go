@@ -25,6 +25,8 @@ type ShapesOptions struct {
 	Out   string
 	PNG   string
 	Quiet bool
+	// Captions adds a caption per sample (shapes.CaptionedSet).
+	Captions bool
 }
 
 // previewScale draws each latent cell as 8×8 pixels (the VAE's factor).
@@ -59,21 +61,25 @@ kind:
 
   ` + classList() + `
 
-Size (radius 0.22–0.38 of the side), position, orientation and the two
-colours (9-colour palette, jittered by k/16) are drawn per sample from a PCG
-stream seeded by (--seed, index), so a seed gives the same file on every
-machine. Values lie in [−2, 2] with roughly unit variance, like SD-VAE
+Size (radius 0.30–0.40 of the side), position and the two colours (9-colour
+palette, jittered by k/16) are drawn per sample from a PCG stream seeded by
+(--seed, index), one orientation per class, so a seed gives the same file on
+every machine. Values lie in [−2, 2] with roughly unit variance, like SD-VAE
 latents ×0.18215, and the colours render as named through the linear
 latent-to-RGB preview.
 
 The file holds latents [N, 4, S, S] (F32), labels [N] (I64) and edges
 [N, S, S] (U8: cells whose 4-neighbourhood crosses the shape boundary, for
 the router's edge-density measure), with metadata dcdit.dataset,
-dcdit.num_classes, dcdit.classes, dcdit.seed and dcdit.size. It is written
+dcdit.num_classes, dcdit.classes, dcdit.seed and dcdit.size. With
+--captions it also holds captions [N, T] (I64 indices into the metadata
+dcdit.vocabulary, padded with −1): "a [size] colour class [on colour]
+[position]", 3–7 words, the optional parts drawn per sample. It is written
 atomically. --png writes a preview grid (10 columns) of the first samples,
 at most 100.`,
 		Example: `  dcdit data shapes --num 4096 --seed 0 --out shapes-train.safetensors
-  dcdit data shapes --num 256 --seed 1 --out shapes-eval.safetensors --png shapes.png`,
+  dcdit data shapes --num 256 --seed 1 --out shapes-eval.safetensors --png shapes.png
+  dcdit data shapes --num 4096 --captions --out shapes-captioned.safetensors`,
 		Args: cmdutil.ExactArgs(0, "none"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
@@ -99,6 +105,7 @@ at most 100.`,
 	f.StringVar(&opts.Out, "out", "shapes.safetensors", "safetensors file to write")
 	f.StringVar(&opts.PNG, "png", "", "also write a latent-to-RGB preview grid of the first samples (≤ 100) to this PNG")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "print nothing but errors")
+	f.BoolVar(&opts.Captions, "captions", false, "add a caption per sample (words over a fixed vocabulary)")
 	return cmd
 }
 
@@ -125,6 +132,9 @@ func RunShapes(opts *ShapesOptions) error {
 		return err
 	}
 	set, err := g.Set(opts.Num)
+	if opts.Captions {
+		set, err = g.CaptionedSet(opts.Num)
+	}
 	if err != nil {
 		return err
 	}
