@@ -1,6 +1,7 @@
 package shapes
 
 import (
+	"fmt"
 	"math"
 	"path/filepath"
 	"slices"
@@ -171,5 +172,50 @@ func TestCaptionedSetRoundTrip(t *testing.T) {
 	}
 	if plain, _ := g.Set(4); plain.Captions != nil {
 		t.Fatal("a plain set has captions")
+	}
+}
+
+// labelClassifier classifies by looking the latent up among known ones:
+// a perfect classifier of the data, so that the test measures the
+// captions and colours alone.
+type labelClassifier map[string]int
+
+func (l labelClassifier) Classify(latents []float32, n, c, h, w int) ([]int, error) {
+	out := make([]int, n)
+	for i := range n {
+		out[i] = l[fmt.Sprint(latents[i*c*h*w:(i+1)*c*h*w])]
+	}
+	return out, nil
+}
+
+// Data follows its own captions; shifted by one, the captions are
+// followed about as often as chance allows.
+func TestPromptFollowing(t *testing.T) {
+	g, err := New(DefaultSize, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := g.CaptionedSet(200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := Channels * g.Size * g.Size
+	cls := labelClassifier{}
+	for i := range set.N {
+		cls[fmt.Sprint(set.Latents[i*per:(i+1)*per])] = set.Labels[i]
+	}
+	own, err := PromptFollowing(cls, set.Latents, set.N, g.Size, set.Captions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shifted, err := PromptFollowing(cls, set.Latents, set.N, g.Size, append(set.Captions[1:], set.Captions[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own != 1 || !(shifted < 0.1) {
+		t.Fatalf("prompt following %.3f on the data's own captions (want 1), %.3f shifted (want chance)", own, shifted)
+	}
+	if _, err := PromptFollowing(cls, set.Latents, set.N, g.Size, set.Captions[1:]); err == nil {
+		t.Fatal("a caption short accepted")
 	}
 }
