@@ -69,3 +69,34 @@ func TestBackboneParamGroupsMatchRecipes(t *testing.T) {
 		})
 	}
 }
+
+// A pretrained backbone kept under "backbone." (a Z-Image's or a DiT's own
+// names) falls in its embedder and block groups, never in the scaffold's
+// although its patch embedding and final layer share their names.
+func TestPretrainedBackboneGroups(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		in   []string
+		out  []string
+	}{
+		{"backbone.t_embedder.mlp.0.weight", []string{GroupAll, GroupEmbedders, GroupTimestepEmbedder}, []string{GroupBackbone, GroupScaffold}},
+		{"backbone.cap_embedder.1.weight", []string{GroupEmbedders}, []string{GroupTimestepEmbedder, GroupClassEmbedder}},
+		{"backbone.layers.3.attention.qkv.weight", []string{GroupBackbone, GroupAttention}, []string{GroupMLP, GroupEmbedders}},
+		{"backbone.noise_refiner.0.feed_forward.w1.weight", []string{GroupBackbone, GroupMLP}, []string{GroupAttention}},
+		{"backbone.blocks.0.adaLN_modulation.1.weight", []string{GroupBackbone, GroupAdaLN}, []string{GroupMLP}},
+		{"backbone.x_embedder.weight", []string{GroupAll}, []string{GroupLatentEmbedder, GroupScaffold, GroupEmbedders}},
+		{"backbone.final_layer.linear.weight", []string{GroupAll}, []string{GroupFinalLayer, GroupScaffold}},
+		{"x_embedder.proj.weight", []string{GroupLatentEmbedder, GroupScaffold}, []string{GroupEmbedders}},
+	} {
+		for _, g := range tt.in {
+			if !InGroup(g, tt.name, true) {
+				t.Errorf("%s not in %s", tt.name, g)
+			}
+		}
+		for _, g := range tt.out {
+			if InGroup(g, tt.name, true) {
+				t.Errorf("%s in %s", tt.name, g)
+			}
+		}
+	}
+}

@@ -43,7 +43,8 @@ type StreamReport struct {
 	Shards []string
 	// BackboneBytes and ScaffoldBytes are the tensor bytes of each part.
 	BackboneBytes, ScaffoldBytes int64
-	DType                        dtype.DType
+	// DType is the float type every tensor is stored in.
+	DType dtype.DType
 }
 
 // scaffoldShard is the shard holding the scaffold and the metadata,
