@@ -5,11 +5,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/dcdit/dcdit/internal/rss"
+	"github.com/dcdit/dcdit/internal/benchio"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
@@ -76,21 +75,9 @@ func BenchmarkConvert(b *testing.B) {
 	var convertTime, copyTime time.Duration
 	var outBytes int64
 	out := filepath.Join(dir, "out.safetensors")
-	// Each run starts from a clean disk state (the previous output removed
-	// and everything synced, untimed): whichever runs right after another
-	// large write otherwise pays for its writeback. The order alternates
-	// too.
-	timed := func(f func() error) time.Duration {
-		os.Remove(out)
-		b.StopTimer()
-		syscall.Sync()
-		b.StartTimer()
-		start := time.Now()
-		if err := f(); err != nil {
-			b.Fatal(err)
-		}
-		return time.Since(start)
-	}
+	// Each run starts from a clean disk state (benchio.Timed); the order
+	// alternates too.
+	timed := func(f func() error) time.Duration { return benchio.Timed(b, out, f) }
 	conv := func() {
 		convertTime += timed(func() error {
 			return convertPath(src, out, c.NumHeads, Options{Layout: arch.Diffusers}, WriteOptions{})
@@ -116,7 +103,7 @@ func BenchmarkConvert(b *testing.B) {
 	b.ReportMetric(convertRate, "convert-MB/s")
 	b.ReportMetric(copyRate, "copy-MB/s")
 	b.ReportMetric(convertRate/copyRate, "ratio")
-	if mb, ok := rss.PeakMB(); ok {
+	if mb, ok := benchio.PeakMB(); ok {
 		b.ReportMetric(mb, "peak-RSS-MB")
 	}
 }

@@ -49,13 +49,24 @@ var GroupNames = []string{
 var blockRE = regexp.MustCompile(`^(?:` + regexp.QuoteMeta(hnet.Prefix) + `layers|blocks)\.\d+\.(.*)$`)
 
 // InGroup reports whether the parameter name belongs to group, for a DC
-// model (dc true) or a fixed-patch DiT.
+// model (dc true) or a fixed-patch DiT. In a DC model, a pretrained
+// backbone kept under its own names after "backbone." (a DiT's, a
+// Z-Image's) falls in the embedder and block groups — Z-Image's caption
+// embedder, layers and refiners among them — and in none of the
+// scaffold's, although its patch embedding and final layer share their
+// names.
 func InGroup(group, name string, dc bool) bool {
-	if inner, ok := strings.CutPrefix(name, backbonePrefix); ok && dc {
-		return inPretrainedGroup(group, inner)
+	inner, pretrained := strings.CutPrefix(name, backbonePrefix)
+	pretrained = pretrained && dc
+	re := blockRE
+	if pretrained {
+		name, re = inner, pretrainedRE
 	}
 	has := func(prefix string) bool { return strings.HasPrefix(name, prefix) }
-	block := blockRE.FindStringSubmatch(name)
+	block := re.FindStringSubmatch(name)
+	inBlock := func(prefixes ...string) bool {
+		return block != nil && slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(block[1], p) })
+	}
 	switch group {
 	case GroupAll:
 		return true
@@ -64,15 +75,20 @@ func InGroup(group, name string, dc bool) bool {
 	case GroupClassEmbedder:
 		return has("y_embedder.")
 	case GroupEmbedders:
-		return has("t_embedder.") || has("y_embedder.") || (!dc && has("x_embedder."))
+		return has("t_embedder.") || has("y_embedder.") || has("cap_embedder.") || (!dc && has("x_embedder."))
 	case GroupBackbone:
 		return block != nil
 	case GroupAdaLN:
-		return block != nil && strings.HasPrefix(block[1], "adaLN_modulation.")
+		return inBlock("adaLN_modulation.")
 	case GroupAttention:
-		return block != nil && strings.HasPrefix(block[1], "attn.")
+		return inBlock("attn.", "attention.")
 	case GroupMLP:
-		return block != nil && strings.HasPrefix(block[1], "mlp.")
+		return inBlock("mlp.", "feed_forward.")
+	}
+	if pretrained {
+		return false
+	}
+	switch group {
 	case GroupLatentEmbedder:
 		return has("x_embedder.")
 	case GroupEncoder:
@@ -172,35 +188,6 @@ func closest(s string, choices []string) string {
 // Z-Image) kept under its own names inside a DC model.
 const backbonePrefix = "backbone."
 
-// pretrainedRE matches a block of a pretrained backbone kept under its own
-// names (DiT's blocks, Z-Image's layers and refiners) and captures the
-// part after the index.
+// pretrainedRE is blockRE for a pretrained backbone kept under its own
+// names (DiT's blocks, Z-Image's layers and refiners).
 var pretrainedRE = regexp.MustCompile(`^(?:blocks|layers|noise_refiner|context_refiner)\.\d+\.(.*)$`)
-
-// inPretrainedGroup is InGroup for a pretrained backbone's parameter,
-// named without the prefix: its embedders (Z-Image's caption embedder
-// among them) and blocks; none of the scaffold's groups, although its
-// own patch embedding and final layer share their names.
-func inPretrainedGroup(group, name string) bool {
-	has := func(prefix string) bool { return strings.HasPrefix(name, prefix) }
-	block := pretrainedRE.FindStringSubmatch(name)
-	switch group {
-	case GroupAll:
-		return true
-	case GroupTimestepEmbedder:
-		return has("t_embedder.")
-	case GroupClassEmbedder:
-		return has("y_embedder.")
-	case GroupEmbedders:
-		return has("t_embedder.") || has("y_embedder.") || has("cap_embedder.")
-	case GroupBackbone:
-		return block != nil
-	case GroupAdaLN:
-		return block != nil && strings.HasPrefix(block[1], "adaLN_modulation.")
-	case GroupAttention:
-		return block != nil && (strings.HasPrefix(block[1], "attn.") || strings.HasPrefix(block[1], "attention."))
-	case GroupMLP:
-		return block != nil && (strings.HasPrefix(block[1], "mlp.") || strings.HasPrefix(block[1], "feed_forward."))
-	}
-	return false
-}

@@ -2,6 +2,8 @@ package recipes
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -51,12 +53,7 @@ func planZImage(p *problems, r *Recipe, pl *Plan) {
 	// Parameters: the scaffold's (new), the backbone's (copied), whose
 	// patch embedding and final layer the scaffold replaces.
 	shapes := dc.ScaffoldShapes(c)
-	names := make([]string, 0, len(shapes))
-	for n := range shapes {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(shapes)) {
 		pl.Params = append(pl.Params, Param{Name: name, Shape: shapes[name], Group: finestGroup(name, true)})
 	}
 	exp := arch.ExpectedZImage(zc, arch.Comfy)

@@ -118,17 +118,15 @@ func StreamGraftZImage(base string, s Scaffold, out string, opts StreamOptions) 
 	for _, f := range ck.Files {
 		limit = max(limit, f.Bytes)
 	}
+	r := &StreamReport{DType: dt}
 	sizes := make([]int64, len(plan.Outputs))
 	for i := range plan.Outputs {
 		sizes[i] = plan.Outputs[i].Bytes()
+		r.BackboneBytes += sizes[i]
 	}
 	groups := safetensors.GroupShards(sizes, limit)
-	r := &StreamReport{DType: dt}
 	sums := map[string]string{}
 	weightMap := map[string]string{}
-	for _, o := range plan.Outputs {
-		r.BackboneBytes += o.Bytes()
-	}
 	var done int64
 	for gi, g := range groups {
 		name := safetensors.ShardName("backbone", gi+1, len(groups))
@@ -159,7 +157,7 @@ func StreamGraftZImage(base string, s Scaffold, out string, opts StreamOptions) 
 	var tensors []safetensors.WriteTensor
 	for name, shape := range dc.ScaffoldShapes(cfg) {
 		t, ok := ts[name]
-		if !ok || len(t.Data) != numel(shape) {
+		if !ok {
 			return nil, fmt.Errorf("upcycle: the scaffold's initialisation lacks %s %v", name, shape)
 		}
 		// Encoded as the encoder reads it: no second copy of the scaffold.
@@ -260,7 +258,7 @@ func scaffoldOnPatchEmbedding(plan *convert.Plan, ck *loaders.Checkpoint, zc *ar
 		e := zimagePatchEmbedding(zc, vals["x_embedder.weight"], vals["x_embedder.bias"])
 		pe = &e
 	}
-	return zimageScaffold(zc, zimage.NewBackbone(&zimage.Model{Config: zc}), pe, s, opts.Rows, opts.Cols, opts.Seed)
+	return zimageScaffold(zc, pe, s, opts.Rows, opts.Cols, opts.Seed)
 }
 
 // sumReader passes a tensor's left bytes through, hashing them, and
@@ -289,12 +287,4 @@ func (s *sumReader) Read(b []byte) (int, error) {
 		s.finish(s.h.Sum32())
 	}
 	return n, err
-}
-
-func numel(shape []int) int {
-	n := 1
-	for _, d := range shape {
-		n *= d
-	}
-	return n
 }

@@ -5,11 +5,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/dcdit/dcdit/internal/rss"
+	"github.com/dcdit/dcdit/internal/benchio"
 	"github.com/dcdit/dcdit/internal/testckpt"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
@@ -46,17 +45,7 @@ func BenchmarkStreamGraftZImageTurbo(b *testing.B) {
 	out := filepath.Join(dir, "dc")
 	var graftTime, copyTime time.Duration
 	var graftBytes, copyBytes int64
-	timed := func(f func() error) time.Duration {
-		os.RemoveAll(out)
-		b.StopTimer()
-		syscall.Sync()
-		b.StartTimer()
-		start := time.Now()
-		if err := f(); err != nil {
-			b.Fatal(err)
-		}
-		return time.Since(start)
-	}
+	timed := func(f func() error) time.Duration { return benchio.Timed(b, out, f) }
 	graft := func() {
 		var rep *StreamReport
 		graftTime += timed(func() (err error) {
@@ -98,7 +87,7 @@ func BenchmarkStreamGraftZImageTurbo(b *testing.B) {
 	b.ReportMetric(copyRate, "copy-MB/s")
 	b.ReportMetric(graftRate/copyRate, "ratio")
 	b.ReportMetric(float64(graftBytes)/float64(b.N)/1e9, "GB/graft")
-	if mb, ok := rss.PeakMB(); ok {
+	if mb, ok := benchio.PeakMB(); ok {
 		b.ReportMetric(mb, "peak-RSS-MB")
 	}
 }

@@ -36,13 +36,12 @@ func GraftZImage(m *zimage.Model, s Scaffold, rows, cols int, seed uint64) (*dc.
 		e := zimagePatchEmbedding(m.Config, w.Values(), b.Values())
 		pe = &e
 	}
-	bb := zimage.NewBackbone(m)
-	cfg, ts, err := zimageScaffold(m.Config, bb, pe, s, rows, cols, seed)
+	cfg, ts, err := zimageScaffold(m.Config, pe, s, rows, cols, seed)
 	if err != nil {
 		return nil, err
 	}
 	m.PrefixNames(dc.BackbonePrefix)
-	return dc.New(cfg, ts, bb)
+	return dc.New(cfg, ts, zimage.NewBackbone(m))
 }
 
 // zimagePatchEmbedding is Z-Image's patch embedding as EncoderPrior reads
@@ -53,10 +52,10 @@ func zimagePatchEmbedding(zc *arch.ZImageConfig, w, b []float32) PatchEmbedding 
 }
 
 // zimageScaffold is the config and initial tensors of the scaffold that
-// GraftZImage puts around a Z-Image of config zc (bb its backbone, read
-// for its widths only); pe is its patch embedding, nil unless the encoder
-// starts from it.
-func zimageScaffold(zc *arch.ZImageConfig, bb *zimage.Backbone, pe *PatchEmbedding, s Scaffold, rows, cols int, seed uint64) (*dc.Config, map[string]dc.Tensor, error) {
+// GraftZImage puts around a Z-Image of config zc, whose backbone widths
+// are its dim and adaLN width (zimage.Backbone's Width and CondWidth); pe
+// is its patch embedding, nil unless the encoder starts from it.
+func zimageScaffold(zc *arch.ZImageConfig, pe *PatchEmbedding, s Scaffold, rows, cols int, seed uint64) (*dc.Config, map[string]dc.Tensor, error) {
 	switch {
 	case s.WideHead:
 		return nil, nil, fmt.Errorf("upcycle: a Z-Image graft has no wide head (it starts as DiT's final layer; Z-Image's has no shift)")
@@ -65,7 +64,7 @@ func zimageScaffold(zc *arch.ZImageConfig, bb *zimage.Backbone, pe *PatchEmbeddi
 	case zc.FPatchSize != 1:
 		return nil, nil, fmt.Errorf("upcycle: Z-Image with frame patches of %d: the scaffold grafts onto single-frame images (f_patch_size 1)", zc.FPatchSize)
 	}
-	cfg, err := s.Config(zc.InChannels, zc.InChannels, rows, cols, bb.Width(), bb.CondWidth())
+	cfg, err := s.Config(zc.InChannels, zc.InChannels, rows, cols, zc.Dim, zc.AdaLNDim)
 	if err != nil {
 		return nil, nil, err
 	}
