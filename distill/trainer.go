@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/dcdit/dcdit/accel"
 	"github.com/dcdit/dcdit/loaders/atomicfile"
 	"github.com/dcdit/dcdit/optim"
 	"github.com/dcdit/dcdit/params"
@@ -131,8 +132,16 @@ type Trainer struct {
 	// the folder keeps its last checkpoint, from which a later Run
 	// resumes.
 	Context context.Context
+	// Accelerator, if set, runs the forward and backward passes on a GPU
+	// with Params held there. The optimiser, the clip and the EMA stay on
+	// the host arena, which remains the reference copy: each step downloads
+	// the gradients and uploads the updated values (a model's parameters,
+	// small beside its activations), so checkpoints, resuming and the
+	// metrics are those of a CPU run.
+	Accelerator *accel.Accelerator
 
-	ema *optim.EMA
+	ema   *optim.EMA
+	bound *accel.Binding // Params on the Accelerator while Run runs
 }
 
 // Result summarises a finished stage.
@@ -151,6 +160,16 @@ func (t *Trainer) EMAWeights() []float32 {
 		return nil
 	}
 	return t.ema.Weights()
+}
+
+// Sync copies Params' host values to the Accelerator while Run runs (an
+// OnStep hook that swapped other weights in, such as the EMA for an
+// evaluation, and back); it does nothing on the CPU or between runs.
+func (t *Trainer) Sync() error {
+	if err := t.bound.Upload(); err != nil {
+		return fmt.Errorf("distill: stage %s: %w", t.Config.Stage, err)
+	}
+	return nil
 }
 
 // Run trains the stage to its last step, resuming from the run folder's
@@ -224,6 +243,18 @@ func (t *Trainer) Run() (_ *Result, err error) {
 	}
 	defer log.Close()
 
+	bound, err := t.Accelerator.Attach(t.Params)
+	if err != nil {
+		return nil, fmt.Errorf("distill: stage %s: %w", cfg.Stage, err)
+	}
+	t.bound = bound
+	defer func() {
+		t.bound = nil
+		if cerr := bound.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("distill: stage %s: %w", cfg.Stage, cerr)
+		}
+	}()
+
 	per := t.Data.C * t.Data.H * t.Data.W
 	x0, y := make([]float32, cfg.BatchSize*per), make([]int, cfg.BatchSize)
 	began := time.Now()
@@ -241,6 +272,9 @@ func (t *Trainer) Run() (_ *Result, err error) {
 		t.Params.ZeroGrad()
 		m, err := t.Objective.Step(step, x0, y, rng)
 		if err != nil {
+			return nil, fmt.Errorf("distill: stage %s step %d: %w", cfg.Stage, step+1, err)
+		}
+		if err := bound.DownloadGrad(); err != nil {
 			return nil, fmt.Errorf("distill: stage %s step %d: %w", cfg.Stage, step+1, err)
 		}
 		var norm float64
@@ -265,6 +299,9 @@ func (t *Trainer) Run() (_ *Result, err error) {
 		opt.Step(t.Params.Data, t.Params.Grad)
 		if t.ema != nil {
 			t.ema.Update(t.Params.Data)
+		}
+		if err := bound.Upload(); err != nil {
+			return nil, fmt.Errorf("distill: stage %s step %d: %w", cfg.Stage, step+1, err)
 		}
 		done := step + 1
 		sps := float64(done-start) / time.Since(began).Seconds()

@@ -7,6 +7,7 @@ import (
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/cond"
+	"github.com/dcdit/dcdit/kernels/parallel"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
 )
@@ -92,12 +93,43 @@ func GridPos(v float64, p int) float64 {
 // PackedPosEmbed returns the 2-D sin-cos embedding [N, d] of the N tokens
 // whose latent-grid rows and columns pos holds (pos[2r], pos[2r+1]),
 // evaluated on the grid of patch size p (GridPos).
+//
+// Every forward pass builds it, for every token of the batch, so it is
+// built from the distinct coordinates: a batch repeats each sample's grid
+// rows and columns (and a DC model's chunk positions often coincide), and
+// each half of a token's embedding depends on one coordinate alone. The
+// values are those PosEmbed2D writes, bit for bit.
 func PackedPosEmbed(pos []float64, d, p int) []float32 {
 	n := len(pos) / 2
-	pe := make([]float32, n*d)
+	half := d / 2
+	slot := make(map[float64]int, 64) // coordinate → its half in halves
+	var coords []float64
+	at := make([]int, 2*n) // token r's column half, then its row half
 	for r := range n {
-		PosEmbed2D(pe[r*d:(r+1)*d], GridPos(pos[2*r], p), GridPos(pos[2*r+1], p))
+		for k, v := range [2]float64{GridPos(pos[2*r+1], p), GridPos(pos[2*r], p)} {
+			i, ok := slot[v]
+			if !ok {
+				i = len(coords)
+				slot[v] = i
+				coords = append(coords, v)
+			}
+			at[2*r+k] = i
+		}
 	}
+	omega := frequencies(half / 2)
+	halves := make([]float32, len(coords)*half)
+	parallel.For(len(coords), 16, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			sinCosAt(halves[i*half:(i+1)*half], coords[i], omega)
+		}
+	})
+	pe := make([]float32, n*d)
+	parallel.For(n, 256, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			copy(pe[r*d:r*d+half], halves[at[2*r]*half:])
+			copy(pe[r*d+half:(r+1)*d], halves[at[2*r+1]*half:])
+		}
+	})
 	return pe
 }
 

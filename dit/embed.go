@@ -14,10 +14,23 @@ func PosEmbed2D(dst []float32, row, col float64) {
 }
 
 func sinCos1D(dst []float32, pos float64) {
-	q := len(dst) / 2
-	for k := range q {
-		omega := 1 / math.Pow(10000, float64(k)/float64(q))
-		s, c := math.Sincos(pos * omega)
+	sinCosAt(dst, pos, frequencies(len(dst)/2))
+}
+
+// frequencies are the ω_k = 10000^(−k/q) of a q-frequency half.
+func frequencies(q int) []float64 {
+	omega := make([]float64, q)
+	for k := range omega {
+		omega[k] = 1 / math.Pow(10000, float64(k)/float64(q))
+	}
+	return omega
+}
+
+// sinCosAt writes [sin(pos·ω) ; cos(pos·ω)] into dst (len 2·len(omega)).
+func sinCosAt(dst []float32, pos float64, omega []float64) {
+	q := len(omega)
+	for k, w := range omega {
+		s, c := math.Sincos(pos * w)
 		dst[k], dst[q+k] = float32(s), float32(c)
 	}
 }

@@ -22,8 +22,7 @@ func (m *Model) Backward(out mat.Tensor, gradImg []float32) error {
 	}
 	g := make([]float32, len(gradImg))
 	Unpatchify(g, gradImg, B, c.OutChannels(), c.InputSize, c.PatchSize, true)
-	out.AccGrad(mat.NewDense[float32](mat.WithShape(out.Shape()...), mat.WithBacking(g)))
-	return ops.Backward(out)
+	return ops.BackwardFrom(out, g)
 }
 
 // DiffusionLoss runs one training forward and backward pass of DiT's

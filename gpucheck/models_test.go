@@ -284,14 +284,21 @@ func TestDiTTrainingStep(t *testing.T) {
 	}
 }
 
-// dcModel builds a DC-DiT with random weights, its main network the
-// reference's (hnet), and its two parameter sets joined into one arena.
+// dcModel builds a small DC-DiT (N = 4, 10 classes) with random weights
+// (randomDC).
 func dcModel(t testing.TB, grid, E, D, heads, depth, groups int) (*dc.Model, *params.Set) {
 	t.Helper()
 	cfg := &dc.Config{InChannels: 4, OutChannels: 8, GridRows: grid, GridCols: grid, EncDecDim: E, ModelDim: D, CondDim: D,
 		RouterDim: D / 4, EncoderBlocks: 2, DecoderBlocks: 2, NormGroups: groups, RouterGroups: 4, Sigma: 1, TargetN: 4,
 		RatioLossWeight: 0.03}
 	nc := &hnet.Config{Width: D, Depth: depth, Heads: heads, MLPHidden: 4 * D, FrequencySize: 256, NumClasses: 10}
+	return randomDC(t, cfg, nc)
+}
+
+// randomDC builds a DC-DiT with random weights, its main network the
+// reference's (hnet), and its two parameter sets joined into one arena.
+func randomDC(t testing.TB, cfg *dc.Config, nc *hnet.Config) (*dc.Model, *params.Set) {
+	t.Helper()
 	rng := rand.New(rand.NewPCG(11, 12))
 	ts := map[string]dc.Tensor{}
 	for _, shapes := range []map[string][]int{dc.ScaffoldShapes(cfg), hnet.Shapes(nc)} {
@@ -344,21 +351,39 @@ type dcInputs struct {
 	in        cond.Input
 }
 
+// dcLatents is x as a DC-DiT's input [rows, InChannels]: a host matrix, or
+// uploaded to d when d is not nil (the scaffold's first convolution takes
+// no host operand beside device weights).
+func dcLatents(t testing.TB, cfg *dc.Config, x []float32, d *device.Device) mat.Tensor {
+	t.Helper()
+	rows := len(x) / cfg.InChannels
+	if d == nil {
+		return constant(rows, cfg.InChannels, x)
+	}
+	up, err := d.Upload(rows, cfg.InChannels, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return up
+}
+
 // calibrate shifts the router's scorer bias so that about keep of the
 // tokens are natural boundaries, halfway between two logits so that no
 // probability sits at the 0.5 threshold (which the two sides could then
-// decide differently).
-func calibrate(t testing.TB, m *dc.Model, in *dcInputs, keep float64) {
+// decide differently). It runs on the device when d is not nil; the bias
+// moves on the host either way, so an arena bound to the parameters must
+// be uploaded again (or made afterwards) to see it.
+func calibrate(t testing.TB, m *dc.Model, in *dcInputs, keep float64, d *device.Device) {
 	t.Helper()
 	c, err := m.Backbone.Condition(in.in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := m.Forward(constant(len(in.x)/m.Config.InChannels, m.Config.InChannels, in.x), c, nil)
+	res, err := m.Forward(dcLatents(t, m.Config, in.x, d), c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	logits := slices.Clone(mat.Data[float32](res.Routing.Logit.Value()))
+	logits := hostData(t, res.Routing.Logit)
 	slices.Sort(logits)
 	k := int(float64(len(logits)) * (1 - keep))
 	m.Params.Get("hnet.routing_module.residual_scorer.3.bias").Values()[0] -= (logits[k-1] + logits[k]) / 2
@@ -379,14 +404,7 @@ func dcPass(t testing.TB, m *dc.Model, in *dcInputs, rho float32, d *device.Devi
 	t.Helper()
 	cfg := m.Config
 	rows := len(in.x) / cfg.InChannels
-	var x mat.Tensor = constant(rows, cfg.InChannels, in.x)
-	if d != nil {
-		up, err := d.Upload(rows, cfg.InChannels, in.x)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x = up
-	}
+	x := dcLatents(t, cfg, in.x, d)
 	c, err := m.Backbone.Condition(in.in)
 	if err != nil {
 		t.Fatal(err)
@@ -434,7 +452,7 @@ func TestDCModel(t *testing.T) {
 			in.in.T = append(in.in.T, float32(rng.IntN(1000)))
 			in.in.Labels = append(in.in.Labels, rng.IntN(11))
 		}
-		calibrate(t, m, in, 0.3)
+		calibrate(t, m, in, 0.3, nil)
 		joint.ZeroGrad()
 		for _, rho := range []float32{0, 0.4} {
 			t.Run(fmt.Sprintf("%s/rho=%g", c.name, rho), func(t *testing.T) {
@@ -472,6 +490,22 @@ func TestDCModel(t *testing.T) {
 	}
 }
 
+// ditXL builds DiT-XL/2 on 256 px latents (32×32×4) with random weights,
+// and a batch of B inputs for it.
+func ditXL(t testing.TB, B int) (*dit.Model, *ditInputs) {
+	t.Helper()
+	cfg, err := dit.PresetConfig("DiT-XL/2", 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := dit.Init(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	randomize(m.Params, 3)
+	return m, newDiTInputs(cfg, B, 9)
+}
+
 // TestDiTXLForwardTiming times a DiT-XL/2 at batch 32 on 256 px latents
 // (32×32×4, 8192 tokens), FP32 and TF32 GEMMs: the forward pass, and the
 // forward and backward pass through an MSE loss, each the average of 5
@@ -483,17 +517,9 @@ func TestDiTXLForwardTiming(t *testing.T) {
 		t.Skip("long")
 	}
 	rt := gpu(t)
-	cfg, err := dit.PresetConfig("DiT-XL/2", 32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := dit.Init(cfg, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	randomize(m.Params, 3)
 	const B, rounds = 32, 5
-	in := newDiTInputs(cfg, B, 9)
+	m, in := ditXL(t, B)
+	cfg := m.Config
 	flop := float64(B) * dit.ForwardFLOPs(cfg, cfg.NumTokens()).Total()
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
 	var first []float32

@@ -5,6 +5,8 @@ import (
 
 	"github.com/nlpodyssey/spago/ag"
 	"github.com/nlpodyssey/spago/mat"
+
+	"github.com/dcdit/dcdit/ops/device"
 )
 
 // Backward back-propagates from root through the graph of ops behind it,
@@ -119,4 +121,23 @@ func (r recorder) Forward() (mat.Tensor, error) {
 		return nil, fmt.Errorf("ops: %T returned a %T", r.AutoGradFunction, y)
 	}
 	return y, nil
+}
+
+// BackwardFrom back-propagates from root with the upstream gradient grad
+// (root's shape, row-major) given on the host: a loss computed outside
+// the graph, such as the diffusion process's. Callers need not know where
+// the model ran: on a device the gradient enters as the constant of
+// Sum(root ⊙ grad), whose gradient with respect to root is grad exactly,
+// through the device ops' tested scalar-root path.
+func BackwardFrom(root mat.Tensor, grad []float32) error {
+	s := root.Shape()
+	if len(s) != 2 || s[0]*s[1] != len(grad) {
+		return fmt.Errorf("ops: backward: %d gradient values for a root of shape %v", len(grad), s)
+	}
+	g := mat.NewDense[float32](mat.WithShape(s[0], s[1]), mat.WithBacking(grad))
+	if _, ok := root.Value().(device.Resident); ok {
+		return Backward(Sum(Mul(root, g)))
+	}
+	root.AccGrad(g)
+	return Backward(root)
 }

@@ -36,6 +36,7 @@ type convSpec struct {
 type conv[T float.DType] struct{ convSpec }
 
 func newConv(op string, taps int, x, w, b mat.Tensor, batch, height, width int) ag.AutoGradFunction {
+	colocate(op, &x, &w, &b)
 	rows, cin := dims(op, "x", x)
 	if batch < 1 || height < 1 || width < 1 || batch*height*width != rows {
 		panic(fmt.Sprintf("ops: %s: x has %d rows, want batch·height·width = %d·%d·%d", op, rows, batch, height, width))

@@ -39,6 +39,7 @@ type deChunk[T float.DType] struct {
 }
 
 func newDeChunk(h, p mat.Tensor, offsets []int, pos []float64, sigma, clamp float64) ag.AutoGradFunction {
+	colocate("DeChunk", &h, &p)
 	rows, cols := dims("DeChunk", "h", h)
 	needVector("DeChunk", "p", p, rows, " (the rows of h)")
 	if len(pos) != 2*rows {

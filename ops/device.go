@@ -83,6 +83,12 @@ func (v *deviceValue) Data() float.Slice {
 	return float.Make(mat.Data[float32](h)...)
 }
 
+// Value is the result itself, not the bare tensor it embeds, so that a
+// result used without a graph (inference, where no operand takes a
+// gradient) still answers mat.Data through Data, as a graph node's value
+// does.
+func (v *deviceValue) Value() mat.Tensor { return v }
+
 // dt returns the device tensor of an operand (placement checked it).
 func dt(t mat.Tensor) *device.Tensor { return t.Value().(device.Resident).DeviceTensor() }
 

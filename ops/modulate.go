@@ -38,6 +38,7 @@ type modulateSpec struct {
 type modulate[T float.DType] struct{ modulateSpec }
 
 func newModulate(x, shift, scale mat.Tensor, offsets []int) ag.AutoGradFunction {
+	colocate("Modulate", &x, &shift, &scale)
 	ops := []named{{"x", x}, {"shift", shift}, {"scale", scale}}
 	s := modulateSpec{newPerSampleSpec("Modulate", x, offsets, ops[1:]...), x, shift, scale}
 	return pickOn("Modulate", &modulate[float32]{s}, &modulate[float64]{s}, &modulateDevice{modulate[float32]{s}}, ops...)
@@ -74,6 +75,7 @@ type gatedResidualSpec struct {
 type gatedResidual[T float.DType] struct{ gatedResidualSpec }
 
 func newGatedResidual(x, gate, h mat.Tensor, offsets []int) ag.AutoGradFunction {
+	colocate("GatedResidual", &x, &gate, &h)
 	ps := newPerSampleSpec("GatedResidual", x, offsets, named{"gate", gate})
 	needShape("GatedResidual", "h", h, ps.rows, ps.cols, " (the shape of x)")
 	s := gatedResidualSpec{ps, x, gate, h}

@@ -81,6 +81,7 @@ type rmsNorm[T float.DType] struct {
 }
 
 func newRMSNorm(x, w mat.Tensor, eps float64) ag.AutoGradFunction {
+	colocate("RMSNorm", &x, &w)
 	rows, cols := dims("RMSNorm", "x", x)
 	needVector("RMSNorm", "w", w, cols, " (the columns of x)")
 	needEps("RMSNorm", eps)
@@ -127,6 +128,7 @@ type groupNorm[T float.DType] struct {
 }
 
 func newGroupNorm(x, w, b mat.Tensor, batch, groups int, eps float64) ag.AutoGradFunction {
+	colocate("GroupNorm", &x, &w, &b)
 	rows, cols := dims("GroupNorm", "x", x)
 	if batch < 0 || (batch == 0 && rows != 0) || (batch > 0 && rows%batch != 0) {
 		panic(fmt.Sprintf("ops: GroupNorm: %d rows of x do not split into %d samples", rows, batch))

@@ -75,7 +75,7 @@ func TestEveryRecipeKeyIsUsedOrRefused(t *testing.T) {
 	e := func(v, want string) entry { return entry{value: v, want: want, stage: 1} }
 	m := func(v string) entry { return entry{value: v, base: "scratch", want: changes} }
 	table := map[string]entry{
-		"name": e(`"other"`, changes), "description": e(`"notes"`, embedded), "seed": e(`4`, changes), "log_every": e(`3`, changes),
+		"name": e(`"other"`, changes), "description": e(`"notes"`, embedded), "seed": e(`4`, changes), "log_every": e(`3`, changes), "device": e(`"cuda"`, changes), "precision": e(`"tf32"`, rejected),
 		"base.path": e(`"other/teacher.safetensors"`, changes), "base.num_heads": e(`4`, changes), "base.latent_size": e(`16`, rejected),
 
 		"model.preset": m(`"DiT-S/4"`), "model.depth": m(`2`), "model.hidden_size": m(`64`), "model.num_heads": m(`4`),
@@ -189,6 +189,7 @@ func footprint(t *testing.T, r *recipes.Recipe) (string, error) {
 		return "", err
 	}
 	w("out %s, model stored as %s, log every %d", r.Save.Dir, dt, r.LogEvery) // as Run and stageConfig read them
+	w("device %s, precision %s", r.Device, r.Precision)                       // as Run opens the accelerator
 	teacher, weights, err := loadTeacher(r)
 	if err != nil {
 		return "", err

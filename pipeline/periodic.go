@@ -60,12 +60,20 @@ func (pe *periodicEval) step(p distill.Progress) {
 	}
 }
 
-func (pe *periodicEval) run(p distill.Progress) error {
+func (pe *periodicEval) run(p distill.Progress) (err error) {
 	data := pe.model.params.Data
 	if ema := pe.trainer.EMAWeights(); ema != nil {
 		pe.saved = append(pe.saved[:0], data...)
 		copy(data, ema)
-		defer copy(data, pe.saved)
+		if err := pe.trainer.Sync(); err != nil {
+			return err
+		}
+		defer func() {
+			copy(data, pe.saved)
+			if serr := pe.trainer.Sync(); serr != nil && err == nil {
+				err = serr
+			}
+		}()
 	}
 	rep, err := eval.Run(pe.model.dc, pe.teacher, pe.data, pe.opts)
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dcdit/dcdit/accel"
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc"
@@ -125,6 +126,16 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 	}
 	seed := uint64(r.Seed)
 
+	acc, err := accel.Open(r.Device, r.Precision)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: device: %w", err)
+	}
+	defer func() {
+		if cerr := acc.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("pipeline: device: %w", cerr)
+		}
+	}()
+	logf("device: %s", acc)
 	teacher, weights, err := loadTeacher(r)
 	if err != nil {
 		return nil, err
@@ -134,6 +145,19 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 		return nil, err
 	}
 	logf("model: %s, %d parameters", m.describe(), m.params.Len())
+	if teacher != nil {
+		// The frozen teacher stays on the device for the whole run: it
+		// generates data, is distilled from and is evaluated against.
+		bound, err := acc.Attach(teacher.Params)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: the teacher on the device: %w", err)
+		}
+		defer func() {
+			if cerr := bound.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("pipeline: the teacher on the device: %w", cerr)
+			}
+		}()
+	}
 
 	set, err := trainingData(r, teacher, out, seed, logf)
 	if err != nil {
@@ -181,6 +205,8 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 			OnStep:    opts.OnStep,
 			Identity:  stageIdentity(r, i, teacherID),
 			Context:   opts.Context,
+
+			Accelerator: acc,
 		}
 		var periodic *periodicEval
 		if r.Eval.Every > 0 && held != nil {
@@ -213,7 +239,15 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 	logf("model: %s", sum.Model)
 	if m.dc != nil && teacher != nil {
 		logf("evaluating against the teacher at ρ %v", r.Eval.Rho)
-		if sum.Eval, err = eval.Run(m.dc, teacher, held, evalOptions(r, features)); err != nil {
+		bound, err := acc.Attach(m.params)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: evaluation: the model on the device: %w", err)
+		}
+		sum.Eval, err = eval.Run(m.dc, teacher, held, evalOptions(r, features))
+		if cerr := bound.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			return nil, fmt.Errorf("pipeline: evaluation: %w", err)
 		}
 		if sum.Files, err = sum.Eval.WriteFiles(out); err != nil {
@@ -449,6 +483,12 @@ func stageIdentity(r *recipes.Recipe, i int, teacher string) map[string]string {
 func trajectoryKey(key string, i int) bool {
 	switch key {
 	case "name", "description", "log_every", "base.path", "data.path":
+		return false
+	case "device", "precision":
+		// Where the steps run, not what they compute: a run may resume on
+		// the other device. The GPU's sums round differently, within
+		// the parity bounds (docs/gpu.md), so such a run is not bit for
+		// bit the one that stayed put.
 		return false
 	}
 	for _, prefix := range []string{"save.", "eval."} {

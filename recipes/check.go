@@ -21,6 +21,10 @@ func check(p *problems, r *Recipe) {
 		p.bad("name", r.Name, "a name of letters, digits, '.', '_' and '-' (it names the run folder)")
 	}
 	positive(p, "log_every", r.LogEvery)
+	if oneOf(p, "device", r.Device, "cpu", "cuda") && oneOf(p, "precision", r.Precision, "fp32", "tf32") &&
+		r.Device == "cpu" && r.Precision != "fp32" {
+		p.bad("precision", r.Precision, `"fp32" on the CPU ("tf32" needs device = "cuda")`)
+	}
 
 	switch {
 	case r.Base != nil && r.Model != nil:

@@ -83,6 +83,8 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 	setDefault(d, "description", &r.Description, "")
 	setDefault(d, "seed", &r.Seed, 0)
 	setDefault(d, "log_every", &r.LogEvery, 10)
+	setDefault(d, "device", &r.Device, "cpu")
+	setDefault(d, "precision", &r.Precision, "fp32")
 	if r.Base != nil {
 		setDefault(d, "base.num_heads", &r.Base.NumHeads, 0)
 		setDefault(d, "base.latent_size", &r.Base.LatentSize, 0)

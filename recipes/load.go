@@ -75,6 +75,8 @@ type LoadOptions struct {
 	// OutDir, when set, replaces save.dir (resolved against the current
 	// folder).
 	OutDir string
+	// Device and Precision, when set, replace device and precision.
+	Device, Precision string
 }
 
 // Load reads, decodes, defaults and checks the recipe at path. Problems
@@ -145,6 +147,14 @@ func Parse(file, text, dir string, opts LoadOptions) (_ *Recipe, err error) {
 		}
 		r.Save.Dir = abs
 		r.overrides["save.dir"] = "--out"
+	}
+	if opts.Device != "" {
+		r.Device = opts.Device
+		r.overrides["device"] = "--device"
+	}
+	if opts.Precision != "" {
+		r.Precision = opts.Precision
+		r.overrides["precision"] = "--precision"
 	}
 	has := definedKeys(raw)
 	for k := range r.overrides {

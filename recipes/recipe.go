@@ -99,6 +99,14 @@ type Recipe struct {
 	// LogEvery is the number of steps between lines of the metrics log.
 	// Default: 10.
 	LogEvery int `toml:"log_every"`
+	// Device is where the models run: "cpu", or "cuda" for the first
+	// CUDA GPU (the driver and libraries are loaded at run time). The
+	// optimiser, checkpoints and evaluation metrics stay on the host, so a
+	// run may resume on the other device. Default: "cpu".
+	Device string `toml:"device"`
+	// Precision is a CUDA device's matrix-product precision: "fp32" (TF32
+	// off, the CPU's parity reference) or "tf32". Default: "fp32".
+	Precision string `toml:"precision"`
 
 	// Base is the pretrained checkpoint to upcycle; nil when training
 	// from scratch.

@@ -28,24 +28,72 @@ type RowIndex struct {
 	n, rows int
 	unique  bool
 	buf     cuda.Buffer // int32: idx [n], inverse offsets [rows+1], inverse list [n]
+	owned   bool        // buf is the index's own (NewRowIndex), not the caller's
 	idx     cuda.Buffer
 	invOffs cuda.Buffer
 	invList cuda.Buffer
 }
 
-// NewRowIndex checks idx against rows and uploads it with its inverse.
-// Free releases the device memory.
+// RowIndexBytes is the device memory a RowIndex of n indices into rows
+// rows takes (RowIndexIn's buffer).
+func RowIndexBytes(n, rows int) int { return 4 * (2*n + rows + 1) }
+
+// NewRowIndex checks idx against rows and uploads it with its inverse into
+// memory of its own, which Free releases.
 func (sc *Scaffold) NewRowIndex(idx []int, rows int) (*RowIndex, error) {
+	host, unique, err := rowIndexHost(idx, rows)
+	if err != nil {
+		return nil, err
+	}
+	buf, err := cuda.Upload(sc.set.rt, host)
+	if err != nil {
+		return nil, fmt.Errorf("cuda/kernels: NewRowIndex: %w", err)
+	}
+	ri, err := newRowIndex(buf, len(idx), rows, unique)
+	if err != nil {
+		buf.Free()
+		return nil, err
+	}
+	ri.owned = true
+	return ri, nil
+}
+
+// RowIndexIn is NewRowIndex into buf, at least RowIndexBytes long, which
+// the caller owns and may reuse once the kernels queued on the index have
+// run (later work on the same stream runs after them): a pool's buffer,
+// since cuMemFree synchronises the device and a training step builds
+// several indices. Free does nothing to it.
+func (sc *Scaffold) RowIndexIn(buf cuda.Buffer, idx []int, rows int) (*RowIndex, error) {
+	host, unique, err := rowIndexHost(idx, rows)
+	if err != nil {
+		return nil, err
+	}
+	if buf.Len() < 4*len(host) {
+		return nil, fmt.Errorf("cuda/kernels: RowIndexIn: a buffer of %d bytes for an index of %d", buf.Len(), 4*len(host))
+	}
+	sl, err := buf.Slice(0, 4*len(host))
+	if err == nil {
+		err = cuda.CopyFromHost(sl, host)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cuda/kernels: RowIndexIn: %w", err)
+	}
+	return newRowIndex(sl, len(idx), rows, unique)
+}
+
+// rowIndexHost checks idx and lays out the index and its inverse as the
+// device holds them: idx [n], inverse offsets [rows+1], inverse list [n].
+func rowIndexHost(idx []int, rows int) (host []int32, unique bool, err error) {
 	if rows < 0 || rows > 1<<31-2 || len(idx) > 1<<31-1 {
-		return nil, fmt.Errorf("cuda/kernels: NewRowIndex: %d indices into %d rows: sizes must fit int32", len(idx), rows)
+		return nil, false, fmt.Errorf("cuda/kernels: row index: %d indices into %d rows: sizes must fit int32", len(idx), rows)
 	}
 	n := len(idx)
-	host := make([]int32, 2*n+rows+1)
+	host = make([]int32, 2*n+rows+1)
 	fwd, offs, list := host[:n], host[n:n+rows+1], host[n+rows+1:]
-	unique := true
+	unique = true
 	for i, j := range idx {
 		if uint(j) >= uint(rows) {
-			return nil, fmt.Errorf("cuda/kernels: NewRowIndex: idx[%d] = %d out of range [0, %d)", i, j, rows)
+			return nil, false, fmt.Errorf("cuda/kernels: row index: idx[%d] = %d out of range [0, %d)", i, j, rows)
 		}
 		fwd[i] = int32(j)
 		offs[j+1]++
@@ -63,19 +111,20 @@ func (sc *Scaffold) NewRowIndex(idx []int, rows int) (*RowIndex, error) {
 		list[next[j]] = int32(i)
 		next[j]++
 	}
-	buf, err := cuda.Upload(sc.set.rt, host)
-	if err != nil {
-		return nil, fmt.Errorf("cuda/kernels: NewRowIndex: %w", err)
-	}
+	return host, unique, nil
+}
+
+// newRowIndex views buf, laid out by rowIndexHost, as a RowIndex.
+func newRowIndex(buf cuda.Buffer, n, rows int, unique bool) (*RowIndex, error) {
 	ri := &RowIndex{n: n, rows: rows, unique: unique, buf: buf}
+	var err error
 	if ri.idx, err = buf.Slice(0, 4*n); err == nil {
 		if ri.invOffs, err = buf.Slice(4*n, 4*(rows+1)); err == nil {
 			ri.invList, err = buf.Slice(4*(n+rows+1), 4*n)
 		}
 	}
 	if err != nil {
-		buf.Free()
-		return nil, fmt.Errorf("cuda/kernels: NewRowIndex: %w", err)
+		return nil, fmt.Errorf("cuda/kernels: row index: %w", err)
 	}
 	return ri, nil
 }
@@ -89,8 +138,14 @@ func (ri *RowIndex) Rows() int { return ri.rows }
 // Unique reports whether no index repeats (ScatterRows needs that).
 func (ri *RowIndex) Unique() bool { return ri.unique }
 
-// Free releases the index's device memory.
-func (ri *RowIndex) Free() error { return ri.buf.Free() }
+// Free releases the index's device memory when it is its own
+// (NewRowIndex); a RowIndexIn buffer stays the caller's.
+func (ri *RowIndex) Free() error {
+	if !ri.owned {
+		return nil
+	}
+	return ri.buf.Free()
+}
 
 // gatherSum launches out[r] = Σ_{k in list(r)} in[k] over outRows rows;
 // offs empty means list(r) = {list[r]}.

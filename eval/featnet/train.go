@@ -273,8 +273,7 @@ func Train(opts TrainOptions) (*Net, Report, error) {
 		if math.IsNaN(loss) || math.IsInf(loss, 0) {
 			return nil, Report{}, fmt.Errorf("featnet: train: loss %v at step %d", loss, step)
 		}
-		logits.AccGrad(mat.NewDense[float32](mat.WithShape(o.Batch, o.Config.NumClasses), mat.WithBacking(append([]float32(nil), grad...))))
-		err := ops.Backward(logits)
+		err := ops.BackwardFrom(logits, append([]float32(nil), grad...))
 		ops.Release(logits)
 		if err != nil {
 			return nil, Report{}, err

@@ -53,6 +53,8 @@ type Options struct {
 	TeacherHeads int
 	Sigma        float64
 	Quiet        bool
+	// Device and Precision choose where the models run (cmdutil.OnDevice).
+	Device, Precision string
 }
 
 // NewCmd returns the eval command. runF replaces the action in tests that
@@ -162,6 +164,7 @@ The teacher is any DiT checkpoint 'dcdit sample' reads.`,
 	f.IntVar(&opts.TeacherHeads, "teacher-heads", 0, "attention heads of a teacher that matches no DiT preset")
 	f.Float64Var(&opts.Sigma, "dechunk-sigma", 1, "de-chunk σ of a reference DC-DiT state_dict (DC checkpoints store it)")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress or file list (the table or JSON is still printed)")
+	cmdutil.DeviceFlags(cmd, &opts.Device, &opts.Precision)
 	return cmd
 }
 
@@ -286,6 +289,15 @@ func Run(opts *Options) error {
 	if err != nil {
 		return fmt.Errorf("--data: %w", err)
 	}
+	log := opts.IO.Err
+	if opts.Quiet {
+		log = nil
+	}
+	release, err := cmdutil.OnDevice(opts.Device, opts.Precision, log, m.Params, m.Backbone.Parameters(), teacher.Params)
+	if err != nil {
+		return err
+	}
+	defer release()
 	eo := eval.Options{
 		Rhos: opts.Rhos, NumInputs: opts.Num, NumSamples: opts.Samples, Steps: opts.Steps,
 		BatchSize: opts.Batch, Seed: opts.Seed, CFG: opts.CFG, ProbeTimesteps: opts.ProbeT, DenseBelow: opts.DenseBelow,

@@ -11,6 +11,7 @@ import (
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/dit/ddpm"
+	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/progress"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
@@ -140,6 +141,11 @@ func runDC(opts *Options, layout arch.Layout) error {
 	if err != nil {
 		return err
 	}
+	release, err := cmdutil.OnDevice(opts.Device, opts.Precision, quietLog(opts), m.Params, m.Backbone.Parameters())
+	if err != nil {
+		return err
+	}
+	defer release()
 
 	labels := expandLabels(opts)
 	rows, cols := cfg.GridRows, cfg.GridCols

@@ -6,6 +6,7 @@ package sample
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"path/filepath"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dcdit/dcdit/accel"
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/dit/ddpm"
@@ -41,6 +43,8 @@ type Options struct {
 	PNG        string
 	NumHeads   int
 	Quiet      bool
+	// Device and Precision choose where the model runs (cmdutil.OnDevice).
+	Device, Precision string
 	// Rho is the tail-drop fraction ρ of a DC checkpoint's conditional
 	// branch (and, without RhoUncond, of the unconditional one).
 	Rho float64
@@ -209,6 +213,7 @@ terminal; otherwise a plain line appears every 10 seconds.`,
 	f.StringVar(&opts.PNG, "png", "", "also write a linear latent-to-RGB preview grid (not a VAE decode) to this PNG")
 	f.IntVar(&opts.NumHeads, "num-heads", 0, "attention heads, for DiT checkpoints that match no preset (they do not store it)")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "print nothing but errors: no progress, warnings or summary")
+	cmdutil.DeviceFlags(cmd, &opts.Device, &opts.Precision)
 	f.Float64Var(&opts.Rho, "rho", 0, "DC checkpoints: tail-drop fraction ρ in [0, 1), the share of the router's boundaries dropped per sample")
 	f.Float64Var(&opts.RhoUncond, "rho-uncond", 0, "DC checkpoints: ρ of the unconditional branch (Lite-CFG; default: --rho)")
 	f.Float64Var(&opts.DenseBelow, "dense-below", 0, "DC checkpoints: run the steps below this timestep on every cell (the low-noise steps at full cost; 0: never)")
@@ -281,6 +286,10 @@ func Run(opts *Options) error {
 		return err
 	}
 	if a == arch.ZImage {
+		if opts.Device != "" && opts.Device != accel.CPU {
+			// RoPE and the per-head RMSNorm have no device kernels yet.
+			return &cmdutil.UsageError{Err: fmt.Errorf("--device %s: Z-Image checkpoints sample on the CPU only for now", opts.Device)}
+		}
 		return runZImage(opts)
 	}
 	if flag := zimageFlag(opts); flag != "" {
@@ -341,6 +350,11 @@ func runDiT(opts *Options) error {
 	if err != nil {
 		return err
 	}
+	release, err := cmdutil.OnDevice(opts.Device, opts.Precision, quietLog(opts), model.Params)
+	if err != nil {
+		return err
+	}
+	defer release()
 	sched, err := ddpm.Respaced(trainSteps, strconv.Itoa(opts.Steps))
 	if err != nil {
 		return err
@@ -378,6 +392,14 @@ func runDiT(opts *Options) error {
 	tflop := dit.SamplingFLOPs(dit.ForwardFLOPs(cfg, cfg.NumTokens()).Total(), sched.Steps(), guide.Enabled()) * float64(sh.B) / 1e12
 	printWritten(opts, sh, side, side, sched.Steps(), guide, guided, elapsed, tflop, fit)
 	return nil
+}
+
+// quietLog is where a command's notes go: stderr, or nowhere with --quiet.
+func quietLog(opts *Options) io.Writer {
+	if opts.Quiet {
+		return nil
+	}
+	return opts.IO.Err
 }
 
 // expandLabels lists one label per sample: each --class label --num times.

@@ -33,6 +33,8 @@ type Options struct {
 	// GraftOnly writes the grafted, untrained checkpoint and stops
 	// (upcycle only).
 	GraftOnly bool
+	// Device and Precision override the recipe's device and precision.
+	Device, Precision string
 	// upcycle says which command runs: it requires a [base] and a
 	// [scaffold]; train requires [model].
 	upcycle bool
@@ -74,6 +76,7 @@ the base's shards without the model ever in memory, so that a full-size
 Z-Image grafts on a small machine. Training a Z-Image recipe is not supported
 yet.`,
 		Example: `  dcdit upcycle recipes/toy-dit.toml --out runs/toy
+  dcdit upcycle recipes/toy-dit.toml --device cuda   # on the first CUDA GPU
   dcdit recipe plan recipes/dit-xl-2-256.toml   # check a recipe first
   dcdit upcycle RECIPE --graft-only --out DIR   # the grafted, untrained checkpoint`,
 		Args: cmdutil.ExactArgs(1, "the RECIPE"),
@@ -100,6 +103,7 @@ Checkpoints, metrics and resume work as for 'dcdit upcycle'.`
 	cmd.Flags().StringVarP(&opts.Out, "out", "o", "", "output folder (default: the recipe's save.dir)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the summary as JSON")
 	cmd.Flags().BoolVarP(&opts.Quiet, "quiet", "q", false, "print nothing but errors and the result")
+	cmdutil.DeviceFlags(cmd, &opts.Device, &opts.Precision)
 	if upcycle {
 		cmd.Flags().BoolVar(&opts.GraftOnly, "graft-only", false, "write the grafted, untrained DC checkpoint and stop")
 	}
@@ -108,7 +112,7 @@ Checkpoints, metrics and resume work as for 'dcdit upcycle'.`
 
 // Run loads the recipe and runs it.
 func Run(opts *Options) error {
-	r, err := recipes.Load(opts.Recipe, recipes.LoadOptions{})
+	r, err := recipes.Load(opts.Recipe, recipes.LoadOptions{Device: opts.Device, Precision: opts.Precision})
 	if err != nil {
 		return err
 	}

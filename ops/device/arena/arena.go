@@ -35,6 +35,7 @@ type Arena struct {
 // and gradient buffers.
 type paramSide struct {
 	dev       *device.Device
+	host      *params.Param
 	val, grad *device.Tensor
 
 	mu      sync.Mutex
@@ -74,7 +75,7 @@ func New(d *device.Device, set *params.Set) (*Arena, error) {
 	for _, p := range set.List() {
 		lo, hi, _ := set.Range(p.Name)
 		shape := p.Dense.Shape()
-		s := &paramSide{dev: d}
+		s := &paramSide{dev: d, host: p}
 		if s.val, err = m.view(m.data, lo, hi, shape); err == nil {
 			s.grad, err = m.view(m.grad, lo, hi, shape)
 		}
@@ -82,7 +83,6 @@ func New(d *device.Device, set *params.Set) (*Arena, error) {
 			m.free()
 			return nil, fmt.Errorf("arena: New: %q: %w", p.Name, err)
 		}
-		s.val.SetRequiresGrad(true)
 		m.sides = append(m.sides, s)
 	}
 	for i, p := range set.List() {
@@ -163,8 +163,13 @@ func (m *Arena) Close() error {
 	return errors.Join(m.data.Free(), m.grad.Free())
 }
 
-// Value is the parameter's device tensor.
-func (s *paramSide) Value() mat.Tensor { return s.val }
+// Value is the parameter's device tensor. It tracks gradients exactly when
+// the host parameter does, so that Set.SetRequiresGrad (a sampler's
+// no-graph forward) and a trainer's frozen parameters reach the device.
+func (s *paramSide) Value() mat.Tensor {
+	s.val.SetRequiresGrad(s.host.Dense.RequiresGrad())
+	return s.val
+}
 
 // AccGrad adds a device gradient into the parameter's view of the gradient
 // arena. A host gradient panics (an op mixed host and device operands), as

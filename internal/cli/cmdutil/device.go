@@ -1,0 +1,40 @@
+package cmdutil
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dcdit/dcdit/accel"
+	"github.com/dcdit/dcdit/params"
+)
+
+// DeviceFlags adds --device and --precision, which choose where the
+// command's models run (package accel).
+func DeviceFlags(cmd *cobra.Command, device, precision *string) {
+	cmd.Flags().StringVar(device, "device", "", `where the models run: "cpu" (default) or "cuda" (the first CUDA GPU)`)
+	cmd.Flags().StringVar(precision, "precision", "", `matrix products on a CUDA device: "fp32" (default; TF32 off) or "tf32"`)
+}
+
+// OnDevice opens the device a command's --device and --precision name and
+// binds the parameter sets there; release unbinds them and closes the
+// device (it does nothing on the CPU). A GPU's description goes to log.
+func OnDevice(device, precision string, log io.Writer, sets ...*params.Set) (release func() error, err error) {
+	if err := accel.Check(device, precision); err != nil {
+		return nil, &UsageError{Err: fmt.Errorf("--device/--precision: %w", err)}
+	}
+	acc, err := accel.Open(device, precision)
+	if err != nil {
+		return nil, err
+	}
+	bound, err := acc.Attach(sets...)
+	if err != nil {
+		return nil, errors.Join(err, acc.Close())
+	}
+	if acc != nil && log != nil {
+		fmt.Fprintf(log, "device: %s\n", acc)
+	}
+	return func() error { return errors.Join(bound.Close(), acc.Close()) }, nil
+}
