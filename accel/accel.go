@@ -98,6 +98,15 @@ func (a *Accelerator) String() string {
 	return fmt.Sprintf("cuda: %s (%s, %.0f GiB), %s", d.Name, d.Arch(), float64(d.TotalMemory)/(1<<30), a.precision)
 }
 
+// Synchronize waits for the work queued on the device (timings); the CPU
+// has none.
+func (a *Accelerator) Synchronize() error {
+	if a == nil {
+		return nil
+	}
+	return a.rt.Synchronize()
+}
+
 // Close releases the device. Every Binding must be closed first.
 func (a *Accelerator) Close() error {
 	if a == nil {
@@ -108,9 +117,9 @@ func (a *Accelerator) Close() error {
 
 // Binding is parameter sets held on the accelerator: while it is open,
 // their parameters read their device copies, and the ops run there. The
-// host arenas stay the parameters' reference copies: Upload after the host
-// values change (an optimiser step), DownloadGrad before reading the host
-// gradients. On the CPU (a nil *Binding) every method does nothing.
+// host arenas keep the values they had when bound (a training stage's
+// Optimizer brings them up to date). On the CPU (a nil *Binding) every
+// method does nothing.
 type Binding struct {
 	arenas []*arena.Arena
 }
@@ -134,32 +143,6 @@ func (a *Accelerator) Attach(sets ...*params.Set) (*Binding, error) {
 		b.arenas = append(b.arenas, ar)
 	}
 	return b, nil
-}
-
-// Upload copies the host values to the device.
-func (b *Binding) Upload() error {
-	if b == nil {
-		return nil
-	}
-	for _, ar := range b.arenas {
-		if err := ar.Upload(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// DownloadGrad copies the device gradients into the host gradient arenas.
-func (b *Binding) DownloadGrad() error {
-	if b == nil {
-		return nil
-	}
-	for _, ar := range b.arenas {
-		if err := ar.DownloadGrad(); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // Close unbinds the parameters (they read the host arenas again) and frees

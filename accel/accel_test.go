@@ -48,7 +48,7 @@ func TestCPUIsNoOp(t *testing.T) {
 	if err != nil || b != nil {
 		t.Fatalf("Attach on the CPU = %v, %v; want nil, nil", b, err)
 	}
-	for name, f := range map[string]func() error{"Upload": b.Upload, "DownloadGrad": b.DownloadGrad, "Close": b.Close, "Accelerator.Close": a.Close} {
+	for name, f := range map[string]func() error{"Close": b.Close, "Accelerator.Close": a.Close} {
 		if err := f(); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}

@@ -132,16 +132,16 @@ type Trainer struct {
 	// the folder keeps its last checkpoint, from which a later Run
 	// resumes.
 	Context context.Context
-	// Accelerator, if set, runs the forward and backward passes on a GPU
-	// with Params held there. The optimiser, the clip and the EMA stay on
-	// the host arena, which remains the reference copy: each step downloads
-	// the gradients and uploads the updated values (a model's parameters,
-	// small beside its activations), so checkpoints, resuming and the
-	// metrics are those of a CPU run.
+	// Accelerator, if set, runs the stage on a GPU: Params, the gradients,
+	// the AdamW moments and the EMA live there (accel.Optimizer), and a
+	// step reads back only the loss and the gradient norm. The host copies
+	// are brought up to date for each checkpoint and at the end, so the run
+	// folder is that of a CPU run and may resume on either.
 	Accelerator *accel.Accelerator
 
 	ema   *optim.EMA
-	bound *accel.Binding // Params on the Accelerator while Run runs
+	dev   *accel.Optimizer // the optimiser on the Accelerator while Run runs
+	bound *accel.Binding   // Params on the Accelerator while Run runs
 }
 
 // Result summarises a finished stage.
@@ -162,11 +162,26 @@ func (t *Trainer) EMAWeights() []float32 {
 	return t.ema.Weights()
 }
 
-// Sync copies Params' host values to the Accelerator while Run runs (an
-// OnStep hook that swapped other weights in, such as the EMA for an
-// evaluation, and back); it does nothing on the CPU or between runs.
-func (t *Trainer) Sync() error {
-	if err := t.bound.Upload(); err != nil {
+// Pull brings Params' host values and the EMA's weights up to date from
+// the Accelerator while Run runs (an OnStep hook that reads them); Push
+// uploads Params' host values again after such a hook changed them and
+// changed them back. Both do nothing on the CPU or between runs.
+func (t *Trainer) Pull() error {
+	if t.dev == nil {
+		return nil
+	}
+	if err := t.dev.Pull(); err != nil {
+		return fmt.Errorf("distill: stage %s: %w", t.Config.Stage, err)
+	}
+	return nil
+}
+
+// Push: see Pull.
+func (t *Trainer) Push() error {
+	if t.dev == nil {
+		return nil
+	}
+	if err := t.dev.Push(); err != nil {
 		return fmt.Errorf("distill: stage %s: %w", t.Config.Stage, err)
 	}
 	return nil
@@ -243,15 +258,12 @@ func (t *Trainer) Run() (_ *Result, err error) {
 	}
 	defer log.Close()
 
-	bound, err := t.Accelerator.Attach(t.Params)
-	if err != nil {
+	if err := t.attach(opt, maxNorm); err != nil {
 		return nil, fmt.Errorf("distill: stage %s: %w", cfg.Stage, err)
 	}
-	t.bound = bound
 	defer func() {
-		t.bound = nil
-		if cerr := bound.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("distill: stage %s: %w", cfg.Stage, cerr)
+		if derr := t.detach(err == nil); derr != nil && err == nil {
+			err = fmt.Errorf("distill: stage %s: %w", cfg.Stage, derr)
 		}
 	}()
 
@@ -274,13 +286,13 @@ func (t *Trainer) Run() (_ *Result, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("distill: stage %s step %d: %w", cfg.Stage, step+1, err)
 		}
-		if err := bound.DownloadGrad(); err != nil {
-			return nil, fmt.Errorf("distill: stage %s step %d: %w", cfg.Stage, step+1, err)
-		}
 		var norm float64
-		if cfg.ClipNorm > 0 {
+		switch {
+		case t.dev != nil:
+			norm, err = t.dev.ClipNorm()
+		case cfg.ClipNorm > 0:
 			norm, err = clip.Clip(t.Params.Grad)
-		} else {
+		default:
 			norm = clip.Norm(t.Params.Grad)
 		}
 		if err != nil || !finite(m.Loss) || !finite(norm) {
@@ -296,12 +308,15 @@ func (t *Trainer) Run() (_ *Result, err error) {
 				return nil, err
 			}
 		}
-		opt.Step(t.Params.Data, t.Params.Grad)
-		if t.ema != nil {
-			t.ema.Update(t.Params.Data)
-		}
-		if err := bound.Upload(); err != nil {
-			return nil, fmt.Errorf("distill: stage %s step %d: %w", cfg.Stage, step+1, err)
+		if t.dev != nil {
+			if err := t.dev.Step(); err != nil {
+				return nil, fmt.Errorf("distill: stage %s step %d: %w", cfg.Stage, step+1, err)
+			}
+		} else {
+			opt.Step(t.Params.Data, t.Params.Grad)
+			if t.ema != nil {
+				t.ema.Update(t.Params.Data)
+			}
 		}
 		done := step + 1
 		sps := float64(done-start) / time.Since(began).Seconds()
@@ -319,6 +334,9 @@ func (t *Trainer) Run() (_ *Result, err error) {
 			if err := log.sync(); err != nil {
 				return nil, err
 			}
+			if err := t.Pull(); err != nil {
+				return nil, err
+			}
 			if err := run.save(done, cfg.Keep, t.Params.Data, t.EMAWeights(), opt); err != nil {
 				return nil, err
 			}
@@ -326,6 +344,38 @@ func (t *Trainer) Run() (_ *Result, err error) {
 	}
 	res.Seconds = time.Since(began).Seconds()
 	return res, nil
+}
+
+// attach binds Params to the Accelerator with the stage's optimiser
+// beside them (nothing on the CPU). It comes after resuming, so that the
+// device starts from the restored weights, moments and EMA.
+func (t *Trainer) attach(opt *optim.AdamW, maxNorm float64) error {
+	bound, err := t.Accelerator.Attach(t.Params)
+	if err != nil || bound == nil {
+		return err
+	}
+	dev, err := bound.NewOptimizer(opt, maxNorm, t.ema)
+	if err != nil {
+		return errors.Join(err, bound.Close())
+	}
+	t.dev, t.bound = dev, bound
+	return nil
+}
+
+// detach frees the device copies; after a run that finished, the host
+// copies are brought up to date first (a failed run keeps its last
+// checkpoint's, which the host holds already or the folder does).
+func (t *Trainer) detach(finished bool) error {
+	if t.dev == nil {
+		return nil
+	}
+	var err error
+	if finished {
+		err = t.dev.Pull()
+	}
+	err = errors.Join(err, t.dev.Close(), t.bound.Close())
+	t.dev, t.bound = nil, nil
+	return err
 }
 
 // mask freezes the parameters Config.Frozen names and stops their

@@ -150,6 +150,21 @@ func NewAdamW(mask *Mask, base Hyper, groups ...Group) (*AdamW, error) {
 	return o, nil
 }
 
+// Segment is a run of trainable elements in one hyperparameter group:
+// buffer elements [Lo, Lo+N), whose moments are State's M and V at
+// [Off, Off+N).
+type Segment struct{ Lo, N, Off, Group int }
+
+// Segments lists the optimiser's segments in buffer order, for a copy of
+// it that steps elsewhere (a GPU) with the same layout and constants.
+func (o *AdamW) Segments() []Segment {
+	out := make([]Segment, len(o.plan.segs))
+	for i, s := range o.plan.segs {
+		out[i] = Segment{Lo: s.lo, N: s.n, Off: s.off, Group: s.group}
+	}
+	return out
+}
+
 // Groups is the number of hyperparameter groups, the base group included.
 func (o *AdamW) Groups() int { return len(o.hyper) }
 

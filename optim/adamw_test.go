@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -429,5 +430,23 @@ func TestStepsDoNotAllocate(t *testing.T) {
 		if a := testing.AllocsPerRun(20, f); a != 0 {
 			t.Errorf("%s: %v allocations per call, want 0", name, a)
 		}
+	}
+}
+
+// Segments cover every trainable element once, in buffer order, each in
+// the group that owns it, with State's compact offsets.
+func TestSegments(t *testing.T) {
+	mask, err := FreezeMask(20, Range{3, 5}, Range{12, 14})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := DefaultHyper()
+	o, err := NewAdamW(mask, h, Group{Name: "g", Ranges: []Range{{4, 8}, {15, 17}}, Hyper: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Segment{{0, 3, 0, 0}, {5, 3, 3, 1}, {8, 4, 6, 0}, {14, 1, 10, 0}, {15, 2, 11, 1}, {17, 3, 13, 0}}
+	if got := o.Segments(); !slices.Equal(got, want) {
+		t.Errorf("Segments() = %v, want %v", got, want)
 	}
 }

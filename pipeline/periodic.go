@@ -63,15 +63,20 @@ func (pe *periodicEval) step(p distill.Progress) {
 func (pe *periodicEval) run(p distill.Progress) (err error) {
 	data := pe.model.params.Data
 	if ema := pe.trainer.EMAWeights(); ema != nil {
+		// On a GPU the weights and their average live there: fetch both,
+		// evaluate the average, and put the weights back.
+		if err := pe.trainer.Pull(); err != nil {
+			return err
+		}
 		pe.saved = append(pe.saved[:0], data...)
 		copy(data, ema)
-		if err := pe.trainer.Sync(); err != nil {
+		if err := pe.trainer.Push(); err != nil {
 			return err
 		}
 		defer func() {
 			copy(data, pe.saved)
-			if serr := pe.trainer.Sync(); serr != nil && err == nil {
-				err = serr
+			if perr := pe.trainer.Push(); perr != nil && err == nil {
+				err = perr
 			}
 		}()
 	}

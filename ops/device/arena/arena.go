@@ -105,6 +105,9 @@ func (m *Arena) free() {
 	m.grad.Free()
 }
 
+// Device is the device the arena lives on.
+func (m *Arena) Device() *device.Device { return m.dev }
+
 // Set is the parameter set held on the device.
 func (m *Arena) Set() *params.Set { return m.set }
 
