@@ -11,6 +11,9 @@ type Dataset struct {
 	Latents []float32
 	Labels  []int
 	C, H, W int
+	// Captions, if not nil, holds each sample's caption as vocabulary
+	// indices (WithCaptions).
+	Captions [][]int
 	// Identity names the data in the run's fingerprint when it is cheaper
 	// to say how it was made than to read it (a generator's version, seed
 	// and size). Empty: a SHA-256 of the latents and labels, computed once.
@@ -33,16 +36,38 @@ func NewDataset(latents []float32, labels []int, c, h, w int) (*Dataset, error) 
 	return &Dataset{Latents: latents, Labels: labels, C: c, H: h, W: w}, nil
 }
 
+// WithCaptions attaches one caption per sample (vocabulary indices in
+// [0, vocabulary), at least one word each), which the batches then carry.
+func (d *Dataset) WithCaptions(caps [][]int, vocabulary int) error {
+	if len(caps) != d.Len() {
+		return fmt.Errorf("distill: %d captions for %d samples", len(caps), d.Len())
+	}
+	for i, c := range caps {
+		if len(c) == 0 {
+			return fmt.Errorf("distill: caption %d is empty", i)
+		}
+		for _, w := range c {
+			if w < 0 || w >= vocabulary {
+				return fmt.Errorf("distill: caption %d has word %d, outside the vocabulary of %d", i, w, vocabulary)
+			}
+		}
+	}
+	d.Captions, d.digest = caps, ""
+	return nil
+}
+
 // Len is the number of samples.
 func (d *Dataset) Len() int { return len(d.Labels) }
 
-// Batch fills x0 ([B, C, H, W]) and y (B labels) with the samples that
+// Batch fills b (X0 [B, C, H, W], B labels and, when the data set has
+// captions and b.Captions is not nil, B captions) with the samples that
 // step takes: the data set is read in epochs, each in a fresh order drawn
 // from (seed, epoch), and step s takes positions s·B … s·B+B−1 of that
 // endless stream. The batch is a function of (seed, step) alone, so a
-// resumed run reads exactly what the uninterrupted one would have.
-func (d *Dataset) Batch(x0 []float32, y []int, seed uint64, step int) {
-	B, n, per := len(y), d.Len(), d.C*d.H*d.W
+// resumed run reads exactly what the uninterrupted one would have. The
+// captions are copies: an objective or a dropout may change them.
+func (d *Dataset) Batch(b *Batch, seed uint64, step int) {
+	B, n, per := len(b.Labels), d.Len(), d.C*d.H*d.W
 	if d.perms == nil || d.permSeed != seed {
 		d.perms, d.permSeed = map[int][]int{}, seed
 	}
@@ -57,7 +82,10 @@ func (d *Dataset) Batch(x0 []float32, y []int, seed uint64, step int) {
 			d.perms[epoch] = perm
 		}
 		j := perm[pos]
-		copy(x0[i*per:(i+1)*per], d.Latents[j*per:(j+1)*per])
-		y[i] = d.Labels[j]
+		copy(b.X0[i*per:(i+1)*per], d.Latents[j*per:(j+1)*per])
+		b.Labels[i] = d.Labels[j]
+		if b.Captions != nil && d.Captions != nil {
+			b.Captions[i] = append(b.Captions[i][:0], d.Captions[j]...)
+		}
 	}
 }

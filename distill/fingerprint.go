@@ -140,8 +140,8 @@ func num(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
 func short(h []byte) string { return hex.EncodeToString(h)[:16] }
 
-// identity is Dataset.Identity, or a digest of the latents and labels
-// (computed once).
+// identity is Dataset.Identity, or a digest of the latents, labels and
+// captions (computed once).
 func (d *Dataset) identity() string {
 	if d.Identity != "" {
 		return d.Identity
@@ -161,6 +161,18 @@ func (d *Dataset) identity() string {
 		}
 		h.Write(buf)
 		d.digest = "latents and labels sha256 " + short(h.Sum(nil))
+		if d.Captions != nil {
+			// A caption is its length, then its words.
+			buf = buf[:0]
+			for _, c := range d.Captions {
+				buf = binary.LittleEndian.AppendUint64(buf, uint64(len(c)))
+				for _, w := range c {
+					buf = binary.LittleEndian.AppendUint64(buf, uint64(int64(w)))
+				}
+			}
+			h.Write(buf)
+			d.digest = "latents, labels and captions sha256 " + short(h.Sum(nil))
+		}
 	}
 	return d.digest
 }

@@ -39,10 +39,20 @@ type Metrics struct {
 // gradient into the model's parameters.
 type Objective interface {
 	// Step runs forward and backward for step number step (from 0, within
-	// the stage) on clean latents x0 [B, C, H, W] with labels y (the null
-	// class where dropped for classifier-free guidance); rng is the step's
-	// own random stream (timesteps, noise, tail-drop fraction).
-	Step(step int, x0 []float32, y []int, rng *rand.Rand) (Metrics, error)
+	// the stage) on the batch b; rng is the step's own random stream
+	// (timesteps, noise, tail-drop fraction).
+	Step(step int, b *Batch, rng *rand.Rand) (Metrics, error)
+}
+
+// Batch is one step's samples: clean latents X0 [B, C, H, W], their class
+// labels (the null class where dropped for classifier-free guidance) and,
+// from a data set with captions, their captions as vocabulary indices
+// (empty where dropped).
+type Batch struct {
+	X0       []float32
+	C, H, W  int
+	Labels   []int
+	Captions [][]int
 }
 
 // P2 weighs the hybrid loss's ε term by 1/(K + SNR_t)^Gamma
@@ -77,7 +87,8 @@ type DiTDiffusion struct {
 // Step implements Objective. Only the forward and backward passes are
 // DiT's; the noise, the input, the conditioning time and the loss are the
 // process's (diffusion.Process), so another process changes no line here.
-func (o *DiTDiffusion) Step(_ int, x0 []float32, y []int, rng *rand.Rand) (Metrics, error) {
+func (o *DiTDiffusion) Step(_ int, b *Batch, rng *rand.Rand) (Metrics, error) {
+	x0, y := b.X0, b.Labels
 	c := o.Model.Config
 	var proc diffusion.Process = o.P2.process(o.Schedule)
 	sh := diffusion.Shape{B: len(y), C: c.InChannels, HW: c.InputSize * c.InputSize}
@@ -244,7 +255,8 @@ func (o *DCObjective) timestepWeights(t []int) []float64 {
 }
 
 // Step implements Objective.
-func (o *DCObjective) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Metrics, error) {
+func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) {
+	x0, y := b.X0, b.Labels
 	cfg := o.Model.Config
 	B, L := len(y), cfg.Tokens()
 	// The distillation branch and its timestep weights still read DDPM's

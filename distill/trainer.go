@@ -268,21 +268,29 @@ func (t *Trainer) Run() (_ *Result, err error) {
 	}()
 
 	per := t.Data.C * t.Data.H * t.Data.W
-	x0, y := make([]float32, cfg.BatchSize*per), make([]int, cfg.BatchSize)
+	batch := &Batch{X0: make([]float32, cfg.BatchSize*per), C: t.Data.C, H: t.Data.H, W: t.Data.W, Labels: make([]int, cfg.BatchSize)}
+	if t.Data.Captions != nil {
+		batch.Captions = make([][]int, cfg.BatchSize)
+	}
 	began := time.Now()
 	for step := start; step < cfg.Steps; step++ {
 		if t.Context != nil && t.Context.Err() != nil {
 			return nil, fmt.Errorf("distill: stage %s stopped before step %d: %w; %s", cfg.Stage, step+1, context.Cause(t.Context), run.lastGood())
 		}
 		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(step)))
-		t.Data.Batch(x0, y, cfg.Seed^0x5eedda7a, step)
-		for i := range y {
+		t.Data.Batch(batch, cfg.Seed^0x5eedda7a, step)
+		for i := range batch.Labels {
+			// A dropped sample loses all its conditioning: the label and
+			// the caption.
 			if rng.Float64() < cfg.LabelDropout {
-				y[i] = cfg.NullClass
+				batch.Labels[i] = cfg.NullClass
+				if batch.Captions != nil {
+					batch.Captions[i] = batch.Captions[i][:0]
+				}
 			}
 		}
 		t.Params.ZeroGrad()
-		m, err := t.Objective.Step(step, x0, y, rng)
+		m, err := t.Objective.Step(step, batch, rng)
 		if err != nil {
 			return nil, fmt.Errorf("distill: stage %s step %d: %w", cfg.Stage, step+1, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -145,8 +146,8 @@ type nanAfter struct {
 	n     int
 }
 
-func (o *nanAfter) Step(step int, x0 []float32, y []int, rng *rand.Rand) (Metrics, error) {
-	m, err := o.inner.Step(step, x0, y, rng)
+func (o *nanAfter) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) {
+	m, err := o.inner.Step(step, b, rng)
 	if step >= o.n {
 		m.Loss = math.NaN()
 	}
@@ -247,24 +248,71 @@ func TestFrozenInOneStageOnly(t *testing.T) {
 
 func TestBatchIsAFunctionOfTheStep(t *testing.T) {
 	d := randomData(t, 5, 1, 2)
+	caps := [][]int{{0}, {1, 2}, {3, 4, 5}, {6}, {7, 7}}
+	if err := d.WithCaptions(caps, 8); err != nil {
+		t.Fatal(err)
+	}
 	per := 4
 	seen := map[int]int{}
+	newBatch := func() *Batch {
+		return &Batch{X0: make([]float32, 3*per), Labels: make([]int, 3), Captions: make([][]int, 3)}
+	}
 	for step := range 5 { // 5 steps of 3 = 3 epochs of 5
-		x, y := make([]float32, 3*per), make([]int, 3)
-		d.Batch(x, y, 1, step)
-		x2, y2 := make([]float32, 3*per), make([]int, 3)
-		newDatasetMust(t, d).Batch(x2, y2, 1, step)
-		if !equal(x, x2) {
+		b := newBatch()
+		d.Batch(b, 1, step)
+		fresh := newDatasetMust(t, d)
+		if err := fresh.WithCaptions(caps, 8); err != nil {
+			t.Fatal(err)
+		}
+		b2 := newBatch()
+		fresh.Batch(b2, 1, step)
+		if !equal(b.X0, b2.X0) || !slices.Equal(b.Labels, b2.Labels) {
 			t.Fatalf("step %d: batch depends on history", step)
 		}
-		for i := range y {
-			seen[firstIndex(d, x[i*per:(i+1)*per])]++
+		for i := range b.Labels {
+			j := firstIndex(d, b.X0[i*per:(i+1)*per])
+			seen[j]++
+			if !slices.Equal(b.Captions[i], caps[j]) || !slices.Equal(b2.Captions[i], caps[j]) {
+				t.Fatalf("step %d, sample %d (data %d): captions %v and %v, want %v", step, i, j, b.Captions[i], b2.Captions[i], caps[j])
+			}
 		}
 	}
 	for i := range 5 {
 		if seen[i] != 3 {
 			t.Fatalf("sample %d seen %d times in 3 epochs, want 3", i, seen[i])
 		}
+	}
+}
+
+// WithCaptions refuses captions that do not fit the data set, and the
+// captions are part of the data's identity (a run folder refuses other
+// captions on resume).
+func TestWithCaptions(t *testing.T) {
+	d := randomData(t, 2, 1, 2)
+	plain := d.identity()
+	cases := []struct {
+		caps [][]int
+		err  string
+	}{
+		{[][]int{{0}}, "1 captions for 2 samples"},
+		{[][]int{{0}, {}}, "caption 1 is empty"},
+		{[][]int{{0}, {3, 8}}, "caption 1 has word 8, outside the vocabulary of 8"},
+		{[][]int{{0}, {-1}}, "caption 1 has word -1"},
+	}
+	for _, c := range cases {
+		if err := d.WithCaptions(c.caps, 8); err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("WithCaptions(%v) = %v, want an error containing %q", c.caps, err, c.err)
+		}
+	}
+	if err := d.WithCaptions([][]int{{0}, {1}}, 8); err != nil {
+		t.Fatal(err)
+	}
+	one := d.identity()
+	if err := d.WithCaptions([][]int{{0}, {2}}, 8); err != nil {
+		t.Fatal(err)
+	}
+	if two := d.identity(); one == plain || two == one {
+		t.Errorf("identities without captions, with one set, with another: %s, %s, %s; want three", plain, one, two)
 	}
 }
 
@@ -442,11 +490,11 @@ func TestResumeRefusesCheckpointPaths(t *testing.T) {
 func TestDiTDiffusionP2(t *testing.T) {
 	m := tinyDiT(t, 1)
 	data := randomData(t, 4, 4, 8)
-	x0, y := make([]float32, 4*4*8*8), make([]int, 4)
-	data.Batch(x0, y, 1, 0)
+	b := &Batch{X0: make([]float32, 4*4*8*8), Labels: make([]int, 4)}
+	data.Batch(b, 1, 0)
 	step := func(p P2) Metrics {
 		m.Params.ZeroGrad()
-		got, err := (&DiTDiffusion{Model: m, Schedule: ddpm.Linear(1000), P2: p}).Step(0, x0, y, rand.New(rand.NewPCG(3, 4)))
+		got, err := (&DiTDiffusion{Model: m, Schedule: ddpm.Linear(1000), P2: p}).Step(0, b, rand.New(rand.NewPCG(3, 4)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -462,7 +510,7 @@ func TestDiTDiffusionP2(t *testing.T) {
 	if eps := p2.Loss - p2.VB; !(eps > 0 && eps < plain.MSE) {
 		t.Errorf("P2's weighted ε term %g, want in (0, uniform %g)", eps, plain.MSE)
 	}
-	if _, err := (&DiTDiffusion{Model: m, Schedule: ddpm.Linear(1000), P2: P2{K: 0, Gamma: 1}}).Step(0, x0, y, rand.New(rand.NewPCG(3, 4))); err == nil {
+	if _, err := (&DiTDiffusion{Model: m, Schedule: ddpm.Linear(1000), P2: P2{K: 0, Gamma: 1}}).Step(0, b, rand.New(rand.NewPCG(3, 4))); err == nil {
 		t.Error("P2 with k = 0 ran")
 	}
 }
