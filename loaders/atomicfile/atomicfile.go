@@ -56,3 +56,49 @@ func syncDir(dir string) {
 		d.Close()
 	}
 }
+
+// WriteDir creates the folder path atomically with what fill writes into
+// the temporary folder it is given (files fill writes atomically or not:
+// nobody sees the folder until it is complete). An existing folder at path
+// is replaced: it is moved aside, the new one renamed into place, and the
+// old one removed, so that a reader sees the old folder or the new one.
+// If fill or any step fails, the temporary folder is removed and path is
+// left as it was.
+func WriteDir(path string, fill func(dir string) error) (err error) {
+	path = filepath.Clean(path)
+	parent := filepath.Dir(path)
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err = fill(tmp); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = os.Chmod(tmp, 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	syncDir(tmp)
+	var old string
+	if _, serr := os.Stat(path); serr == nil {
+		old = tmp + ".old"
+		if err = os.Rename(path, old); err != nil {
+			return fmt.Errorf("write %s: moving the old folder aside: %w", path, err)
+		}
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		if old != "" {
+			os.Rename(old, path)
+		}
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	syncDir(parent)
+	if old != "" {
+		os.RemoveAll(old)
+	}
+	return nil
+}

@@ -54,3 +54,36 @@ func TestWriteIntoMissingFolder(t *testing.T) {
 		t.Fatalf("err = %v, want a not-exist error naming the path", err)
 	}
 }
+
+// WriteDir creates a folder, replaces an existing one whole, and leaves
+// the old one in place when fill fails.
+func TestWriteDir(t *testing.T) {
+	parent := t.TempDir()
+	path := filepath.Join(parent, "model")
+	write := func(name, text string) func(string) error {
+		return func(dir string) error { return os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644) }
+	}
+	if err := WriteDir(path, write("a", "1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteDir(path, write("b", "2")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(path, "a")); !os.IsNotExist(err) {
+		t.Errorf("the replaced folder's file a is still there: %v", err)
+	}
+	boom := errors.New("boom")
+	if err := WriteDir(path, func(string) error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("a failing fill: %v, want boom", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(path, "b")); err != nil || string(b) != "2" {
+		t.Errorf("after a failed replacement: %q, %v; want the previous folder", b, err)
+	}
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 {
+		t.Errorf("the parent holds %d entries, want the folder alone (no temporaries)", len(entries))
+	}
+}
