@@ -117,16 +117,25 @@ func (o *ZImageDiffusion) Settings() map[string]string {
 		buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
 	}
 	h.Write(buf)
-	return map[string]string{"kind": "zimage_" + processName(o.Process), "caption_table": "sha256 " + short(h.Sum(nil))}
+	return map[string]string{"kind": "zimage", "process": processName(o.Process), "caption_table": "sha256 " + short(h.Sum(nil))}
 }
 
-// processName names a diffusion process in the fingerprint.
+// processName names a diffusion process and what shapes its noise levels
+// (flow matching's training table, by a digest of its σ) in the
+// fingerprint.
 func processName(p diffusion.Process) string {
 	switch p := p.(type) {
 	case *diffusion.FlowMatch:
-		return "flow_matching"
+		if p.Table == nil {
+			return "flow_matching"
+		}
+		h := sha256.New()
+		for _, v := range p.Table.Sigmas {
+			h.Write(binary.LittleEndian.AppendUint32(nil, math.Float32bits(v)))
+		}
+		return fmt.Sprintf("flow_matching over %d timesteps, σ sha256 %s", len(p.Table.Sigmas), short(h.Sum(nil)))
 	case *diffusion.DDPM:
-		return fmt.Sprintf("ddpm_%d", p.Schedule.Steps())
+		return fmt.Sprintf("ddpm over %d timesteps", p.Schedule.Steps())
 	}
 	return fmt.Sprintf("%T", p)
 }

@@ -33,7 +33,10 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 		licence = baseLicence(r.BasePath())
 	}
 	kind := "dc-dit"
-	if m.dc == nil {
+	switch {
+	case m.zimage != nil:
+		kind = "z-image"
+	case m.dc == nil:
 		kind = "dit"
 	}
 	fmt.Fprintf(&b, "---\nlibrary_name: dcdit\ntags:\n- diffusion\n- %s\n", kind)
@@ -51,19 +54,27 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 		fmt.Fprintf(&b, "A DC-DiT upcycled by dcdit from `%s`: a learned encoder, router and decoder replace the teacher's fixed patchify, so one checkpoint runs at any compute budget chosen at sampling time (the tail-drop fraction ρ).\n\n", base.Path)
 	case m.dc != nil:
 		b.WriteString("A DC-DiT trained from scratch by dcdit: its router chooses the tokens, so one checkpoint runs at any compute budget chosen at sampling time (the tail-drop fraction ρ).\n\n")
+	case m.zimage != nil:
+		b.WriteString("A Z-Image (Z-Image's single-stream architecture, caption-conditioned) trained from scratch by dcdit with flow matching, its captions read through a fixed embedding table that stands in for the text encoder.\n\n")
 	default:
 		b.WriteString("A DiT trained from scratch by dcdit.\n\n")
 	}
 
 	b.WriteString("## Model\n\n")
-	fmt.Fprintf(&b, "- file: `model.safetensors` (%d parameters", len(m.params.Data))
-	if m.dc != nil {
+	fmt.Fprintf(&b, "- file: `%s` (%d parameters", m.fileName(), len(m.params.Data))
+	switch {
+	case m.zimage != nil:
+		c := m.zimage.Config
+		fmt.Fprintf(&b, "; a folder: ComfyUI-named weights and diffusers' config.json)\n- %s, %d latent channels\n", describeZImage(c), c.InChannels)
+		fmt.Fprintf(&b, "- captions: %d-word vocabulary, embedding table of width %d from seed %d (`shapes.EmbeddingTable`; the metadata key `%s` records it)\n",
+			len(m.captions.info.Vocabulary), m.captions.info.Dim, m.captions.info.Seed, CaptionsKey)
+	case m.dc != nil:
 		c := m.dc.Config
 		fmt.Fprintf(&b, "; a DC checkpoint: `dcdit inspect` reads its architecture from the metadata)\n")
 		fmt.Fprintf(&b, "- latents: %d channels on a %d×%d grid; scaffold cells of %d×%d latents (%d cells), encoder/decoder width %d, model width %d, %d encoder and %d decoder conv blocks, target compression N = %g\n",
 			c.InChannels, c.GridRows, c.GridCols, c.Patch(), c.Patch(), c.Cells(), c.EncDecDim, c.ModelDim, c.EncoderBlocks, c.DecoderBlocks, c.TargetN)
 		fmt.Fprintf(&b, "- trained tail-drop fractions ρ: %s\n", floats(trainedRhos(r)))
-	} else {
+	default:
 		b.WriteString("; DiT's original tensor names)\n")
 	}
 	if base != nil {
@@ -93,8 +104,22 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 		writeCardEval(&b, rep, sum.Files)
 	}
 
+	writeCardSampling(&b, r, m)
+	return atomicfile.Write(filepath.Join(out, CardFile), func(w io.Writer) error {
+		_, err := io.WriteString(w, b.String())
+		return err
+	})
+}
+
+// writeCardSampling writes the card's sampling section.
+func writeCardSampling(b *strings.Builder, r *recipes.Recipe, m *model) {
 	b.WriteString("\n## Sampling\n\n```sh\n")
-	if m.dc != nil {
+	switch {
+	case m.zimage != nil:
+		b.WriteString("dcdit sample model --captions caption-features.safetensors --size 16x16 --steps 25 --png samples.png\n")
+		b.WriteString("```\n\nThe caption features are the prompts' words looked up in the embedding table above, [N, L, dim] with their lengths (`cap_feats`, `cap_lens`).\n")
+		return
+	case m.dc != nil:
 		rho := 0.0
 		if rs := trainedRhos(r); len(rs) > 0 {
 			rho = rs[len(rs)/2]
@@ -103,8 +128,8 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 		if r.Eval.DenseBelow > 0 {
 			dense = fmt.Sprintf(" --dense-below %g", r.Eval.DenseBelow)
 		}
-		fmt.Fprintf(&b, "dcdit sample model.safetensors --class 0 --num 8 --rho %g%s --cfg %g --steps %d --png samples.png\n", rho, dense, r.Eval.CFG, r.Eval.SamplingSteps)
-	} else {
+		fmt.Fprintf(b, "dcdit sample model.safetensors --class 0 --num 8 --rho %g%s --cfg %g --steps %d --png samples.png\n", rho, dense, r.Eval.CFG, r.Eval.SamplingSteps)
+	default:
 		b.WriteString("dcdit sample model.safetensors --class 0 --num 8 --png samples.png\n")
 	}
 	b.WriteString("```\n")
@@ -115,10 +140,6 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 		}
 		b.WriteString(".\n")
 	}
-	return atomicfile.Write(filepath.Join(out, CardFile), func(w io.Writer) error {
-		_, err := io.WriteString(w, b.String())
-		return err
-	})
 }
 
 // writeCardEval writes the evaluation section: one row per ρ, the

@@ -35,6 +35,10 @@ func trainingData(r *recipes.Recipe, teacher *dit.Model, out string, seed uint64
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: data: %w", err)
 		}
+		if d.Captions {
+			logf("data: %d procedural shapes samples of %d×%d with captions", d.Samples, size, size)
+			return g.CaptionedSet(d.Samples)
+		}
 		logf("data: %d procedural shapes samples of %d×%d", d.Samples, size, size)
 		return g.Set(d.Samples)
 	case recipes.SourceTeacher:

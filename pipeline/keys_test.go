@@ -36,6 +36,12 @@ var (
 	}
 	keyWalkTeacher = withLines(keyWalkUpcycle, "[data]", `source = "teacher"`, `samples = 4`, `sampling_steps = 2`)
 	keyWalkFile    = withLines(keyWalkUpcycle, "[data]", `source = "file"`, `path = "data.safetensors"`)
+	keyWalkZImage  = []section{
+		{"", []string{`name = "walk"`}},
+		{"[model]", []string{`kind = "zimage"`, `depth = 1`, `hidden_size = 32`, `num_heads = 2`, `input_size = 8`, `caption_dim = 8`}},
+		{"[data]", []string{`samples = 4`}},
+		{"[[stage]]", []string{`kind = "train"`, `steps = 2`, `batch_size = 4`}},
+	}
 	keyWalkScratch = []section{
 		{"", []string{`name = "walk"`}},
 		{"[model]", []string{`depth = 1`, `hidden_size = 32`, `num_heads = 2`, `input_size = 8`, `num_classes = 10`}},
@@ -63,7 +69,7 @@ func TestEveryRecipeKeyIsUsedOrRefused(t *testing.T) {
 	os.MkdirAll(filepath.Join(dir, "other"), 0o755)
 	writeOtherTeacher(t, filepath.Join(dir, "other"))
 	writeKeyedData(t, filepath.Join(dir, "data.safetensors"))
-	bases := map[string][]section{"upcycle": keyWalkUpcycle, "teacher": keyWalkTeacher, "file": keyWalkFile, "scratch": keyWalkScratch}
+	bases := map[string][]section{"upcycle": keyWalkUpcycle, "teacher": keyWalkTeacher, "file": keyWalkFile, "scratch": keyWalkScratch, "zimage": keyWalkZImage}
 
 	type entry struct {
 		value string
@@ -81,6 +87,10 @@ func TestEveryRecipeKeyIsUsedOrRefused(t *testing.T) {
 		"model.preset": m(`"DiT-S/4"`), "model.depth": m(`2`), "model.hidden_size": m(`64`), "model.num_heads": m(`4`),
 		"model.patch_size": m(`4`), "model.in_channels": m(`3`), "model.input_size": m(`16`), "model.num_classes": m(`5`),
 		"model.learn_sigma": m(`false`), "model.mlp_ratio": m(`2.0`), "model.class_embedding_std": m(`1.0`),
+		"model.kind": {value: `"dit"`, base: "zimage", want: rejected}, "model.refiner_depth": {value: `2`, base: "zimage", want: changes},
+		"model.caption_dim": {value: `16`, base: "zimage", want: changes}, "diffusion.process": e(`"flow_matching"`, rejected),
+		"diffusion.shift": {value: `2.0`, base: "zimage", want: changes}, "data.captions": {value: `false`, base: "zimage", want: rejected},
+		"data.caption_table_seed": {value: `5`, base: "zimage", want: changes},
 
 		"scaffold.target_n": e(`2.0`, changes), "scaffold.encoder_blocks": e(`2`, changes), "scaffold.decoder_blocks": e(`2`, changes),
 		"scaffold.width_factor": e(`2`, changes), "scaffold.norm_groups": e(`4`, changes), "scaffold.sigma": e(`2.0`, changes),

@@ -45,6 +45,7 @@ import (
 	"github.com/dcdit/dcdit/params"
 	"github.com/dcdit/dcdit/recipes"
 	"github.com/dcdit/dcdit/upcycle"
+	"github.com/dcdit/dcdit/zimage"
 )
 
 // Options adjust a run.
@@ -79,6 +80,8 @@ type Summary struct {
 type model struct {
 	dit        *dit.Model
 	dc         *dc.Model
+	zimage     *zimage.Model
+	captions   *captionTable // a Z-Image's text-encoder stand-in
 	params     *params.Set
 	numClasses int // labels 0 … numClasses−1; numClasses is the null class
 }
@@ -168,6 +171,9 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 		return nil, err
 	}
 	data.Identity = dataIdentity(r, set, seed)
+	if err := m.attachCaptions(data, set); err != nil {
+		return nil, err
+	}
 	if err := m.checkData(data, set.NumClasses); err != nil {
 		return nil, err
 	}
@@ -232,7 +238,7 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 		// The run is over: from here on the model is its average.
 		copy(m.params.Data, ema)
 	}
-	sum.Model = filepath.Join(out, "model.safetensors")
+	sum.Model = filepath.Join(out, m.fileName())
 	if err := m.save(sum.Model, r); err != nil {
 		return nil, err
 	}
@@ -365,6 +371,13 @@ func buildModel(r *recipes.Recipe, teacher *dit.Model, weights *dit.Weights, see
 			return nil, err
 		}
 		return &model{dit: m, params: m.Params, numClasses: m.Config.NumClasses}, nil
+	case r.IsZImage():
+		m, err := zimage.Init(r.Model.ZImageConfig(), seed)
+		if err != nil {
+			return nil, err
+		}
+		ct := newCaptionTable(r.Model.CaptionDim, uint64(r.Data.CaptionTableSeed))
+		return &model{zimage: m, captions: ct, params: m.Params, numClasses: r.Model.NumClasses}, nil
 	default:
 		m, err := dit.InitWith(ditConfig(r.Model), seed, dit.InitOptions{ClassStd: r.Model.ClassEmbeddingStd})
 		if err != nil {
@@ -395,6 +408,9 @@ func buildModel(r *recipes.Recipe, teacher *dit.Model, weights *dit.Weights, see
 }
 
 func (m *model) describe() string {
+	if m.zimage != nil {
+		return describeZImage(m.zimage.Config)
+	}
 	if m.dc != nil {
 		c := m.dc.Config
 		return fmt.Sprintf("DC model (grid %d×%d, D %d, E %d, N %g)", c.GridRows, c.GridCols, c.ModelDim, c.EncDecDim, c.TargetN)
@@ -409,9 +425,15 @@ func (m *model) checkData(d *distill.Dataset, classes int) error {
 		return fmt.Errorf("pipeline: the data has %d classes, the model %d", classes, m.numClasses)
 	}
 	var c, h, w int
-	if m.dc != nil {
+	switch {
+	case m.dc != nil:
 		c, h, w = m.dc.Config.InChannels, m.dc.Config.GridRows, m.dc.Config.GridCols
-	} else {
+	case m.zimage != nil:
+		if d.Captions == nil {
+			return fmt.Errorf("pipeline: a Z-Image trains on captions, and the data has none")
+		}
+		return nil // any grid its patch size divides, which Prepare checks
+	default:
 		c, h, w = m.dit.Config.InChannels, m.dit.Config.InputSize, m.dit.Config.InputSize
 	}
 	if d.C != c || d.H != h || d.W != w {
@@ -422,6 +444,16 @@ func (m *model) checkData(d *distill.Dataset, classes int) error {
 
 // objective builds a stage's loss.
 func (m *model) objective(r *recipes.Recipe, st *recipes.Stage, teacher *dit.Model, sched *ddpm.Schedule) (distill.Objective, error) {
+	if m.zimage != nil {
+		if st.Kind != recipes.KindTrain {
+			return nil, fmt.Errorf("pipeline: stage %s: a Z-Image trains from scratch (kind %q), found %q", st.Name, recipes.KindTrain, st.Kind)
+		}
+		proc, err := flowMatching(r)
+		if err != nil {
+			return nil, err
+		}
+		return &distill.ZImageDiffusion{Model: m.zimage, Process: proc, Table: m.captions.table}, nil
+	}
 	if m.dc == nil {
 		if st.Kind == recipes.KindDistill {
 			return nil, fmt.Errorf("pipeline: stage %s: distillation needs a scaffold (a DC model) to train", st.Name)

@@ -19,6 +19,9 @@ func (m *model) save(path string, r *recipes.Recipe) error {
 	if err != nil {
 		return err
 	}
+	if m.zimage != nil {
+		return m.saveZImage(path, r)
+	}
 	if m.dit != nil {
 		return dit.SaveAs(path, m.dit, nil, map[string]string{"dcdit.recipe": text}, dt)
 	}
@@ -31,6 +34,15 @@ func (m *model) save(path string, r *recipes.Recipe) error {
 		info.Base = b
 	}
 	return checkpoint.Save(path, m.dc, info)
+}
+
+// fileName is the final model's name in the output folder: a file, or a
+// Z-Image's folder (weights and config.json).
+func (m *model) fileName() string {
+	if m.zimage != nil {
+		return "model"
+	}
+	return "model.safetensors"
 }
 
 // saveDType maps save.dtype onto the stored tensor type.

@@ -43,6 +43,7 @@ func check(p *problems, r *Recipe) {
 	}
 	oneOf(p, "diffusion.schedule", r.Diffusion.Schedule, "linear")
 	positive(p, "diffusion.steps", r.Diffusion.Steps)
+	checkZImage(p, r)
 	checkData(p, r)
 	checkStages(p, r)
 
@@ -535,4 +536,84 @@ func quoteJoin(v []string) string {
 		q[i] = strconv.Quote(s)
 	}
 	return strings.Join(q, " or ")
+}
+
+// checkZImage checks what a Z-Image recipe ([model] kind = "zimage")
+// allows, and the keys that belong to one kind of model or process.
+func checkZImage(p *problems, r *Recipe) {
+	written := func(key string) bool { return !r.defaults[key] && (p.lines == nil || p.lines.has(key)) }
+	zi := r.IsZImage()
+	if r.Model != nil && oneOf(p, "model.kind", r.Model.Kind, ModelDiT, ModelZImage) {
+		m := r.Model
+		dit := []string{"model.preset", "model.num_classes", "model.learn_sigma", "model.mlp_ratio", "model.class_embedding_std"}
+		zimage := []string{"model.refiner_depth", "model.caption_dim"}
+		only, kind := zimage, ModelZImage
+		if zi {
+			only, kind = dit, ModelDiT
+		}
+		for _, k := range only {
+			if written(k) {
+				p.add(k, "found with model.kind = %q, expected it only with model.kind = %q", m.Kind, kind)
+			}
+		}
+		if zi {
+			positive(p, "model.refiner_depth", m.RefinerDepth)
+			positive(p, "model.caption_dim", m.CaptionDim)
+			if m.HiddenSize > 0 && m.NumHeads > 0 && m.HiddenSize%m.NumHeads == 0 && (m.HiddenSize/m.NumHeads)%8 != 0 {
+				p.bad("model.num_heads", m.NumHeads, "a head width hidden_size/num_heads that is a multiple of 8 (its three RoPE axes), found %d", m.HiddenSize/m.NumHeads)
+			}
+			if r.Scaffold != nil {
+				p.add("scaffold", "found with model.kind = %q, expected none: training a DC-Z-Image is not supported yet (upcycle a trained Z-Image with --graft-only)", m.Kind)
+			}
+		}
+	}
+	want := ProcessDDPM
+	if zi {
+		want = ProcessFlowMatching
+	}
+	if oneOf(p, "diffusion.process", r.Diffusion.Process, ProcessDDPM, ProcessFlowMatching) && r.Diffusion.Process != want {
+		kind := ModelDiT
+		if zi {
+			kind = ModelZImage
+		}
+		p.add("diffusion.process", "found %q with model.kind = %q, expected %q (a DiT trains with DDPM, a Z-Image with flow matching)", r.Diffusion.Process, kind, want)
+	}
+	switch r.Diffusion.Process {
+	case ProcessFlowMatching:
+		if !(r.Diffusion.Shift > 0) || math.IsInf(r.Diffusion.Shift, 0) {
+			p.bad("diffusion.shift", r.Diffusion.Shift, "a finite shift > 0")
+		}
+		if written("diffusion.schedule") {
+			p.add("diffusion.schedule", "found with diffusion.process = %q, expected it only with \"ddpm\" (flow matching has no β schedule)", r.Diffusion.Process)
+		}
+	case ProcessDDPM:
+		if written("diffusion.shift") {
+			p.add("diffusion.shift", "found with diffusion.process = %q, expected it only with \"flow_matching\"", r.Diffusion.Process)
+		}
+	}
+	d := &r.Data
+	switch {
+	case written("data.captions") && d.Source != SourceShapes:
+		p.add("data.captions", "found with data.source = %q, expected it only with \"shapes\" (a data file carries its own captions)", d.Source)
+	case zi && d.Source == SourceShapes && !d.Captions:
+		p.add("data.captions", "found false with model.kind = %q, expected true: a Z-Image trains on captions", ModelZImage)
+	case d.Captions && !zi:
+		p.add("data.captions", "found true with a model that takes class labels, expected it only with model.kind = %q", ModelZImage)
+	}
+	if !zi {
+		if written("data.caption_table_seed") {
+			p.add("data.caption_table_seed", "found without a Z-Image, expected it only with model.kind = %q (the table feeds its captions)", ModelZImage)
+		}
+		return
+	}
+	if r.Save.DType != "f32" {
+		p.bad("save.dtype", r.Save.DType, "\"f32\" with model.kind = %q (a trained Z-Image is saved in F32)", ModelZImage)
+	}
+	for i := range r.Stages {
+		for _, k := range []string{"loss", "p2_gamma", "p2_k", "class_embedder_lr_scale", "trainable", "frozen"} {
+			if key := indexKey("stage", i) + "." + k; written(key) {
+				p.add(key, "found with model.kind = %q, expected it only with a DiT: a Z-Image trains every parameter with flow matching's loss and has no class embedder", ModelZImage)
+			}
+		}
+	}
 }

@@ -93,6 +93,9 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 
 	if r.Model != nil {
 		m := r.Model
+		setDefault(d, "model.kind", &m.Kind, ModelDiT)
+		setDefault(d, "model.refiner_depth", &m.RefinerDepth, 1)
+		setDefault(d, "model.caption_dim", &m.CaptionDim, 32)
 		setDefault(d, "model.preset", &m.Preset, "")
 		patch := 2
 		if p, ok := arch.LookupDiTPreset(m.Preset); ok {
@@ -136,6 +139,12 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 		setDefault(d, "scaffold.router.ratio_batch_size", &s.Router.RatioBatchSize, DefaultRatioBatch)
 	}
 
+	process := ProcessDDPM
+	if r.IsZImage() {
+		process = ProcessFlowMatching
+	}
+	setDefault(d, "diffusion.process", &r.Diffusion.Process, process)
+	setDefault(d, "diffusion.shift", &r.Diffusion.Shift, 3.0)
 	setDefault(d, "diffusion.schedule", &r.Diffusion.Schedule, "linear")
 	setDefault(d, "diffusion.steps", &r.Diffusion.Steps, 1000)
 
@@ -151,6 +160,8 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 	setDefault(d, "data.sampling_steps", &r.Data.SamplingSteps, 250)
 	setDefault(d, "data.cfg", &r.Data.CFG, 1.0)
 	setDefault(d, "data.classes", &r.Data.Classes, []int{})
+	setDefault(d, "data.captions", &r.Data.Captions, r.IsZImage())
+	setDefault(d, "data.caption_table_seed", &r.Data.CaptionTableSeed, 0)
 
 	counts := map[string]int{}
 	for _, st := range r.Stages {

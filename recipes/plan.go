@@ -251,6 +251,10 @@ func NewPlan(r *Recipe) (pl *Plan, err error) {
 			planZImage(p, r, pl)
 			return pl, p.err()
 		}
+	case r.IsZImage():
+		pl.Recipe.Kind = "train-zimage"
+		planZImageModel(p, r, pl)
+		return pl, p.err()
 	case r.Model != nil:
 		cfg = modelConfig(r)
 		pl.Backbone = BackboneInfo{Architecture: arch.DiT, Source: "model", Config: cfg}

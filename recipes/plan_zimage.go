@@ -134,3 +134,69 @@ func zimageActivationFloats(c *dc.Config, zc *arch.ZImageConfig, M int) int64 {
 	m, joint := int64(M), int64(M+zimage.TypicalCaptionLen)
 	return int64(c.Cells())*scaffoldFloats(c) + int64(zc.NRefinerLayers)*block(m) + int64(zc.NLayers)*block(joint)
 }
+
+// ZImageConfig sizes a Z-Image from [model] (kind "zimage"): Z-Image's
+// own ratios where the recipe says nothing (the feed-forward width 8/3·D,
+// the adaLN width min(D, 256), RoPE over (time, row, column) with the head
+// width split 1/4, 3/8, 3/8 as Z-Image's 32/48/48 of 128, θ 256), and a
+// timestep MLP as wide as the model instead of 1024 at this scale.
+func (m *Model) ZImageConfig() *arch.ZImageConfig {
+	hd := m.HiddenSize / m.NumHeads
+	spatial := 3 * hd / 8 / 2 * 2
+	return &arch.ZImageConfig{
+		Dim: m.HiddenSize, NLayers: m.Depth, NRefinerLayers: m.RefinerDepth, NHeads: m.NumHeads, NKVHeads: m.NumHeads,
+		InChannels: m.InChannels, PatchSize: m.PatchSize, FPatchSize: 1, CapFeatDim: m.CaptionDim, QKNorm: true,
+		NormEps: 1e-5, RopeTheta: 256, TScale: 1000,
+		AxesDims:  []int64{int64(hd - 2*spatial), int64(spatial), int64(spatial)},
+		AxesLens:  []int64{1536, int64(m.InputSize), int64(m.InputSize)},
+		FFNHidden: int(float64(m.HiddenSize) / 3 * 8), AdaLNDim: min(m.HiddenSize, 256), TMidDim: m.HiddenSize,
+		FrequencySize: 256,
+	}
+}
+
+// toyCaptionLen is the caption length a Z-Image trained on the shapes
+// captions is planned for: the longest caption (7 words), which the
+// model pads to SeqMultiOf tokens.
+const toyCaptionLen = zimage.SeqMultiOf
+
+// planZImageModel plans a Z-Image trained from scratch ([model] kind
+// "zimage"): its parameters, its FLOPs per image along flow matching's
+// sampling run, and each stage's compute and memory.
+func planZImageModel(p *problems, r *Recipe, pl *Plan) {
+	zc := r.Model.ZImageConfig()
+	if err := zimage.CheckConfig(zc); err != nil {
+		p.add("model", "%v", err)
+		return
+	}
+	pl.Backbone = BackboneInfo{Architecture: arch.ZImage, Source: "model", ZImage: zc}
+	exp := arch.ExpectedZImage(zc, arch.Comfy)
+	for i, name := range exp.Names() {
+		// Grouped as the same tensors of a pretrained Z-Image are.
+		pl.Params = append(pl.Params, Param{Name: name, Shape: ints(exp.Shape(i)), Group: finestGroup(dc.BackbonePrefix+name, true)})
+	}
+	countParams(pl, nil, nil)
+	pl.Data = DataInfo{Source: r.Data.Source, Samples: r.Data.Samples}
+
+	L := r.Model.InputSize
+	patches := (L / zc.PatchSize) * (L / zc.PatchSize)
+	fwd := zimage.ForwardFLOPs(zc, patches, toyCaptionLen).Total()
+	steps := r.Eval.SamplingSteps
+	f := &pl.FLOPs
+	f.Convention, f.SamplingSteps, f.CFG = FLOPsConvention, steps, r.Eval.CFG
+	f.KeptTokens = fmt.Sprintf("every patch; captions padded to %d tokens", toyCaptionLen)
+	f.Rows = append(f.Rows, FLOPsRow{Model: "zimage", Tokens: patches, Kept: patches, GFLOPsPerForward: fwd / 1e9,
+		TFLOPsPerImage: fwd * float64(steps) / 1e12, RelativeToBase: 1})
+
+	D, H, ffn := int64(zc.Dim), int64(zc.NHeads), int64(zc.FFNHidden)
+	block := func(tokens int64) int64 { return tokens*(12*D+3*ffn) + H*tokens*tokens }
+	img, capt := int64(zimage.SeqMultiOf*((patches+zimage.SeqMultiOf-1)/zimage.SeqMultiOf)), int64(toyCaptionLen)
+	acts := int64(zc.NRefinerLayers)*(block(img)+block(capt)) + int64(zc.NLayers)*block(img+capt)
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		sp := newStagePlan(p, pl, st, indexKey("stage", i), false)
+		sp.Loss = ProcessFlowMatching
+		sp.setCompute(st, fwd, 0)
+		sp.Memory = memoryWith(pl, st, sp.Trainable, acts)
+		pl.Stages = append(pl.Stages, sp)
+	}
+}

@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -89,5 +90,51 @@ func TestPlanZImage(t *testing.T) {
 		if _, _, err := Check(write(text), LoadOptions{}); err == nil || !strings.Contains(err.Error(), tt.key) {
 			t.Errorf("%s: err = %v, want it named", tt.key, err)
 		}
+	}
+}
+
+// A Z-Image trained from scratch plans as one: its own parameters, its
+// FLOPs along the sampling run, flow matching's loss, and the stages'
+// compute, which grow with the model.
+func TestPlanZImageModel(t *testing.T) {
+	text := func(dim int) string {
+		return fmt.Sprintf("name = \"z\"\n[model]\nkind = \"zimage\"\ndepth = 2\nhidden_size = %d\nnum_heads = 2\ninput_size = 16\n[data]\nsamples = 8\n[[stage]]\nkind = \"train\"\nsteps = 10\nbatch_size = 4\n", dim)
+	}
+	var params []int64
+	var compute []float64
+	for _, dim := range []int{32, 64} {
+		r, err := Parse("z.toml", text(dim), t.TempDir(), LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl, err := NewPlan(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pl.Recipe.Kind != "train-zimage" || pl.Backbone.ZImage == nil || pl.Backbone.ZImage.Dim != dim {
+			t.Fatalf("kind %q, backbone %+v", pl.Recipe.Kind, pl.Backbone)
+		}
+		want := int64(0)
+		exp := arch.ExpectedZImage(pl.Backbone.ZImage, arch.Comfy)
+		for i := range exp.Names() {
+			n := int64(1)
+			for _, d := range exp.Shape(i) {
+				n *= d
+			}
+			want += n
+		}
+		if pl.Parameters.Total != want {
+			t.Errorf("D %d: %d parameters, want the Z-Image's %d", dim, pl.Parameters.Total, want)
+		}
+		if len(pl.FLOPs.Rows) != 1 || !(pl.FLOPs.Rows[0].GFLOPsPerForward > 0) {
+			t.Errorf("D %d: FLOPs rows %+v", dim, pl.FLOPs.Rows)
+		}
+		if len(pl.Stages) != 1 || pl.Stages[0].Loss != ProcessFlowMatching {
+			t.Fatalf("D %d: stages %+v", dim, pl.Stages)
+		}
+		params, compute = append(params, pl.Parameters.Total), append(compute, pl.Stages[0].PFLOPsTotal)
+	}
+	if !(params[1] > params[0] && compute[1] > compute[0]) {
+		t.Errorf("parameters %v and compute %v do not grow with the width", params, compute)
 	}
 }

@@ -85,6 +85,14 @@ const (
 	ScheduleLinear   = "linear"   // linear decay from lr to min_lr at the last step
 )
 
+// The model.kind and diffusion.process values.
+const (
+	ModelDiT            = "dit"
+	ModelZImage         = "zimage"
+	ProcessDDPM         = "ddpm"
+	ProcessFlowMatching = "flow_matching"
+)
+
 // Recipe is a decoded, defaulted recipe. Exactly one of Base and Model is
 // set; Scaffold is nil for a fixed-patch DiT.
 type Recipe struct {
@@ -162,6 +170,18 @@ type Base struct {
 
 // Model sizes a DiT backbone built from scratch (recipes without [base]).
 type Model struct {
+	// Kind is the architecture: "dit" (a class-conditional DiT) or
+	// "zimage" (a caption-conditioned Z-Image, trained with flow matching
+	// on captioned data; depth, hidden_size, num_heads, patch_size,
+	// in_channels and input_size size it too). Default: "dit".
+	Kind string `toml:"kind"`
+	// RefinerDepth is a Z-Image's noise- and context-refiner blocks each
+	// (zimage only). Default: 1.
+	RefinerDepth int `toml:"refiner_depth"`
+	// CaptionDim is a Z-Image's caption feature width: the embedding
+	// table standing in for the text encoder has rows this wide (zimage
+	// only). Default: 32.
+	CaptionDim int `toml:"caption_dim"`
 	// Preset is a DiT size ("DiT-S/2", "DiT-B/2", "DiT-L/2", "DiT-XL/2",
 	// also /4 and /8) giving depth, hidden_size, num_heads and patch_size;
 	// keys written next to it override it. Default: none.
@@ -305,9 +325,19 @@ type Router struct {
 	RatioBatchSize int `toml:"ratio_batch_size"`
 }
 
-// Diffusion is the training noise process (DiT's DDPM).
+// Diffusion is the training noise process: DiT's DDPM, or Z-Image's
+// flow matching.
 type Diffusion struct {
-	// Schedule is the β schedule: "linear". Default: "linear".
+	// Process is "ddpm" (DiT) or "flow_matching" (Z-Image's rectified
+	// flow). Default: "flow_matching" for model.kind = "zimage", else
+	// "ddpm".
+	Process string `toml:"process"`
+	// Shift is flow matching's timestep shift σ' = sσ/(1+(s−1)σ), which
+	// the training table and sampling use (flow_matching only).
+	// Default: 3, Z-Image's.
+	Shift float64 `toml:"shift"`
+	// Schedule is DDPM's β schedule: "linear" (ddpm only). Default:
+	// "linear".
 	Schedule string `toml:"schedule"`
 	// Steps is the number of training timesteps T (t ~ U{0..T−1}); the
 	// teacher's samples and the evaluation use it too. With [base] it
@@ -350,6 +380,14 @@ type Data struct {
 	// Classes restricts generated labels to these classes (cycled
 	// evenly; teacher only). Default: empty, all classes.
 	Classes []int `toml:"classes"`
+	// Captions gives each procedural sample a caption (shapes only; a
+	// data file carries its own when it has them), which a Z-Image
+	// trains on. Default: true for model.kind = "zimage", else false.
+	Captions bool `toml:"captions"`
+	// CaptionTableSeed seeds the caption embedding table, the text
+	// encoder's stand-in (shapes.EmbeddingTable; the model records it).
+	// Default: 0.
+	CaptionTableSeed int64 `toml:"caption_table_seed"`
 }
 
 // Stage is one training stage. Defaults that depend on the kind:
@@ -565,6 +603,10 @@ func (r *Recipe) HasScaffold() bool { return r.Scaffold != nil }
 // "scaffold.router.groups") was filled in by a default rather than
 // written in the file.
 func (r *Recipe) IsDefault(key string) bool { return r.defaults[key] }
+
+// IsZImage says whether the recipe trains a Z-Image ([model] kind =
+// "zimage").
+func (r *Recipe) IsZImage() bool { return r.Model != nil && r.Model.Kind == ModelZImage }
 
 // Line returns the line of a display key in the recipe file, or of the
 // nearest enclosing table written there; 0 when unknown.

@@ -1,0 +1,84 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/dcdit/dcdit/datasets"
+	"github.com/dcdit/dcdit/datasets/shapes"
+	"github.com/dcdit/dcdit/diffusion"
+	"github.com/dcdit/dcdit/distill"
+	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/recipes"
+	"github.com/dcdit/dcdit/zimage"
+	"github.com/dcdit/dcdit/zimage/flowmatch"
+)
+
+// CaptionsKey is the metadata key under which a Z-Image trained on
+// captions records its text-encoder stand-in: the vocabulary and the
+// embedding table's width and seed (shapes.EmbeddingTable rebuilds it bit
+// for bit), so that a sampler turns prompts into the features the model
+// was trained on.
+const CaptionsKey = "dcdit.captions"
+
+// CaptionTableInfo is CaptionsKey's JSON.
+type CaptionTableInfo struct {
+	Vocabulary []string `json:"vocabulary"`
+	Dim        int      `json:"dim"`
+	Seed       uint64   `json:"seed"`
+}
+
+// captionTable is a Z-Image's caption embedding table with what rebuilds it.
+type captionTable struct {
+	info  CaptionTableInfo
+	table []float32
+}
+
+func newCaptionTable(dim int, seed uint64) *captionTable {
+	return &captionTable{
+		info:  CaptionTableInfo{Vocabulary: shapes.Vocabulary, Dim: dim, Seed: seed},
+		table: shapes.EmbeddingTable(dim, seed),
+	}
+}
+
+// attachCaptions gives a Z-Image's training data its captions, which must
+// be in the vocabulary of the model's caption table; other models train
+// on labels and leave them out.
+func (m *model) attachCaptions(d *distill.Dataset, set *datasets.Set) error {
+	if m.zimage == nil || set.Captions == nil {
+		return nil
+	}
+	if !slices.Equal(set.Vocabulary, m.captions.info.Vocabulary) {
+		return fmt.Errorf("pipeline: the data's captions use a vocabulary of %d words (%s …), the caption table the shapes vocabulary of %d",
+			len(set.Vocabulary), strings.Join(set.Vocabulary[:min(4, len(set.Vocabulary))], " "), len(m.captions.info.Vocabulary))
+	}
+	return d.WithCaptions(set.Captions, len(set.Vocabulary))
+}
+
+// flowMatching is the recipe's flow-matching process: Z-Image's training
+// table over diffusion.steps timesteps with diffusion.shift.
+func flowMatching(r *recipes.Recipe) (*diffusion.FlowMatch, error) {
+	table, err := flowmatch.Config{NumTrainTimesteps: r.Diffusion.Steps, Shift: r.Diffusion.Shift}.TrainingTable()
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: diffusion: %w", err)
+	}
+	return &diffusion.FlowMatch{Table: table}, nil
+}
+
+// saveZImage writes a trained Z-Image folder with its recipe and caption
+// table in the metadata.
+func (m *model) saveZImage(dir string, r *recipes.Recipe) error {
+	info, err := json.Marshal(m.captions.info)
+	if err != nil {
+		return err
+	}
+	return zimage.Save(dir, m.zimage, nil, map[string]string{"dcdit.recipe": r.Text, CaptionsKey: string(info)})
+}
+
+// describeZImage is describe for a Z-Image.
+func describeZImage(c *arch.ZImageConfig) string {
+	return fmt.Sprintf("Z-Image (%d layers, %d refiner layers each, D %d, %d heads, patch %d, captions of %d-wide features)",
+		c.NLayers, c.NRefinerLayers, c.Dim, c.NHeads, c.PatchSize, c.CapFeatDim)
+}

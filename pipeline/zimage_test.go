@@ -1,0 +1,106 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dcdit/dcdit/datasets/shapes"
+	"github.com/dcdit/dcdit/loaders"
+	"github.com/dcdit/dcdit/zimage"
+)
+
+// A Z-Image recipe trains from scratch with flow matching on captioned
+// shapes and writes a model folder that zimage.Load reads, recording its
+// recipe and its caption table (rebuilt bit for bit from the metadata),
+// and a card; running it again resumes the finished stage.
+func TestTrainZImage(t *testing.T) {
+	dir := t.TempDir()
+	r := parseSections(t, dir, setKey(keyWalkZImage, "stage[0].class_dropout", `0.5`))
+	out := filepath.Join(dir, "run")
+	sum, err := Run(r, Options{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Model != filepath.Join(out, "model") {
+		t.Errorf("model at %s, want the folder %s", sum.Model, filepath.Join(out, "model"))
+	}
+	w, err := zimage.Load(sum.Model, zimage.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := w.Config; c.Dim != 32 || c.NLayers != 1 || c.NHeads != 2 || c.CapFeatDim != 8 || c.InChannels != 4 {
+		t.Errorf("config %+v, want the recipe's sizes", c)
+	}
+	m, err := zimage.New(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Forward([]zimage.Latent{{Data: make([]float32, 4*8*8), F: 1, H: 8, W: 8}}, []float32{0.5}, [][]float32{make([]float32, 8)}); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := loaders.Open(sum.Model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	if ck.Metadata["dcdit.recipe"] != r.Text {
+		t.Error("the model does not record its recipe")
+	}
+	var info CaptionTableInfo
+	if err := json.Unmarshal([]byte(ck.Metadata[CaptionsKey]), &info); err != nil {
+		t.Fatalf("%s: %v", CaptionsKey, err)
+	}
+	if info.Dim != 8 || !slices.Equal(info.Vocabulary, shapes.Vocabulary) {
+		t.Errorf("caption table %+v, want width 8 over the shapes vocabulary", info)
+	}
+	card, err := os.ReadFile(filepath.Join(out, CardFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"z-image", "flow matching", "`model`", "dcdit.captions"} {
+		if !strings.Contains(string(card), want) {
+			t.Errorf("the card lacks %q", want)
+		}
+	}
+	again, err := Run(r, Options{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Stages[0].Complete {
+		t.Error("running again retrained the finished stage")
+	}
+}
+
+// What a Z-Image recipe refuses, each naming its key.
+func TestZImageRecipeRefusals(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name  string
+		secs  []section
+		parts []string
+	}{
+		{"a scaffold", append(slices.Clone(keyWalkZImage), section{"[scaffold]", []string{`norm_groups = 8`}}), []string{"scaffold", "DC-Z-Image is not supported yet"}},
+		{"DDPM", setKey(keyWalkZImage, "diffusion.process", `"ddpm"`), []string{"diffusion.process", "flow matching"}},
+		{"a DiT key", setKey(keyWalkZImage, "model.num_classes", `10`), []string{"model.num_classes", `model.kind = "dit"`}},
+		{"no captions", setKey(keyWalkZImage, "data.captions", `false`), []string{"data.captions", "trains on captions"}},
+		{"p2", setKey(keyWalkZImage, "stage[0].p2_gamma", `1.0`), []string{"stage[0].p2_gamma"}},
+		{"bf16", setKey(keyWalkZImage, "save.dtype", `"bf16"`), []string{"save.dtype", "F32"}},
+		{"a head width off RoPE's axes", setKey(keyWalkZImage, "model.num_heads", `8`), []string{"model.num_heads", "multiple of 8"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := parse(dir, render(c.secs))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, p := range c.parts {
+				if !strings.Contains(err.Error(), p) {
+					t.Errorf("%v: want %q in it", err, p)
+				}
+			}
+		})
+	}
+}
