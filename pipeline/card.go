@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/eval"
 	"github.com/dcdit/dcdit/loaders"
@@ -67,7 +68,7 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 		c := m.zimage.Config
 		fmt.Fprintf(&b, "; a folder: ComfyUI-named weights and diffusers' config.json)\n- %s, %d latent channels\n", describeZImage(c), c.InChannels)
 		fmt.Fprintf(&b, "- captions: %d-word vocabulary, embedding table of width %d from seed %d (`shapes.EmbeddingTable`; the metadata key `%s` records it)\n",
-			len(m.captions.info.Vocabulary), m.captions.info.Dim, m.captions.info.Seed, CaptionsKey)
+			len(m.captions.info.Vocabulary), m.captions.info.Dim, m.captions.info.Seed, shapes.CaptionTableKey)
 	case m.dc != nil:
 		c := m.dc.Config
 		fmt.Fprintf(&b, "; a DC checkpoint: `dcdit inspect` reads its architecture from the metadata)\n")
@@ -116,8 +117,9 @@ func writeCardSampling(b *strings.Builder, r *recipes.Recipe, m *model) {
 	b.WriteString("\n## Sampling\n\n```sh\n")
 	switch {
 	case m.zimage != nil:
-		b.WriteString("dcdit sample model --captions caption-features.safetensors --size 16x16 --steps 25 --png samples.png\n")
-		b.WriteString("```\n\nThe caption features are the prompts' words looked up in the embedding table above, [N, L, dim] with their lengths (`cap_feats`, `cap_lens`).\n")
+		L := r.Model.InputSize
+		fmt.Fprintf(b, "dcdit sample model --prompt \"a red disc\" --prompt \"a large blue square on left\" --size %dx%d --steps 25 --shift %g --cfg 4 --png samples.png\n", L, L, r.Diffusion.Shift)
+		b.WriteString("```\n\n`--prompt` takes words of the vocabulary above, which the recorded table turns into caption features; guidance contrasts each with the empty prompt, as training dropped captions.\n")
 		return
 	case m.dc != nil:
 		rho := 0.0

@@ -16,31 +16,14 @@ import (
 	"github.com/dcdit/dcdit/zimage/flowmatch"
 )
 
-// CaptionsKey is the metadata key under which a Z-Image trained on
-// captions records its text-encoder stand-in: the vocabulary and the
-// embedding table's width and seed (shapes.EmbeddingTable rebuilds it bit
-// for bit), so that a sampler turns prompts into the features the model
-// was trained on.
-const CaptionsKey = "dcdit.captions"
-
-// CaptionTableInfo is CaptionsKey's JSON.
-type CaptionTableInfo struct {
-	Vocabulary []string `json:"vocabulary"`
-	Dim        int      `json:"dim"`
-	Seed       uint64   `json:"seed"`
-}
-
 // captionTable is a Z-Image's caption embedding table with what rebuilds it.
 type captionTable struct {
-	info  CaptionTableInfo
+	info  shapes.CaptionTable
 	table []float32
 }
 
 func newCaptionTable(dim int, seed uint64) *captionTable {
-	return &captionTable{
-		info:  CaptionTableInfo{Vocabulary: shapes.Vocabulary, Dim: dim, Seed: seed},
-		table: shapes.EmbeddingTable(dim, seed),
-	}
+	return &captionTable{info: shapes.NewCaptionTable(dim, seed), table: shapes.EmbeddingTable(dim, seed)}
 }
 
 // attachCaptions gives a Z-Image's training data its captions, which must
@@ -74,7 +57,7 @@ func (m *model) saveZImage(dir string, r *recipes.Recipe) error {
 	if err != nil {
 		return err
 	}
-	return zimage.Save(dir, m.zimage, nil, map[string]string{"dcdit.recipe": r.Text, CaptionsKey: string(info)})
+	return zimage.Save(dir, m.zimage, nil, map[string]string{"dcdit.recipe": r.Text, shapes.CaptionTableKey: string(info)})
 }
 
 // describeZImage is describe for a Z-Image.

@@ -50,9 +50,9 @@ func TestTrainZImage(t *testing.T) {
 	if ck.Metadata["dcdit.recipe"] != r.Text {
 		t.Error("the model does not record its recipe")
 	}
-	var info CaptionTableInfo
-	if err := json.Unmarshal([]byte(ck.Metadata[CaptionsKey]), &info); err != nil {
-		t.Fatalf("%s: %v", CaptionsKey, err)
+	var info shapes.CaptionTable
+	if err := json.Unmarshal([]byte(ck.Metadata[shapes.CaptionTableKey]), &info); err != nil {
+		t.Fatalf("%s: %v", shapes.CaptionTableKey, err)
 	}
 	if info.Dim != 8 || !slices.Equal(info.Vocabulary, shapes.Vocabulary) {
 		t.Errorf("caption table %+v, want width 8 over the shapes vocabulary", info)
@@ -61,7 +61,7 @@ func TestTrainZImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"z-image", "flow matching", "`model`", "dcdit.captions"} {
+	for _, want := range []string{"z-image", "flow matching", "`model`", "dcdit.captions", "--prompt", "--shift 3"} {
 		if !strings.Contains(string(card), want) {
 			t.Errorf("the card lacks %q", want)
 		}

@@ -3,6 +3,8 @@ package shapes
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 )
 
 // Vocabulary is the captions' words in token order: the article and the
@@ -125,4 +127,48 @@ func Embed(words []string, table []float32, dim int) ([]float32, error) {
 		out = append(out, table[t*dim:(t+1)*dim]...)
 	}
 	return out, nil
+}
+
+// CaptionTableKey is the metadata key under which a model trained on the
+// shapes captions records its text-encoder stand-in (CaptionTable, as
+// JSON), so that a sampler turns prompts into the features it trained on.
+const CaptionTableKey = "dcdit.captions"
+
+// CaptionTable describes an embedding table: the vocabulary it covers and
+// EmbeddingTable's width and seed, which rebuild it bit for bit.
+type CaptionTable struct {
+	Vocabulary []string `json:"vocabulary"`
+	Dim        int      `json:"dim"`
+	Seed       uint64   `json:"seed"`
+}
+
+// NewCaptionTable describes the table of width dim from seed over
+// Vocabulary.
+func NewCaptionTable(dim int, seed uint64) CaptionTable {
+	return CaptionTable{Vocabulary: slices.Clone(Vocabulary), Dim: dim, Seed: seed}
+}
+
+// Table rebuilds the table; a record of another vocabulary (one this
+// version of the words does not have) is refused.
+func (c CaptionTable) Table() ([]float32, error) {
+	if !slices.Equal(c.Vocabulary, Vocabulary) {
+		return nil, fmt.Errorf("shapes: the caption table covers a vocabulary of %d words, this version's has %d (%s …)",
+			len(c.Vocabulary), len(Vocabulary), strings.Join(Vocabulary[:4], " "))
+	}
+	if c.Dim < 1 {
+		return nil, fmt.Errorf("shapes: caption table width %d, want ≥ 1", c.Dim)
+	}
+	return EmbeddingTable(c.Dim, c.Seed), nil
+}
+
+// Prompt returns the features of a prompt (words separated by spaces)
+// from table: its words' rows, or one zero row for the empty prompt, the
+// unconditional caption a model is trained with (distill's
+// CaptionFeatures).
+func Prompt(prompt string, table []float32, dim int) ([]float32, error) {
+	words := strings.Fields(prompt)
+	if len(words) == 0 {
+		return make([]float32, dim), nil
+	}
+	return Embed(words, table, dim)
 }

@@ -219,3 +219,36 @@ func TestPromptFollowing(t *testing.T) {
 		t.Fatal("a caption short accepted")
 	}
 }
+
+// A recorded caption table rebuilds the table; a record of another
+// vocabulary is refused; a prompt is its words' rows, the empty prompt
+// one zero row.
+func TestCaptionTable(t *testing.T) {
+	ct := NewCaptionTable(4, 9)
+	table, err := ct.Table()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(table, EmbeddingTable(4, 9)) {
+		t.Error("the rebuilt table differs from EmbeddingTable(4, 9)")
+	}
+	other := ct
+	other.Vocabulary = append(slices.Clone(ct.Vocabulary), "purple")
+	if _, err := other.Table(); err == nil || !strings.Contains(err.Error(), "vocabulary") {
+		t.Errorf("another vocabulary: %v, want a refusal", err)
+	}
+	f, err := Prompt("  red   disc ", table, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := Embed([]string{"red", "disc"}, table, 4)
+	if !slices.Equal(f, want) {
+		t.Errorf("Prompt = %v, want %v", f, want)
+	}
+	if empty, _ := Prompt("", table, 4); !slices.Equal(empty, make([]float32, 4)) {
+		t.Errorf("the empty prompt = %v, want one zero row", empty)
+	}
+	if _, err := Prompt("a purple disc", table, 4); err == nil || !strings.Contains(err.Error(), `"purple"`) {
+		t.Errorf("an unknown word: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -12,9 +13,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/internal/fixtures"
+	"github.com/dcdit/dcdit/internal/testckpt"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
+	"github.com/dcdit/dcdit/zimage"
 )
 
 // tinyZImage is what the Z-Image sample tests need to know of the first
@@ -265,5 +269,66 @@ func TestSampleZImageHelp(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("help lacks %q", want)
 		}
+	}
+}
+
+// A Z-Image trained by dcdit on the shapes captions records its caption
+// table, and --prompt samples it from text, the empty prompt guiding;
+// prompts outside its vocabulary, a model without a table, and --prompt
+// beside --captions or --negative are refused.
+func TestSampleZImagePrompt(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testckpt.SmallZImageConfig()
+	m, err := zimage.Init(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range m.Params.Data {
+		m.Params.Data[i] += float32(i%11) / 100 // a nonzero output
+	}
+	info, err := json.Marshal(shapes.NewCaptionTable(cfg.CapFeatDim, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, plain := filepath.Join(dir, "model"), filepath.Join(dir, "plain")
+	if err := zimage.Save(model, m, nil, map[string]string{shapes.CaptionTableKey: string(info)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := zimage.Save(plain, m, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{model, "--prompt", "a red disc", "--prompt", "a large blue square on left", "--size", "4x4", "--steps", "3", "--cfg", "2"}
+	out, code, _, stderr := sampleRun(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	shape, _, md := readLatents(t, out)
+	if !slices.Equal(shape, []int64{2, int64(cfg.InChannels), 4, 4}) || md["dcdit.guided"] != "true" || md["dcdit.cap_lens"] != "3,6" {
+		t.Errorf("shape %v, metadata %v", shape, md)
+	}
+	for _, c := range []struct {
+		name  string
+		args  []string
+		code  int
+		parts []string
+	}{
+		{"an unknown word", []string{model, "--prompt", "a purple disc", "--size", "4x4"}, 1, []string{`--prompt "a purple disc"`, `word "purple"`, "the vocabulary: a small"}},
+		{"no table", []string{plain, "--prompt", "a red disc", "--size", "4x4"}, 1, []string{"records no caption table", "--captions"}},
+		{"with --negative", []string{model, "--prompt", "a red disc", "--negative", "x.safetensors"}, 2, []string{"--negative takes caption features"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, code, _, stderr := sampleRun(t, c.args...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d: %s", code, c.code, stderr)
+			}
+			for _, p := range c.parts {
+				if !strings.Contains(stderr, p) {
+					t.Errorf("stderr %q lacks %q", stderr, p)
+				}
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Errorf("output %s left behind", out)
+			}
+		})
 	}
 }

@@ -62,6 +62,10 @@ type Options struct {
 	// features (cap_feats, cap_lens): one positive caption per sample,
 	// and the negative ones guidance contrasts them with.
 	Captions, Negative string
+	// Prompts are text prompts for a Z-Image trained by dcdit on the
+	// shapes captions, which records its caption table (the text encoder's
+	// stand-in); the unguided branch is the empty prompt.
+	Prompts []string
 	// Size is the latent grid "HxW"; empty takes defaultZImageSize.
 	Size string
 	// Config is a config.json for what a Z-Image checkpoint's shapes
@@ -158,6 +162,10 @@ its output, computed beforehand (README, "Z-Image"). It holds cap_feats, F32
 to L rows; and cap_lens, I64 [N]: each prompt's valid rows (1..L), the rows
 past it being ignored. --negative is a file of the same form with the
 negative prompts (N of them, or one for all), needed when guidance is on.
+A Z-Image trained by dcdit on the shapes captions ('dcdit train' with
+model.kind = "zimage") records its caption table instead: --prompt (repeated,
+one sample each) takes text in its vocabulary, and guidance contrasts it
+with the empty prompt, as training dropped captions.
 --size is the latent grid (the image is 8× larger; default 128x128, i.e.
 1024×1024 px), a multiple of the patch size. The output "latents" are
 [N, C, H, W] in the pipelines' latent space: the Flux VAE decodes
@@ -186,7 +194,9 @@ terminal; otherwise a plain line appears every 10 seconds.`,
   dcdit sample dc-dit-xl.safetensors --class 207 --rho 0.3 --rho-uncond 0.9   # DC checkpoint, Lite-CFG
   dcdit sample Z-Image-Turbo/ --captions caps.safetensors --size 128x128 --seed 7 --out z.safetensors
   dcdit sample zimage.safetensors --config config.json --captions caps.safetensors --negative neg.safetensors \
-      --schedule diffusers --steps 50 --cfg 4 --cfg-normalization 1 --size 96x128`,
+      --schedule diffusers --steps 50 --cfg 4 --cfg-normalization 1 --size 96x128
+  dcdit sample runs/toy-zimage-teacher/model --prompt "a red disc" --prompt "a small cyan ring on top" \
+      --size 16x16 --steps 25 --shift 1 --cfg 4 --png toy.png`,
 		Args: cmdutil.ExactArgs(1, "the CHECKPOINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Checkpoint = args[0]
@@ -219,6 +229,7 @@ terminal; otherwise a plain line appears every 10 seconds.`,
 	f.Float64Var(&opts.DenseBelow, "dense-below", 0, "DC checkpoints: run the steps below this timestep on every cell (the low-noise steps at full cost; 0: never)")
 	f.StringVar(&opts.Captions, "captions", "", "Z-Image: safetensors file of caption features (cap_feats F32 [N, L, cap_feat_dim], cap_lens I64 [N]) from the text encoder, which dcdit does not run")
 	f.StringVar(&opts.Negative, "negative", "", "Z-Image: caption features of the negative prompts guidance contrasts with (N of them, or 1 for all)")
+	f.StringArrayVar(&opts.Prompts, "prompt", nil, "Z-Image trained by dcdit on the shapes captions: a prompt in its vocabulary (repeat for several samples; instead of --captions)")
 	f.StringVar(&opts.Size, "size", "", "Z-Image: latent grid HxW, a multiple of the patch size (the image is 8× larger)")
 	f.Lookup("size").DefValue = defaultZImageSize
 	f.StringVar(&opts.Config, "config", "", "Z-Image: config.json supplying what the weights do not tell (axes_dims, rope_theta, t_scale); default: the model folder's own")

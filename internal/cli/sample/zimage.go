@@ -12,9 +12,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/progress"
+	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
@@ -55,6 +57,10 @@ func validateZImage(cmd *cobra.Command, o *Options) error {
 		return cmdutil.Usagef(cmd, "--cfg-truncation %v: want a finite model time (guidance stops above it)", o.CFGTruncation)
 	case math.IsNaN(o.CFGNormalization) || math.IsInf(o.CFGNormalization, 0) || o.CFGNormalization < 0:
 		return cmdutil.Usagef(cmd, "--cfg-normalization %v: want a finite factor ≥ 0 (0 is off)", o.CFGNormalization)
+	case o.Captions != "" && len(o.Prompts) > 0:
+		return cmdutil.Usagef(cmd, "--captions and --prompt both give the captions: pass one of them")
+	case len(o.Prompts) > 0 && o.Negative != "":
+		return cmdutil.Usagef(cmd, "--negative takes caption features; with --prompt the unguided branch is the empty prompt")
 	case o.Captions != "" && o.Negative != "" && o.Captions == o.Negative:
 		// Guidance against the prompts themselves is no guidance; it is
 		// almost certainly a typo.
@@ -80,7 +86,7 @@ func zimageFlag(o *Options) string {
 		name string
 		set  bool
 	}{
-		{"--captions", o.Captions != ""}, {"--negative", o.Negative != ""}, {"--size", o.Size != ""},
+		{"--captions", o.Captions != ""}, {"--negative", o.Negative != ""}, {"--prompt", len(o.Prompts) > 0}, {"--size", o.Size != ""},
 		{"--config", o.Config != ""}, {"--schedule", o.Schedule != ""}, {"--shift", o.Shift != 0},
 		{"--cfg-truncation", o.CFGTruncationGiven}, {"--cfg-normalization", o.CFGNormalization != 0},
 	} {
@@ -191,6 +197,44 @@ func readCaptions(flag, path string, capDim int) (*captions, error) {
 	return c, nil
 }
 
+// promptCaptions turns --prompt texts into caption features through the
+// caption table the checkpoint records (shapes.CaptionTableKey), with the
+// empty prompt, one per sample, as the unguided branch the model was
+// trained with.
+func promptCaptions(path string, prompts []string, capDim int) (pos, neg *captions, err error) {
+	ck, err := loaders.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	raw, ok := ck.Metadata[shapes.CaptionTableKey]
+	ck.Close()
+	if !ok {
+		return nil, nil, fmt.Errorf("--prompt: %s records no caption table (metadata %q): it was not trained by dcdit on the shapes captions; pass its text encoder's features with --captions", path, shapes.CaptionTableKey)
+	}
+	var ct shapes.CaptionTable
+	if err := json.Unmarshal([]byte(raw), &ct); err != nil {
+		return nil, nil, fmt.Errorf("--prompt: %s: metadata %q: %v", path, shapes.CaptionTableKey, err)
+	}
+	if ct.Dim != capDim {
+		return nil, nil, fmt.Errorf("--prompt: %s: its caption table is %d wide, the model reads %d features", path, ct.Dim, capDim)
+	}
+	table, err := ct.Table()
+	if err != nil {
+		return nil, nil, fmt.Errorf("--prompt: %s: %w", path, err)
+	}
+	pos, neg = &captions{}, &captions{}
+	for i, p := range prompts {
+		f, err := shapes.Prompt(p, table, capDim)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--prompt %q (prompt %d): %w; the vocabulary: %s", p, i+1, err, strings.Join(ct.Vocabulary, " "))
+		}
+		empty, _ := shapes.Prompt("", table, capDim)
+		pos.feats, pos.lens = append(pos.feats, f), append(pos.lens, len(f)/capDim)
+		neg.feats, neg.lens = append(neg.feats, empty), append(neg.lens, 1)
+	}
+	return pos, neg, nil
+}
+
 // readConfig reads a config.json object.
 func readConfig(path string) (map[string]any, error) {
 	raw, err := os.ReadFile(path)
@@ -249,8 +293,8 @@ func zimageModel(m *zimage.Model, pos, neg *captions, h, w int, run *zimageRun) 
 
 // runZImage samples from a Z-Image checkpoint.
 func runZImage(opts *Options) error {
-	if opts.Captions == "" {
-		return fmt.Errorf("sample: %s is a Z-Image checkpoint, not a DiT: it samples from caption features, not class labels; pass --captions CAPS.safetensors (see 'dcdit sample --help')", opts.Checkpoint)
+	if opts.Captions == "" && len(opts.Prompts) == 0 {
+		return fmt.Errorf("sample: %s is a Z-Image checkpoint, not a DiT: it samples from caption features, not class labels; pass --captions CAPS.safetensors, or --prompt for one trained by dcdit on the shapes captions (see 'dcdit sample --help')", opts.Checkpoint)
 	}
 	if flag := classFlag(opts); flag != "" {
 		return &cmdutil.UsageError{Err: fmt.Errorf("%s applies to DiT and DC checkpoints; %s is a Z-Image checkpoint, conditioned on --captions (see 'dcdit sample --help')", flag, opts.Checkpoint)}
@@ -294,12 +338,15 @@ func runZImage(opts *Options) error {
 	if cfg.FPatchSize != 1 {
 		return fmt.Errorf("sample: %s patches %d frames at a time; images are one frame", opts.Checkpoint, cfg.FPatchSize)
 	}
-	pos, err := readCaptions("--captions", opts.Captions, cfg.CapFeatDim)
-	if err != nil {
+	var pos, neg *captions
+	if len(opts.Prompts) > 0 {
+		if pos, neg, err = promptCaptions(opts.Checkpoint, opts.Prompts, cfg.CapFeatDim); err != nil {
+			return err
+		}
+	} else if pos, err = readCaptions("--captions", opts.Captions, cfg.CapFeatDim); err != nil {
 		return err
 	}
 	N := len(pos.feats)
-	var neg *captions
 	if opts.Negative != "" {
 		if neg, err = readCaptions("--negative", opts.Negative, cfg.CapFeatDim); err != nil {
 			return err
