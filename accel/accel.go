@@ -74,7 +74,7 @@ func Open(name, precision string) (*Accelerator, error) {
 	}
 	rt, err := cuda.Open(cuda.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("--device cuda: %w", err)
+		return nil, fmt.Errorf("accel: opening the CUDA device: %w", err)
 	}
 	prec := cuda.FP32
 	if precision == TF32 {
@@ -83,7 +83,7 @@ func Open(name, precision string) (*Accelerator, error) {
 	dev, err := device.Open(rt, device.Options{Precision: prec})
 	if err != nil {
 		rt.Close()
-		return nil, fmt.Errorf("--device cuda: %w", err)
+		return nil, fmt.Errorf("accel: opening the CUDA device: %w", err)
 	}
 	return &Accelerator{rt: rt, dev: dev, precision: precision}, nil
 }

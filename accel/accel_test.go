@@ -66,7 +66,7 @@ func TestOpenWithoutDriver(t *testing.T) {
 		a.Close()
 		t.Fatal("Open(cuda) with an empty library folder succeeded")
 	}
-	for _, want := range []string{"--device cuda", "libcuda"} {
+	for _, want := range []string{"CUDA device", "libcuda"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}
