@@ -52,6 +52,7 @@ type Options struct {
 	NumHeads     int
 	TeacherHeads int
 	Sigma        float64
+	Shift        float64 // flow matching's shift (a caption-conditioned Z-Image)
 	Quiet        bool
 	// Device and Precision choose where the models run (cmdutil.OnDevice).
 	Device, Precision string
@@ -125,13 +126,30 @@ label), and with --features pareto.png (FD against GFLOPs per image).
 CHECKPOINT is a DC checkpoint (dcdit's format, config in its metadata), or a
 reference DC-DiT state_dict (AMD-AGI/DynamicChunkingDiT), which stores
 neither its head count (--num-heads) nor its de-chunk σ (--dechunk-sigma).
-The teacher is any DiT checkpoint 'dcdit sample' reads.`,
+The teacher is any DiT checkpoint 'dcdit sample' reads.
+
+A Z-Image trained by dcdit on the shapes captions (its metadata records the
+caption table) is scored on its own instead, without --teacher: samples
+drawn for the captions of the data's first --samples samples (flow
+matching, --steps Euler steps at --shift, guided against the empty prompt
+for --cfg > 1) give the FD to those data samples, the class accuracy, and
+prompt following, the share whose class and foreground colour are their
+caption's. --data must carry captions ('dcdit data shapes --captions').`,
 		Example: `  dcdit data shapes --num 256 --seed 1 --out shapes-eval.safetensors
   dcdit eval run/model.safetensors --teacher testdata/toy-dit/model.safetensors --data shapes-eval.safetensors --out run/eval
-  dcdit eval model.safetensors --teacher dit.safetensors --data d.safetensors --rho 0,0.2,0.4,0.6 --no-lite --json`,
+  dcdit eval model.safetensors --teacher dit.safetensors --data d.safetensors --rho 0,0.2,0.4,0.6 --no-lite --json
+  dcdit data shapes --captions --num 400 --seed 1 --out captioned.safetensors
+  dcdit eval runs/toy-zimage-teacher/model --data captioned.safetensors --features testdata/featnet/model.safetensors \
+      --samples 200 --steps 25 --shift 1 --cfg 4`,
 		Args: cmdutil.ExactArgs(1, "the DC CHECKPOINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Checkpoint = args[0]
+			if isCaptioned(opts.Checkpoint) {
+				if err := validateCaptioned(cmd, opts); err != nil {
+					return err
+				}
+				return runCaptioned(opts)
+			}
 			if err := validate(cmd, opts); err != nil {
 				return err
 			}
@@ -158,6 +176,7 @@ The teacher is any DiT checkpoint 'dcdit sample' reads.`,
 	opts.ProbeT = slices.Clone(eval.DefaultProbeTimesteps)
 	f.Var((*timesteps)(&opts.ProbeT), "probe-t", "timesteps of the one-step error table, comma-separated (\"\": none)")
 	f.Uint64Var(&opts.Seed, "seed", 0, "seed of the input and sampling noise")
+	f.Float64Var(&opts.Shift, "shift", 0, "a caption-conditioned Z-Image: the sampling schedule's shift (default 3, Z-Image's; use the one it was trained with)")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object instead of the table")
 	f.StringVar(&opts.Out, "out", "", "folder for eval.json and the PNGs (created if missing)")
 	f.IntVar(&opts.NumHeads, "num-heads", 0, "attention heads of a reference DC-DiT state_dict (DC checkpoints store them)")
