@@ -89,6 +89,7 @@ func TestZImageRecipeRefusals(t *testing.T) {
 		{"no captions", setKey(keyWalkZImage, "data.captions", `false`), []string{"data.captions", "trains on captions"}},
 		{"p2", setKey(keyWalkZImage, "stage[0].p2_gamma", `1.0`), []string{"stage[0].p2_gamma"}},
 		{"bf16", setKey(keyWalkZImage, "save.dtype", `"bf16"`), []string{"save.dtype", "F32"}},
+		{"a finetune stage", setKey(keyWalkZImage, "stage[0].kind", `"finetune"`), []string{"stage[0].kind", "trains from scratch"}},
 		{"a head width off RoPE's axes", setKey(keyWalkZImage, "model.num_heads", `8`), []string{"model.num_heads", "multiple of 8"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

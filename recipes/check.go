@@ -610,6 +610,9 @@ func checkZImage(p *problems, r *Recipe) {
 		p.bad("save.dtype", r.Save.DType, "\"f32\" with model.kind = %q (a trained Z-Image is saved in F32)", ModelZImage)
 	}
 	for i := range r.Stages {
+		if st := &r.Stages[i]; st.Kind != KindTrain {
+			p.bad(indexKey("stage", i)+".kind", st.Kind, "%q with model.kind = %q (a Z-Image trains from scratch; distilling into a DC-Z-Image is not supported yet)", KindTrain, ModelZImage)
+		}
 		for _, k := range []string{"loss", "p2_gamma", "p2_k", "class_embedder_lr_scale", "trainable", "frozen"} {
 			if key := indexKey("stage", i) + "." + k; written(key) {
 				p.add(key, "found with model.kind = %q, expected it only with a DiT: a Z-Image trains every parameter with flow matching's loss and has no class embedder", ModelZImage)
