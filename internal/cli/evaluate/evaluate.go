@@ -140,7 +140,7 @@ caption's. --data must carry captions ('dcdit data shapes --captions').`,
   dcdit eval model.safetensors --teacher dit.safetensors --data d.safetensors --rho 0,0.2,0.4,0.6 --no-lite --json
   dcdit data shapes --captions --num 400 --seed 1 --out captioned.safetensors
   dcdit eval runs/toy-zimage-teacher/model --data captioned.safetensors --features testdata/featnet/model.safetensors \
-      --samples 200 --steps 25 --shift 1 --cfg 4`,
+      --samples 200 --steps 25 --cfg 4`,
 		Args: cmdutil.ExactArgs(1, "the DC CHECKPOINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Checkpoint = args[0]

@@ -196,7 +196,7 @@ terminal; otherwise a plain line appears every 10 seconds.`,
   dcdit sample zimage.safetensors --config config.json --captions caps.safetensors --negative neg.safetensors \
       --schedule diffusers --steps 50 --cfg 4 --cfg-normalization 1 --size 96x128
   dcdit sample runs/toy-zimage-teacher/model --prompt "a red disc" --prompt "a small cyan ring on top" \
-      --size 16x16 --steps 25 --shift 1 --cfg 4 --png toy.png`,
+      --size 16x16 --steps 25 --cfg 4 --png toy.png`,
 		Args: cmdutil.ExactArgs(1, "the CHECKPOINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Checkpoint = args[0]
