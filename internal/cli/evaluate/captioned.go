@@ -12,6 +12,7 @@ import (
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/diffusion"
+	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/eval"
 	"github.com/dcdit/dcdit/eval/featnet"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
@@ -84,23 +85,10 @@ func runCaptioned(opts *Options) error {
 		return err
 	}
 	m.Params.SetRequiresGrad(false)
-	ck, err := loaders.Open(opts.Checkpoint)
-	if err != nil {
-		return err
-	}
-	raw := ck.Metadata[shapes.CaptionTableKey]
-	ck.Close()
-	var ct shapes.CaptionTable
-	if err := json.Unmarshal([]byte(raw), &ct); err != nil {
-		return fmt.Errorf("eval %s: metadata %q: %v", opts.Checkpoint, shapes.CaptionTableKey, err)
-	}
-	table, err := ct.Table()
-	if err != nil {
-		return fmt.Errorf("eval %s: %w", opts.Checkpoint, err)
-	}
 	c := m.Config
-	if ct.Dim != c.CapFeatDim {
-		return fmt.Errorf("eval %s: its caption table is %d wide, the model reads %d features", opts.Checkpoint, ct.Dim, c.CapFeatDim)
+	ct, table, _, err := cmdutil.ReadCaptionTable(opts.Checkpoint, c.CapFeatDim)
+	if err != nil {
+		return fmt.Errorf("eval %w", err)
 	}
 	data, err := datasets.Read(opts.Data)
 	if err != nil {
@@ -129,15 +117,12 @@ func runCaptioned(opts *Options) error {
 	if err != nil {
 		return err
 	}
-	pos := make([][]float32, n)
-	neg := make([][]float32, n)
-	empty := make([]float32, ct.Dim)
-	for i, toks := range data.Captions[:n] {
-		for _, t := range toks {
-			pos[i] = append(pos[i], table[t*ct.Dim:(t+1)*ct.Dim]...)
-		}
-		neg[i] = empty
+	pos, err := distill.CaptionFeatures(data.Captions[:n], table, ct.Dim)
+	if err != nil {
+		return fmt.Errorf("--data %s: %w", opts.Data, err)
 	}
+	// Empty captions: the empty prompt, one zero row each.
+	neg, _ := distill.CaptionFeatures(make([][]int, n), table, ct.Dim)
 	per := c.InChannels * data.H * data.W
 	model := func(x, t []float32, guided bool) ([]float32, error) {
 		caps := pos

@@ -16,7 +16,6 @@ import (
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/progress"
-	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
@@ -202,33 +201,20 @@ func readCaptions(flag, path string, capDim int) (*captions, error) {
 // empty prompt, one per sample, as the unguided branch the model was
 // trained with.
 func promptCaptions(path string, prompts []string, capDim int) (pos, neg *captions, err error) {
-	ck, err := loaders.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	raw, ok := ck.Metadata[shapes.CaptionTableKey]
-	ck.Close()
-	if !ok {
+	ct, table, found, err := cmdutil.ReadCaptionTable(path, capDim)
+	switch {
+	case err != nil:
+		return nil, nil, fmt.Errorf("--prompt: %w", err)
+	case !found:
 		return nil, nil, fmt.Errorf("--prompt: %s records no caption table (metadata %q): it was not trained by dcdit on the shapes captions; pass its text encoder's features with --captions", path, shapes.CaptionTableKey)
 	}
-	var ct shapes.CaptionTable
-	if err := json.Unmarshal([]byte(raw), &ct); err != nil {
-		return nil, nil, fmt.Errorf("--prompt: %s: metadata %q: %v", path, shapes.CaptionTableKey, err)
-	}
-	if ct.Dim != capDim {
-		return nil, nil, fmt.Errorf("--prompt: %s: its caption table is %d wide, the model reads %d features", path, ct.Dim, capDim)
-	}
-	table, err := ct.Table()
-	if err != nil {
-		return nil, nil, fmt.Errorf("--prompt: %s: %w", path, err)
-	}
+	empty, _ := shapes.Prompt("", table, capDim)
 	pos, neg = &captions{}, &captions{}
 	for i, p := range prompts {
 		f, err := shapes.Prompt(p, table, capDim)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--prompt %q (prompt %d): %w; the vocabulary: %s", p, i+1, err, strings.Join(ct.Vocabulary, " "))
 		}
-		empty, _ := shapes.Prompt("", table, capDim)
 		pos.feats, pos.lens = append(pos.feats, f), append(pos.lens, len(f)/capDim)
 		neg.feats, neg.lens = append(neg.feats, empty), append(neg.lens, 1)
 	}
