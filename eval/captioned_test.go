@@ -31,7 +31,7 @@ func TestScoreCaptioned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if own.FD > 1e-6 || own.ClassAccuracy < 0.95 || own.PromptFollowing < 0.95 || own.DataFDFloor == nil || !(*own.DataFDFloor > 0) {
+	if !(own.FD <= 1e-6) || !(own.ClassAccuracy >= 0.95) || !(own.PromptFollowing >= 0.95) || own.DataFDFloor == nil || !(*own.DataFDFloor > 0) {
 		t.Errorf("the data against its own captions: %+v", own)
 	}
 	shifted := *data
@@ -41,7 +41,7 @@ func TestScoreCaptioned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if off.PromptFollowing > 0.2 || off.ClassAccuracy > 0.3 {
+	if !(off.PromptFollowing <= 0.2) || !(off.ClassAccuracy <= 0.3) {
 		t.Errorf("captions shifted by one: %+v, want little following", off)
 	}
 	plain := *data
