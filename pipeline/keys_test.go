@@ -88,8 +88,9 @@ func TestEveryRecipeKeyIsUsedOrRefused(t *testing.T) {
 		"model.patch_size": m(`4`), "model.in_channels": m(`3`), "model.input_size": m(`16`), "model.num_classes": m(`5`),
 		"model.learn_sigma": m(`false`), "model.mlp_ratio": m(`2.0`), "model.class_embedding_std": m(`1.0`),
 		"model.kind": {value: `"dit"`, base: "zimage", want: rejected}, "model.refiner_depth": {value: `2`, base: "zimage", want: changes},
-		"model.caption_dim": {value: `16`, base: "zimage", want: changes}, "diffusion.process": e(`"flow_matching"`, rejected),
-		"diffusion.shift": {value: `2.0`, base: "zimage", want: changes}, "data.captions": {value: `false`, base: "zimage", want: rejected},
+		"model.caption_dim": {value: `16`, base: "zimage", want: changes}, "model.seq_multi_of": {value: `16`, base: "zimage", want: changes},
+		"diffusion.process": e(`"flow_matching"`, rejected),
+		"diffusion.shift":   {value: `2.0`, base: "zimage", want: changes}, "data.captions": {value: `false`, base: "zimage", want: rejected},
 		"data.caption_table_seed": {value: `5`, base: "zimage", want: changes},
 
 		"scaffold.target_n": e(`2.0`, changes), "scaffold.encoder_blocks": e(`2`, changes), "scaffold.decoder_blocks": e(`2`, changes),

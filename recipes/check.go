@@ -546,7 +546,7 @@ func checkZImage(p *problems, r *Recipe) {
 	if r.Model != nil && oneOf(p, "model.kind", r.Model.Kind, ModelDiT, ModelZImage) {
 		m := r.Model
 		dit := []string{"model.preset", "model.num_classes", "model.learn_sigma", "model.mlp_ratio", "model.class_embedding_std"}
-		zimage := []string{"model.refiner_depth", "model.caption_dim"}
+		zimage := []string{"model.refiner_depth", "model.caption_dim", "model.seq_multi_of"}
 		only, kind := zimage, ModelZImage
 		if zi {
 			only, kind = dit, ModelDiT
@@ -559,6 +559,7 @@ func checkZImage(p *problems, r *Recipe) {
 		if zi {
 			positive(p, "model.refiner_depth", m.RefinerDepth)
 			positive(p, "model.caption_dim", m.CaptionDim)
+			positive(p, "model.seq_multi_of", m.SeqMultiOf)
 			if m.HiddenSize > 0 && m.NumHeads > 0 && m.HiddenSize%m.NumHeads == 0 && (m.HiddenSize/m.NumHeads)%8 != 0 {
 				p.bad("model.num_heads", m.NumHeads, "a head width hidden_size/num_heads that is a multiple of 8 (its three RoPE axes), found %d", m.HiddenSize/m.NumHeads)
 			}

@@ -96,6 +96,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 		setDefault(d, "model.kind", &m.Kind, ModelDiT)
 		setDefault(d, "model.refiner_depth", &m.RefinerDepth, 1)
 		setDefault(d, "model.caption_dim", &m.CaptionDim, 32)
+		setDefault(d, "model.seq_multi_of", &m.SeqMultiOf, arch.DefaultSeqMultiOf)
 		setDefault(d, "model.preset", &m.Preset, "")
 		patch := 2
 		if p, ok := arch.LookupDiTPreset(m.Preset); ok {

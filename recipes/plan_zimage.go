@@ -146,7 +146,7 @@ func (m *Model) ZImageConfig() *arch.ZImageConfig {
 	return &arch.ZImageConfig{
 		Dim: m.HiddenSize, NLayers: m.Depth, NRefinerLayers: m.RefinerDepth, NHeads: m.NumHeads, NKVHeads: m.NumHeads,
 		InChannels: m.InChannels, PatchSize: m.PatchSize, FPatchSize: 1, CapFeatDim: m.CaptionDim, QKNorm: true,
-		NormEps: 1e-5, RopeTheta: 256, TScale: 1000,
+		NormEps: 1e-5, RopeTheta: 256, TScale: 1000, SeqMultiOf: m.SeqMultiOf,
 		AxesDims:  []int64{int64(hd - 2*spatial), int64(spatial), int64(spatial)},
 		AxesLens:  []int64{1536, int64(m.InputSize), int64(m.InputSize)},
 		FFNHidden: int(float64(m.HiddenSize) / 3 * 8), AdaLNDim: min(m.HiddenSize, 256), TMidDim: m.HiddenSize,
@@ -155,9 +155,9 @@ func (m *Model) ZImageConfig() *arch.ZImageConfig {
 }
 
 // toyCaptionLen is the caption length a Z-Image trained on the shapes
-// captions is planned for: the longest caption (7 words), which the
-// model pads to SeqMultiOf tokens.
-const toyCaptionLen = zimage.SeqMultiOf
+// captions is planned for: the longest caption, 7 words (the model pads
+// it to its SeqMultiple).
+const toyCaptionLen = 7
 
 // planZImageModel plans a Z-Image trained from scratch ([model] kind
 // "zimage"): its parameters, its FLOPs per image along flow matching's
@@ -183,13 +183,14 @@ func planZImageModel(p *problems, r *Recipe, pl *Plan) {
 	steps := r.Eval.SamplingSteps
 	f := &pl.FLOPs
 	f.Convention, f.SamplingSteps, f.CFG = FLOPsConvention, steps, r.Eval.CFG
-	f.KeptTokens = fmt.Sprintf("every patch; captions padded to %d tokens", toyCaptionLen)
+	pad := zc.SeqMultiple()
+	f.KeptTokens = fmt.Sprintf("every patch; captions of %d words padded to a multiple of %d tokens", toyCaptionLen, pad)
 	f.Rows = append(f.Rows, FLOPsRow{Model: "zimage", Tokens: patches, Kept: patches, GFLOPsPerForward: fwd / 1e9,
 		TFLOPsPerImage: fwd * float64(steps) / 1e12, RelativeToBase: 1})
 
 	D, H, ffn := int64(zc.Dim), int64(zc.NHeads), int64(zc.FFNHidden)
 	block := func(tokens int64) int64 { return tokens*(12*D+3*ffn) + H*tokens*tokens }
-	img, capt := int64(zimage.SeqMultiOf*((patches+zimage.SeqMultiOf-1)/zimage.SeqMultiOf)), int64(toyCaptionLen)
+	img, capt := int64(pad*((patches+pad-1)/pad)), int64(pad*((toyCaptionLen+pad-1)/pad))
 	acts := int64(zc.NRefinerLayers)*(block(img)+block(capt)) + int64(zc.NLayers)*block(img+capt)
 	for i := range r.Stages {
 		st := &r.Stages[i]

@@ -182,6 +182,10 @@ type Model struct {
 	// table standing in for the text encoder has rows this wide (zimage
 	// only). Default: 32.
 	CaptionDim int `toml:"caption_dim"`
+	// SeqMultiOf is the multiple a Z-Image pads its image and caption
+	// sequences to with learned pad tokens (zimage only; the reference's
+	// 32 when 0). Default: 32.
+	SeqMultiOf int `toml:"seq_multi_of"`
 	// Preset is a DiT size ("DiT-S/2", "DiT-B/2", "DiT-L/2", "DiT-XL/2",
 	// also /4 and /8) giving depth, hidden_size, num_heads and patch_size;
 	// keys written next to it override it. Default: none.

@@ -67,7 +67,8 @@ func (b *Backbone) CondWidth() int { return b.Model.Config.AdaLNDim }
 // Condition embeds the timesteps in.T (model times in [0, 1], 0 at pure
 // noise, as Forward takes them) and each sample's caption in.Captions
 // (rows of cap_feat_dim; its first Len rows are used): the adaLN input,
-// and per sample the caption embedded, padded to a multiple of SeqMultiOf
+// and per sample the caption embedded, padded to a multiple of the config's
+// SeqMultiple
 // with cap_pad_token and run through the context refiner. Z-Image takes
 // no labels.
 func (b *Backbone) Condition(in cond.Input) (cond.Value, error) {
@@ -84,7 +85,7 @@ func (b *Backbone) Condition(in cond.Input) (cond.Value, error) {
 	}
 	// A caption-only layout: the caption stream does not depend on the
 	// image tokens, which Forward lays out with the same caption lengths.
-	l, err := newLayout(make([]int, len(lens)), lens, nil)
+	l, err := newLayout(make([]int, len(lens)), lens, m.Config.SeqMultiple(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +100,7 @@ func (b *Backbone) Condition(in cond.Input) (cond.Value, error) {
 // DiT's are (dit.GridPos: a cell at its centre); the first RoPE axis is
 // the reference's: the image's single frame sits after the sample's
 // padded caption. Each sample's tokens are padded to a multiple of
-// SeqMultiOf with x_pad_token, refined by the noise refiner, joined with
+// the config's SeqMultiple with x_pad_token, refined by the noise refiner, joined with
 // the sample's refined caption tokens ([image ; caption], as Unify does)
 // and run through the main layers. It returns the hidden states of x's
 // tokens [N, dim], in x's order; the final layer is the caller's.
@@ -123,7 +124,7 @@ func (b *Backbone) Forward(x mat.Tensor, c cond.Value, offsets []int, pos []floa
 		}
 	}
 	p := m.Config.PatchSize
-	l, err := newLayout(kept, zc.captionLen, func(s, i, lc int) [3]float64 {
+	l, err := newLayout(kept, zc.captionLen, m.Config.SeqMultiple(), func(s, i, lc int) [3]float64 {
 		r := offsets[s] + i
 		return [3]float64{float64(lc + 1), dit.GridPos(pos[2*r], p), dit.GridPos(pos[2*r+1], p)}
 	})
@@ -181,7 +182,7 @@ func (b *Backbone) Spec() (string, any) {
 // FLOPs counts, per sample of the given image token counts, what
 // Condition and Forward run, as ForwardFLOPs counts it: the timestep and
 // caption embedders, the refiners and the main layers over sequences
-// padded to multiples of SeqMultiOf, with a caption of CaptionLen tokens;
+// padded to multiples of the config's SeqMultiple, with a caption of CaptionLen tokens;
 // not the patch embedding and the final layer, which a DC model replaces.
 func (b *Backbone) FLOPs(lengths []int) float64 {
 	c := b.Model.Config

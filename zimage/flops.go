@@ -21,7 +21,7 @@ const TurboSteps = 8
 // The count is of the computation this package runs, which is the
 // reference's on every row it uses: the embedders see the real image and
 // caption tokens (pad rows take a learned vector), every block sees the
-// sequences padded to multiples of SeqMultiOf (pad tokens attend and are
+// sequences padded to multiples of the config's SeqMultiple (pad tokens attend and are
 // attended), and the final layer sees the real image tokens. Items are
 // packed, so there is no batch padding to count.
 type FLOPs struct {
@@ -47,7 +47,8 @@ func ForwardFLOPs(c *arch.ZImageConfig, imageTokens, captionLen int) FLOPs {
 	dh := D / H
 	patch := float64(c.FPatchSize * c.PatchSize * c.PatchSize * c.InChannels)
 	n, lc := float64(imageTokens), float64(captionLen)
-	lx, lcp := float64(padTo(imageTokens)), float64(padTo(captionLen))
+	m := c.SeqMultiple()
+	lx, lcp := float64(padTo(imageTokens, m)), float64(padTo(captionLen, m))
 	u := lx + lcp
 	// The block's linears per row: fused qkv, output projection, and the
 	// SwiGLU's w1, w3 (D→F) and w2 (F→D).

@@ -1,6 +1,7 @@
 package zimage
 
 import (
+	"fmt"
 	"math"
 	"reflect"
 	"slices"
@@ -68,9 +69,17 @@ func TestInit(t *testing.T) {
 }
 
 // Save writes a folder that Load reads back to the same config and
-// weights (values, when given, in place of the arena), with the metadata.
+// weights (values, when given, in place of the arena), with the metadata;
+// a padding multiple of its own survives the trip.
 func TestSaveLoad(t *testing.T) {
+	for _, multiple := range []int{0, 4} {
+		t.Run(fmt.Sprint(multiple), func(t *testing.T) { testSaveLoad(t, multiple) })
+	}
+}
+
+func testSaveLoad(t *testing.T, multiple int) {
 	cfg := tinyConfig(true)
+	cfg.SeqMultiOf = multiple
 	m, err := Init(cfg, 3)
 	if err != nil {
 		t.Fatal(err)

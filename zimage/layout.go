@@ -8,8 +8,9 @@ import (
 
 // SeqMultiOf is the reference's SEQ_MULTI_OF: every item's image and
 // caption sequences are padded to a multiple of it with learned pad tokens,
-// which attend and are attended like any other token.
-const SeqMultiOf = 32
+// which attend and are attended like any other token. A config may set
+// another multiple (arch.ZImageConfig.SeqMultiOf).
+const SeqMultiOf = arch.DefaultSeqMultiOf
 
 // Latent is one item's latents [C, F, H, W] (channel-major, as the
 // reference takes each list element).
@@ -47,12 +48,13 @@ type Layout struct {
 	ImageRows, CaptionRows []int
 }
 
-// padTo rounds n up to a multiple of SeqMultiOf.
-func padTo(n int) int { return n + (-n%SeqMultiOf+SeqMultiOf)%SeqMultiOf }
+// padTo rounds n up to a multiple of m.
+func padTo(n, m int) int { return n + (-n%m+m)%m }
 
 // NewLayout plans the streams of items with the given token grids and
-// caption lengths.
-func NewLayout(grids [][3]int, captionLen []int) (*Layout, error) {
+// caption lengths, each sequence padded to a multiple of multiple
+// (arch.ZImageConfig.SeqMultiple).
+func NewLayout(grids [][3]int, captionLen []int, multiple int) (*Layout, error) {
 	if len(grids) != len(captionLen) {
 		return nil, fmt.Errorf("zimage: %d images but %d captions", len(grids), len(captionLen))
 	}
@@ -63,7 +65,7 @@ func NewLayout(grids [][3]int, captionLen []int) (*Layout, error) {
 			return nil, fmt.Errorf("zimage: item %d has a token grid %v, want positive sizes", s, g)
 		}
 	}
-	l, err := newLayout(imageLen, captionLen, func(s, i, lc int) [3]float64 {
+	l, err := newLayout(imageLen, captionLen, multiple, func(s, i, lc int) [3]float64 {
 		g := grids[s]
 		f, h, w := i/(g[1]*g[2]), i/g[2]%g[1], i%g[2]
 		return [3]float64{float64(lc + 1 + f), float64(h), float64(w)}
@@ -78,8 +80,12 @@ func NewLayout(grids [][3]int, captionLen []int) (*Layout, error) {
 // newLayout plans the streams of items with imageLen[s] image tokens and
 // captionLen[s] caption tokens each; imagePos(s, i, lc) is the position
 // ids of item s's image token i, given the item's padded caption length lc
-// (the first axis continues after the caption). Grids is left nil.
-func newLayout(imageLen, captionLen []int, imagePos func(s, i, lc int) [3]float64) (*Layout, error) {
+// (the first axis continues after the caption); sequences are padded to
+// multiples of multiple. Grids is left nil.
+func newLayout(imageLen, captionLen []int, multiple int, imagePos func(s, i, lc int) [3]float64) (*Layout, error) {
+	if multiple < 1 {
+		return nil, fmt.Errorf("zimage: sequences padded to multiples of %d, want at least 1", multiple)
+	}
 	if len(imageLen) != len(captionLen) {
 		return nil, fmt.Errorf("zimage: %d images but %d captions", len(imageLen), len(captionLen))
 	}
@@ -92,8 +98,8 @@ func newLayout(imageLen, captionLen []int, imagePos func(s, i, lc int) [3]float6
 			// empty caption has nothing to pad with.
 			return nil, fmt.Errorf("zimage: item %d has an empty caption", s)
 		}
-		lc := padTo(captionLen[s])
-		lx := padTo(n)
+		lc := padTo(captionLen[s], multiple)
+		lx := padTo(n, multiple)
 		l.ImageLen = append(l.ImageLen, n)
 		l.ImagePadded = append(l.ImagePadded, lx)
 		l.CaptionPadded = append(l.CaptionPadded, lc)

@@ -1,15 +1,21 @@
 package zimage
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 )
 
 func TestPadTo(t *testing.T) {
-	for _, tc := range []struct{ n, want int }{{1, SeqMultiOf}, {SeqMultiOf - 1, SeqMultiOf}, {SeqMultiOf, SeqMultiOf}, {SeqMultiOf + 1, 2 * SeqMultiOf}} {
-		if got := padTo(tc.n); got != tc.want {
-			t.Errorf("padTo(%d) = %d, want %d", tc.n, got, tc.want)
+	for _, m := range []int{SeqMultiOf, 8, 1} {
+		for _, tc := range []struct{ n, want int }{{1, m}, {m - 1, m}, {m, m}, {m + 1, 2 * m}} {
+			if tc.n < 1 {
+				continue
+			}
+			if got := padTo(tc.n, m); got != tc.want {
+				t.Errorf("padTo(%d, %d) = %d, want %d", tc.n, m, got, tc.want)
+			}
 		}
 	}
 }
@@ -36,9 +42,21 @@ func TestPatchifyRoundTrip(t *testing.T) {
 // The unified stream is [image ; caption] per item, and the output rows
 // are each item's real image tokens.
 func TestLayoutUnified(t *testing.T) {
-	l, err := NewLayout([][3]int{{1, 1, 2}, {1, 1, 1}}, []int{1, SeqMultiOf + 1})
+	for _, m := range []int{SeqMultiOf, 4} {
+		t.Run(fmt.Sprint(m), func(t *testing.T) { testLayoutUnified(t, m) })
+	}
+}
+
+func testLayoutUnified(t *testing.T, multiple int) {
+	l, err := NewLayout([][3]int{{1, 1, 2}, {1, 1, 1}}, []int{1, multiple + 1}, multiple)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := []int{multiple, multiple}; !reflect.DeepEqual(l.ImagePadded, want) {
+		t.Errorf("image sequences padded to %v, want %v", l.ImagePadded, want)
+	}
+	if want := []int{multiple, 2 * multiple}; !reflect.DeepEqual(l.CaptionPadded, want) {
+		t.Errorf("caption sequences padded to %v, want %v", l.CaptionPadded, want)
 	}
 	img0, img1 := l.ImagePadded[0], l.ImagePadded[1]
 	cap0, cap1 := l.CaptionPadded[0], l.CaptionPadded[1]
@@ -71,9 +89,14 @@ func TestLayoutErrors(t *testing.T) {
 		{"count mismatch", [][3]int{{1, 1, 1}}, []int{1, 2}, "1 images but 2 captions"},
 		{"empty grid", [][3]int{{1, 0, 1}}, []int{1}, "token grid [1 0 1]"},
 		{"empty caption", [][3]int{{1, 1, 1}}, []int{0}, "empty caption"},
+		{"no multiple", [][3]int{{1, 1, 1}}, []int{1}, "multiples of 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := NewLayout(tc.grids, tc.caps)
+			m := SeqMultiOf
+			if tc.name == "no multiple" {
+				m = 0
+			}
+			_, err := NewLayout(tc.grids, tc.caps, m)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want one mentioning %q", err, tc.want)
 			}

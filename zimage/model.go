@@ -320,7 +320,7 @@ func (m *Model) Prepare(x []Latent, t []float32, caps [][]float32) (*Batch, erro
 		b.Patches = Patchify(b.Patches, lat.Data, c.InChannels, lat.F, lat.H, lat.W, c.FPatchSize, c.PatchSize)
 		b.Captions = append(b.Captions, caps[s]...)
 	}
-	l, err := NewLayout(grids, lens)
+	l, err := NewLayout(grids, lens, m.Config.SeqMultiple())
 	if err != nil {
 		return nil, err
 	}

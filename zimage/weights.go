@@ -116,6 +116,9 @@ func Load(path string, opts LoadOptions) (*Weights, error) {
 // CheckConfig rejects configurations the model cannot run, naming the
 // field: detection fills what it can and leaves the rest zero.
 func CheckConfig(c *arch.ZImageConfig) error {
+	if c.SeqMultiOf < 0 || c.SeqMultiOf > 1024 {
+		return fmt.Errorf("seq_multi_of %d, want 1 to 1024 (0: the reference's %d)", c.SeqMultiOf, arch.DefaultSeqMultiOf)
+	}
 	if c.NHeads < 1 || c.Dim%c.NHeads != 0 {
 		return fmt.Errorf("dim %d does not split into %d heads", c.Dim, c.NHeads)
 	}

@@ -132,13 +132,19 @@ func DiTDiffusersConfig(c *DiTConfig) map[string]any {
 	}
 }
 
-// ZImageDiffusersConfig is the config.json of ZImageTransformer2DModel for c.
+// ZImageDiffusersConfig is the config.json of ZImageTransformer2DModel for c;
+// a padding multiple other than the reference's is written as
+// seq_multi_of, a key of ours (diffusers ignores it, and pads to 32).
 func ZImageDiffusersConfig(c *ZImageConfig) map[string]any {
-	return map[string]any{
+	m := map[string]any{
 		"_class_name": "ZImageTransformer2DModel", "all_patch_size": []int{c.PatchSize}, "all_f_patch_size": []int{c.FPatchSize},
 		"in_channels": c.InChannels, "dim": c.Dim, "n_layers": c.NLayers, "n_refiner_layers": c.NRefinerLayers,
 		"n_heads": c.NHeads, "n_kv_heads": c.NKVHeads, "norm_eps": c.NormEps, "qk_norm": c.QKNorm,
 		"cap_feat_dim": c.CapFeatDim, "rope_theta": c.RopeTheta, "t_scale": c.TScale,
 		"axes_dims": c.AxesDims, "axes_lens": c.AxesLens,
 	}
+	if c.SeqMultiOf > 0 && c.SeqMultiOf != DefaultSeqMultiOf {
+		m["seq_multi_of"] = c.SeqMultiOf
+	}
+	return m
 }

@@ -31,6 +31,25 @@ type ZImageConfig struct {
 	TMidDim int `json:"t_embedder_mid_size"`
 	// FrequencySize is the width of the sinusoidal timestep input (256).
 	FrequencySize int `json:"frequency_embedding_size"`
+	// SeqMultiOf is the multiple every item's image and caption sequences
+	// are padded to with learned pad tokens; 0 means the reference's 32
+	// (SEQ_MULTI_OF, a constant there). Small models set it smaller: at
+	// 64 image tokens and captions of a few words, padding to 32 costs
+	// more than the tokens themselves, and a DC model's kept tokens
+	// would save compute only in steps of 32.
+	SeqMultiOf int `json:"seq_multi_of,omitempty"`
+}
+
+// DefaultSeqMultiOf is the reference's SEQ_MULTI_OF.
+const DefaultSeqMultiOf = 32
+
+// SeqMultiple is the padding multiple: SeqMultiOf, or
+// DefaultSeqMultiOf when it is 0.
+func (c *ZImageConfig) SeqMultiple() int {
+	if c.SeqMultiOf > 0 {
+		return c.SeqMultiOf
+	}
+	return DefaultSeqMultiOf
 }
 
 // HeadDim is the per-head width.
@@ -126,6 +145,9 @@ func detectZImage(r *Report, k keySet, in Input, layout Layout) (Expected, func(
 	}
 	if v, ok := floatFrom(cfg, "t_scale"); ok {
 		c.TScale = v
+	}
+	if v, ok := intFrom(cfg, "seq_multi_of"); ok && v != DefaultSeqMultiOf {
+		c.SeqMultiOf = int(v)
 	}
 	if v, ok := boolFrom(cfg, "qk_norm"); ok && v != c.QKNorm {
 		r.warnf("config.json says qk_norm=%v but the weights say %v", v, c.QKNorm)
