@@ -111,13 +111,18 @@ func (o *ZImageDiffusion) Step(_ int, b *Batch, rng *rand.Rand) (Metrics, error)
 // Settings implements Describer: the process and the caption table (by
 // digest: it decides the model's inputs).
 func (o *ZImageDiffusion) Settings() map[string]string {
+	return map[string]string{"kind": "zimage", "process": processName(o.Process), "caption_table": tableDigest(o.Table)}
+}
+
+// tableDigest names a caption table by a digest of its values.
+func tableDigest(table []float32) string {
 	h := sha256.New()
-	buf := make([]byte, 0, 4*len(o.Table))
-	for _, v := range o.Table {
+	buf := make([]byte, 0, 4*len(table))
+	for _, v := range table {
 		buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
 	}
 	h.Write(buf)
-	return map[string]string{"kind": "zimage", "process": processName(o.Process), "caption_table": "sha256 " + short(h.Sum(nil))}
+	return "sha256 " + short(h.Sum(nil))
 }
 
 // processName names a diffusion process and what shapes its noise levels

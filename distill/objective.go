@@ -187,18 +187,33 @@ const (
 	Hybrid    DCLoss = "hybrid"
 )
 
-// DCObjective trains a DC model: on x_t = q_sample(x0, t, ε) the model
-// predicts at the step's ρ, and the loss is either the distance to the
-// frozen teacher's prediction on the same (x_t, t, y) (distillation; both
-// the ε and the variance channels) or DiT's hybrid loss (finetuning,
-// training from scratch), plus RatioWeight × the ratio loss on the
-// natural (pre-drop) mask.
+// DCObjective trains a DC model: on a noisy input x_t of the diffusion
+// process the model predicts at the step's ρ, and the loss is either the
+// distance to the frozen teacher's prediction on the same (x_t, t, y)
+// (distillation; with DDPM both the ε and the variance channels) or the
+// process's own loss (finetuning, training from scratch: DiT's hybrid
+// loss, flow matching's velocity loss), plus RatioWeight × the ratio loss
+// on the natural (pre-drop) mask. A batch with captions conditions on
+// them (through CaptionTable), one without on its labels.
 type DCObjective struct {
-	Model    *dc.Model
-	Teacher  *dit.Model // distillation only; run without gradients
+	Model   *dc.Model
+	Teacher Teacher // distillation only; run without gradients
+	// Schedule is DDPM's, the process unless Process is set.
 	Schedule *ddpm.Schedule
-	Loss     DCLoss
-	Budget   Budget
+	// Process, when set, is the diffusion process in DDPM's place (flow
+	// matching for a Z-Image backbone). The options that read DDPM's
+	// schedule (WeightCap, RouterTargetWeight, DenseBelow, P2) are
+	// refused with it.
+	Process diffusion.Process
+	// CaptionTable holds one caption feature row (CaptionDim wide) per
+	// vocabulary word: the text encoder's stand-in for batches with
+	// captions.
+	CaptionTable []float32
+	CaptionDim   int
+	// NullClass is the unconditional label of guided pairs (GuidedScale).
+	NullClass int
+	Loss      DCLoss
+	Budget    Budget
 	// RatioWeight scales the ratio loss (0.03 in the paper); TargetN and
 	// RatioBatchSize come from the model's config.
 	RatioWeight float64
@@ -254,15 +269,60 @@ func (o *DCObjective) timestepWeights(t []int) []float64 {
 	return ws
 }
 
+// process is the objective's diffusion process.
+func (o *DCObjective) process() diffusion.Process {
+	if o.Process != nil {
+		return o.Process
+	}
+	return o.P2.process(o.Schedule)
+}
+
+// checkProcess refuses the options that read DDPM's schedule when another
+// process trains.
+func (o *DCObjective) checkProcess() error {
+	if o.Process == nil {
+		if o.Schedule == nil {
+			return fmt.Errorf("distill: a DC objective needs DDPM's schedule or a diffusion process")
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		on   bool
+	}{{"timestep_weight_cap", o.WeightCap > 0}, {"router_target_weight", o.RouterTargetWeight > 0},
+		{"dense_below", o.Budget.DenseBelow > 0}, {"p2_gamma", o.P2.Gamma != 0}} {
+		if f.on {
+			return fmt.Errorf("distill: %s reads DDPM's noise schedule; the objective trains with %s", f.name, processName(o.Process))
+		}
+	}
+	return nil
+}
+
+// condition is the batch's conditioning at model times ts: its captions
+// through the caption table when it has them, else its labels.
+func (o *DCObjective) condition(b *Batch, ts []float32, y []int) (cond.Input, error) {
+	if b.Captions == nil {
+		return cond.Input{T: ts, Labels: y}, nil
+	}
+	caps, err := captionInput(b.Captions[:len(ts)], o.CaptionTable, o.CaptionDim)
+	if err != nil {
+		return cond.Input{}, err
+	}
+	return cond.Input{T: ts, Captions: caps}, nil
+}
+
 // Step implements Objective.
 func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) {
 	x0, y := b.X0, b.Labels
 	cfg := o.Model.Config
 	B, L := len(y), cfg.Tokens()
-	// The distillation branch and its timestep weights still read DDPM's
-	// schedule; the draw, the input, the conditioning time and the hybrid
-	// loss go through the process seam.
-	var proc diffusion.Process = o.P2.process(o.Schedule)
+	if err := o.checkProcess(); err != nil {
+		return Metrics{}, err
+	}
+	// The distillation's router targets and timestep weights read DDPM's
+	// schedule (checkProcess); the draw, the input, the conditioning time
+	// and the process's loss go through the process seam.
+	proc := o.process()
 	pairs := o.GuidedScale > 0
 	if pairs {
 		if o.Loss == Hybrid || o.Teacher == nil {
@@ -270,6 +330,9 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 		}
 		if B%2 != 0 {
 			return Metrics{}, fmt.Errorf("distill: guided distillation pairs the batch, got %d samples", B)
+		}
+		if b.Captions != nil {
+			return Metrics{}, fmt.Errorf("distill: guided distillation pairs labels with the null class; the batch has captions")
 		}
 		B /= 2
 	}
@@ -285,12 +348,16 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 	if pairs {
 		// The twins: the same inputs with the null class.
 		xt, ts, t = slices.Concat(xt, xt), slices.Concat(ts, ts), slices.Concat(t, t)
-		y = slices.Concat(y[:B:B], slices.Repeat([]int{o.Teacher.Config.NumClasses}, B))
+		y = slices.Concat(y[:B:B], slices.Repeat([]int{o.NullClass}, B))
 		B *= 2
 	}
 	rho := o.Budget.rho(step, rng)
 
-	cv, err := o.Model.Backbone.Condition(cond.Input{T: ts, Labels: y})
+	in, err := o.condition(b, ts, y)
+	if err != nil {
+		return Metrics{}, err
+	}
+	cv, err := o.Model.Backbone.Condition(in)
 	if err != nil {
 		return Metrics{}, err
 	}
@@ -306,7 +373,7 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 	var routerTerm mat.Tensor // RouterTargetWeight's surrogate, Σ logit·∂loss/∂logit
 	switch o.Loss {
 	case DistillL1, DistillL2:
-		target, err := o.teacher(xt, ts, y)
+		target, err := o.teacher(xt, in)
 		if err != nil {
 			return Metrics{}, err
 		}
@@ -342,7 +409,7 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 	case Hybrid:
 		img := dc.FromTokens(out, B, cfg.OutChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
 		gimg := make([]float32, len(img))
-		l, err := proc.Loss(gimg, img, x0, nz, sh)
+		l, err := proc.Loss(gimg, img, x0[:B*cfg.InChannels*L], nz, sh)
 		if err != nil {
 			return Metrics{}, err
 		}
@@ -378,25 +445,21 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 	return m, nil
 }
 
-// teacher returns the frozen teacher's prediction at (x_t, t, y) in the DC
+// teacher returns the frozen teacher's prediction at (x_t, in) in the DC
 // model's cell layout [B·cells, OutChannels·p²].
-func (o *DCObjective) teacher(xt, t []float32, y []int) ([]float32, error) {
+func (o *DCObjective) teacher(xt []float32, in cond.Input) ([]float32, error) {
 	if o.Teacher == nil {
 		return nil, fmt.Errorf("distill: %s distillation needs a teacher", o.Loss)
 	}
-	tc, cfg := o.Teacher.Config, o.Model.Config
-	if tc.InputSize != cfg.GridRows || tc.InputSize != cfg.GridCols || tc.OutChannels() != cfg.OutChannels {
-		return nil, fmt.Errorf("distill: teacher predicts [%d %d %d], the DC model [%d %d %d]", tc.OutChannels(), tc.InputSize, tc.InputSize, cfg.OutChannels, cfg.GridRows, cfg.GridCols)
+	cfg := o.Model.Config
+	if oc := o.Teacher.OutChannels(); oc != cfg.OutChannels {
+		return nil, fmt.Errorf("distill: the teacher predicts %d channels, the DC model %d", oc, cfg.OutChannels)
 	}
-	ti := make([]int, len(t))
-	for i, v := range t {
-		ti[i] = int(v)
-	}
-	img, err := o.Teacher.Denoiser()(xt, ti, y)
+	img, err := o.Teacher.Predict(xt, in, cfg.GridRows, cfg.GridCols)
 	if err != nil {
 		return nil, err
 	}
-	return dc.ToTokens(img, len(y), cfg.OutChannels, cfg.GridRows, cfg.GridCols, cfg.Patch()), nil
+	return dc.ToTokens(img, in.Samples(), cfg.OutChannels, cfg.GridRows, cfg.GridCols, cfg.Patch()), nil
 }
 
 // distance writes the gradient of the mean L1 or L2 distance between out
@@ -541,14 +604,22 @@ func (o *DCObjective) Settings() map[string]string {
 		"ratio_loss_weight":  num(o.RatioWeight),
 		"eps_only":           strconv.FormatBool(o.EpsOnly),
 		"weight_cap":         num(o.WeightCap),
-		"diffusion_steps":    strconv.Itoa(o.Schedule.Steps()),
 		"target_n":           num(cfg.TargetN),
 		"ratio_batch_size":   strconv.Itoa(cfg.RatioBatchSize),
 		"dechunk_sigma":      num(cfg.Sigma),
 		"teacher":            "none",
 	}
 	if o.Teacher != nil {
-		s["teacher"] = fmt.Sprintf("%+v", *o.Teacher.Config)
+		s["teacher"] = o.Teacher.Describe()
+	}
+	// DDPM's as run folders made before the process seam recorded it.
+	if o.Process != nil {
+		s["process"] = processName(o.Process)
+	} else {
+		s["diffusion_steps"] = strconv.Itoa(o.Schedule.Steps())
+	}
+	if o.CaptionTable != nil {
+		s["caption_table"] = tableDigest(o.CaptionTable)
 	}
 	// Only when on, so that run folders made before it existed resume.
 	if o.RouterTargetWeight != 0 {

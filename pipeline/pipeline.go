@@ -460,11 +460,14 @@ func (m *model) objective(r *recipes.Recipe, st *recipes.Stage, teacher *dit.Mod
 		}
 		return &distill.DiTDiffusion{Model: m.dit, Schedule: sched, P2: distill.P2{K: st.P2K, Gamma: st.P2Gamma}}, nil
 	}
-	o := &distill.DCObjective{Model: m.dc, Teacher: teacher, Schedule: sched, Loss: distill.DCLoss(st.Loss),
+	o := &distill.DCObjective{Model: m.dc, Schedule: sched, NullClass: m.numClasses, Loss: distill.DCLoss(st.Loss),
 		Budget: distill.Budget{Rhos: st.Rho, Warmup: st.MultiBudgetStart, Dense: st.DenseFraction, DenseBelow: st.DenseBelow}, RatioWeight: st.RatioLossWeight,
 		EpsOnly: st.Target == "eps", WeightCap: st.TimestepWeightCap, GuidedScale: st.GuidedScale, RouterTargetWeight: st.RouterTargetWeight, P2: distill.P2{K: st.P2K, Gamma: st.P2Gamma}}
 	if st.Kind == recipes.KindDistill && teacher == nil {
 		return nil, fmt.Errorf("pipeline: stage %s: distillation needs a [base] teacher", st.Name)
+	}
+	if teacher != nil {
+		o.Teacher = distill.DiTTeacher{Model: teacher}
 	}
 	return o, nil
 }

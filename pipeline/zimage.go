@@ -62,6 +62,6 @@ func (m *model) saveZImage(dir string, r *recipes.Recipe) error {
 
 // describeZImage is describe for a Z-Image.
 func describeZImage(c *arch.ZImageConfig) string {
-	return fmt.Sprintf("Z-Image (%d layers, %d refiner layers each, D %d, %d heads, patch %d, captions of %d-wide features)",
-		c.NLayers, c.NRefinerLayers, c.Dim, c.NHeads, c.PatchSize, c.CapFeatDim)
+	return fmt.Sprintf("Z-Image (%d layers, %d refiner layers each, D %d, %d heads, patch %d, captions of %d-wide features, sequences padded to multiples of %d)",
+		c.NLayers, c.NRefinerLayers, c.Dim, c.NHeads, c.PatchSize, c.CapFeatDim, c.SeqMultiple())
 }

@@ -317,7 +317,30 @@ func EncoderPrior(cfg *dc.Config, ts map[string]dc.Tensor, pe PatchEmbedding) er
 // head at zero.
 func WideHeadPrior(cfg *dc.Config, ts map[string]dc.Tensor, teacher *dit.Model) error {
 	tc := teacher.Config
-	p, D, O := tc.PatchSize, cfg.ModelDim, tc.OutChannels()
+	return wideHeadPrior(cfg, ts, finalLayer{patch: tc.PatchSize, out: tc.OutChannels(), width: tc.HiddenSize, lookup: func(name string) ([]float32, bool) {
+		p, ok := teacher.Params.Lookup("final_layer." + name)
+		if !ok {
+			return nil, false
+		}
+		return p.Values(), true
+	}})
+}
+
+// finalLayer is a teacher's output layer as the wide head starts from it:
+// LayerNorm, adaLN modulation, a Linear to patch·patch·out values ordered
+// (dy, dx, channel). lookup returns its tensors by their names under
+// final_layer. A layer without shift (Z-Image's) has half the modulation
+// rows: its scale.
+type finalLayer struct {
+	patch, out, width int
+	noShift           bool
+	lookup            func(name string) ([]float32, bool)
+}
+
+// wideHeadPrior starts the wide head as the teacher's final layer f (see
+// WideHeadPrior).
+func wideHeadPrior(cfg *dc.Config, ts map[string]dc.Tensor, f finalLayer) error {
+	p, D, O := f.patch, cfg.ModelDim, f.out
 	clear(ts["hnet.residual_proj.weight"].Data)
 	if b, ok := ts["hnet.residual_proj.bias"]; ok {
 		clear(b.Data)
@@ -325,18 +348,25 @@ func WideHeadPrior(cfg *dc.Config, ts map[string]dc.Tensor, teacher *dit.Model) 
 	if cfg.Patch() != p {
 		return nil
 	}
-	if O != cfg.OutChannels || tc.HiddenSize != D {
-		return fmt.Errorf("upcycle: wide head: the teacher predicts %d channels at width %d, the scaffold %d at %d", O, tc.HiddenSize, cfg.OutChannels, D)
+	if O != cfg.OutChannels || f.width != D {
+		return fmt.Errorf("upcycle: wide head: the teacher predicts %d channels at width %d, the scaffold %d at %d", O, f.width, cfg.OutChannels, D)
 	}
 	for _, name := range []string{"adaLN_modulation.1.weight", "adaLN_modulation.1.bias", "linear.weight", "linear.bias"} {
-		src, ok := teacher.Params.Lookup("final_layer." + name)
 		dst := ts["wide_head."+name]
-		if !ok || len(src.Values()) != len(dst.Data) {
-			return fmt.Errorf("upcycle: wide head: the teacher lacks final_layer.%s with %d values", name, len(dst.Data))
+		want := len(dst.Data)
+		modulation := !strings.HasPrefix(name, "linear.")
+		if modulation && f.noShift {
+			want /= 2
 		}
-		v := src.Values()
-		if !strings.HasPrefix(name, "linear.") {
-			copy(dst.Data, v)
+		v, ok := f.lookup(name)
+		if !ok || len(v) != want {
+			return fmt.Errorf("upcycle: wide head: the teacher lacks final_layer.%s with %d values", name, want)
+		}
+		if modulation {
+			// Shift rows first, then scale: a layer without shift
+			// fills the scale rows and leaves the shift at zero.
+			clear(dst.Data)
+			copy(dst.Data[len(dst.Data)-len(v):], v)
 			continue
 		}
 		per := len(v) / (p * p * O) // D for the weight, 1 for the bias

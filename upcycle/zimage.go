@@ -20,11 +20,11 @@ import (
 //
 // The scaffold is initialised as Graft initialises it; EncoderInit
 // "patch" starts the encoder as Z-Image's patch embedding (its features
-// ordered (dy, dx, c), c fastest). Z-Image predicts a velocity with no
-// learned variance, so the scaffold's output has the latent channels.
-// The options that start a DiT's graft as its teacher and read DiT's own
-// parts — the wide head (DiT's final layer) and the latent skip (fitted
-// to DDPM's noise schedule) — are refused.
+// ordered (dy, dx, c), c fastest), and the wide head starts as Z-Image's
+// final layer (its modulation has no shift: the head's shift rows start
+// at zero). Z-Image predicts a velocity with no learned variance, so the
+// scaffold's output has the latent channels. The latent skip, fitted to
+// DDPM's noise schedule, is refused.
 func GraftZImage(m *zimage.Model, s Scaffold, rows, cols int, seed uint64) (*dc.Model, error) {
 	var pe *PatchEmbedding
 	if s.EncoderInit == "patch" {
@@ -39,6 +39,19 @@ func GraftZImage(m *zimage.Model, s Scaffold, rows, cols int, seed uint64) (*dc.
 	cfg, ts, err := zimageScaffold(m.Config, pe, s, rows, cols, seed)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.WideHead {
+		zc := m.Config
+		err := wideHeadPrior(cfg, ts, finalLayer{patch: zc.PatchSize, out: zc.InChannels, width: zc.Dim, noShift: true, lookup: func(name string) ([]float32, bool) {
+			p, ok := m.Params.Lookup("final_layer." + name)
+			if !ok {
+				return nil, false
+			}
+			return p.Values(), true
+		}})
+		if err != nil {
+			return nil, err
+		}
 	}
 	m.PrefixNames(dc.BackbonePrefix)
 	return dc.New(cfg, ts, zimage.NewBackbone(m))
@@ -57,8 +70,6 @@ func zimagePatchEmbedding(zc *arch.ZImageConfig, w, b []float32) PatchEmbedding 
 // is its patch embedding, nil unless the encoder starts from it.
 func zimageScaffold(zc *arch.ZImageConfig, pe *PatchEmbedding, s Scaffold, rows, cols int, seed uint64) (*dc.Config, map[string]dc.Tensor, error) {
 	switch {
-	case s.WideHead:
-		return nil, nil, fmt.Errorf("upcycle: a Z-Image graft has no wide head (it starts as DiT's final layer; Z-Image's has no shift)")
 	case s.LatentSkip:
 		return nil, nil, fmt.Errorf("upcycle: a Z-Image graft has no latent skip (its prior is fitted to DDPM's noise schedule, Z-Image is trained by flow matching)")
 	case zc.FPatchSize != 1:

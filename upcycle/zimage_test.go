@@ -2,6 +2,7 @@ package upcycle
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -82,7 +83,6 @@ func TestGraftZImageRefuses(t *testing.T) {
 		edit func(*Scaffold)
 		want string
 	}{
-		{"wide head", func(s *Scaffold) { s.WideHead = true }, "no wide head"},
 		{"latent skip", func(s *Scaffold) { s.LatentSkip = true }, "no latent skip"},
 		{"unknown encoder init", func(s *Scaffold) { s.EncoderInit = "teacher" }, `encoder init "teacher"`},
 	}
@@ -96,5 +96,60 @@ func TestGraftZImageRefuses(t *testing.T) {
 				t.Fatalf("err = %v, want it to say %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// Cells of the model's patch, the patch encoder prior, no encoder norm,
+// the wide head (Z-Image's final layer, whose modulation has no shift)
+// and the relative residual: a grafted Z-Image whose router keeps every
+// cell predicts what the model itself predicts, on captions of different
+// lengths.
+func TestGraftZImageStartsAsModel(t *testing.T) {
+	const seed, S = 11, 8
+	zm := testckpt.RandomZImage(t, seed)
+	zc := zm.Config
+	s := DefaultScaffold()
+	s.NormGroups, s.RouterGroups, s.WidthFactor, s.Sigma = 8, 4, 2, 0.3
+	s.PatchSize, s.EncoderInit, s.NoEncoderNorm, s.WideHead, s.RelativeResidual = zc.PatchSize, "patch", true, true, true
+	m, err := GraftZImage(testckpt.RandomZImage(t, seed), s, S, S, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the dropped cells learn must not reach the kept ones.
+	for i := range data(m.Params.Get("hnet.residual_proj.weight")) {
+		data(m.Params.Get("hnet.residual_proj.weight"))[i] = float32(0.1 * math.Sin(float64(i)))
+	}
+	// Every cell a confident boundary.
+	data(m.Params.Get("hnet.routing_module.residual_scorer.3.bias"))[0] = 30
+	rng := rand.New(rand.NewPCG(7, 8))
+	C := zc.InChannels
+	x := make([]float32, 2*C*S*S)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	feats := [][]float32{make([]float32, 3*zc.CapFeatDim), make([]float32, 9*zc.CapFeatDim)}
+	caps := make([]cond.Caption, len(feats))
+	for i, f := range feats {
+		for j := range f {
+			f[j] = float32(rng.NormFloat64())
+		}
+		caps[i] = cond.Caption{Features: f, Len: len(f) / zc.CapFeatDim}
+	}
+	ts := []float32{0.3, 0.8}
+	got, res, err := m.Predict(x, cond.Input{T: ts, Captions: caps}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := res.Chunks.NumKept; k[0] != m.Config.Cells() || k[1] != m.Config.Cells() {
+		t.Fatalf("kept %v of %d cells, want all", k, m.Config.Cells())
+	}
+	lats := []zimage.Latent{{Data: x[:C*S*S], F: 1, H: S, W: S}, {Data: x[C*S*S:], F: 1, H: S, W: S}}
+	imgs, err := zm.Forward(lats, ts, feats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(imgs[0], imgs[1]...)
+	if err := fixtures.RelErr(got, want); !fixtures.Within(err, 1e-5) {
+		t.Fatalf("grafted model against the model: relative error %.2g", err)
 	}
 }

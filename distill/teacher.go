@@ -1,0 +1,104 @@
+package distill
+
+import (
+	"fmt"
+
+	"github.com/dcdit/dcdit/cond"
+	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/zimage"
+)
+
+// Teacher is the frozen model a DC model is distilled onto: its raw
+// prediction for a batch of noisy latents, in the diffusion process's own
+// terms (DDPM: ε and the variance value; flow matching: the velocity as
+// the network emits it). The two implementations are DiT's and Z-Image's;
+// DCObjective never looks behind this interface.
+type Teacher interface {
+	// Predict returns the raw output [B, OutChannels, H, W] for latents
+	// xt [B, C, H, W] under in (one model time and one label or caption
+	// per sample), without a graph.
+	Predict(xt []float32, in cond.Input, h, w int) ([]float32, error)
+	// OutChannels is the number of channels Predict returns.
+	OutChannels() int
+	// Describe names the teacher's configuration in a run's fingerprint.
+	Describe() string
+}
+
+// DiTTeacher is a class-conditional DiT as a distillation teacher; model
+// times are DDPM's timesteps.
+type DiTTeacher struct{ Model *dit.Model }
+
+// Predict implements Teacher.
+func (t DiTTeacher) Predict(xt []float32, in cond.Input, h, w int) ([]float32, error) {
+	c := t.Model.Config
+	if err := in.CheckLabels(c.NumClasses); err != nil {
+		return nil, fmt.Errorf("distill: teacher: %w", err)
+	}
+	if h != c.InputSize || w != c.InputSize {
+		return nil, fmt.Errorf("distill: the teacher takes %d×%d latents, the DC model %d×%d", c.InputSize, c.InputSize, h, w)
+	}
+	ti := make([]int, len(in.T))
+	for i, v := range in.T {
+		ti[i] = int(v)
+	}
+	return t.Model.Denoiser()(xt, ti, in.Labels)
+}
+
+// OutChannels implements Teacher.
+func (t DiTTeacher) OutChannels() int { return t.Model.Config.OutChannels() }
+
+// Describe implements Teacher: the config as run folders have always
+// recorded it.
+func (t DiTTeacher) Describe() string { return fmt.Sprintf("%+v", *t.Model.Config) }
+
+// ZImageTeacher is a caption-conditioned Z-Image as a distillation
+// teacher; model times are flow matching's 1 − σ.
+type ZImageTeacher struct{ Model *zimage.Model }
+
+// Predict implements Teacher.
+func (t ZImageTeacher) Predict(xt []float32, in cond.Input, h, w int) ([]float32, error) {
+	c := t.Model.Config
+	if err := in.CheckCaptions(c.CapFeatDim); err != nil {
+		return nil, fmt.Errorf("distill: teacher: %w", err)
+	}
+	per := c.InChannels * h * w
+	if len(xt) != len(in.T)*per {
+		return nil, fmt.Errorf("distill: teacher: %d latent values for %d samples of [%d %d %d]", len(xt), len(in.T), c.InChannels, h, w)
+	}
+	lats := make([]zimage.Latent, len(in.T))
+	caps := make([][]float32, len(in.T))
+	for i := range lats {
+		lats[i] = zimage.Latent{Data: xt[i*per : (i+1)*per], F: 1, H: h, W: w}
+		caps[i] = in.Captions[i].Features[:in.Captions[i].Len*c.CapFeatDim]
+	}
+	imgs, err := t.Model.Forward(lats, in.T, caps)
+	if err != nil {
+		return nil, fmt.Errorf("distill: teacher: %w", err)
+	}
+	out := make([]float32, 0, len(xt))
+	for _, v := range imgs {
+		out = append(out, v...)
+	}
+	return out, nil
+}
+
+// OutChannels implements Teacher: a velocity per latent channel.
+func (t ZImageTeacher) OutChannels() int { return t.Model.Config.InChannels }
+
+// Describe implements Teacher.
+func (t ZImageTeacher) Describe() string { return fmt.Sprintf("zimage %+v", *t.Model.Config) }
+
+// captionInput turns a batch's captions into the conditioning's caption
+// features through table (dim wide rows): an empty caption is the empty
+// prompt, one zero row.
+func captionInput(caps [][]int, table []float32, dim int) ([]cond.Caption, error) {
+	feats, err := CaptionFeatures(caps, table, dim)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cond.Caption, len(feats))
+	for i, f := range feats {
+		out[i] = cond.Caption{Features: f, Len: len(f) / dim}
+	}
+	return out, nil
+}
