@@ -57,27 +57,9 @@ type ZImageTeacher struct{ Model *zimage.Model }
 
 // Predict implements Teacher.
 func (t ZImageTeacher) Predict(xt []float32, in cond.Input, h, w int) ([]float32, error) {
-	c := t.Model.Config
-	if err := in.CheckCaptions(c.CapFeatDim); err != nil {
-		return nil, fmt.Errorf("distill: teacher: %w", err)
-	}
-	per := c.InChannels * h * w
-	if len(xt) != len(in.T)*per {
-		return nil, fmt.Errorf("distill: teacher: %d latent values for %d samples of [%d %d %d]", len(xt), len(in.T), c.InChannels, h, w)
-	}
-	lats := make([]zimage.Latent, len(in.T))
-	caps := make([][]float32, len(in.T))
-	for i := range lats {
-		lats[i] = zimage.Latent{Data: xt[i*per : (i+1)*per], F: 1, H: h, W: w}
-		caps[i] = in.Captions[i].Features[:in.Captions[i].Len*c.CapFeatDim]
-	}
-	imgs, err := t.Model.Forward(lats, in.T, caps)
+	out, err := t.Model.Predict(xt, in, h, w)
 	if err != nil {
 		return nil, fmt.Errorf("distill: teacher: %w", err)
-	}
-	out := make([]float32, 0, len(xt))
-	for _, v := range imgs {
-		out = append(out, v...)
 	}
 	return out, nil
 }

@@ -51,12 +51,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/diffusion"
-	"github.com/dcdit/dcdit/dit"
-	"github.com/dcdit/dcdit/dit/ddpm"
 	"github.com/dcdit/dcdit/eval/featnet"
 	"github.com/dcdit/dcdit/params"
 )
@@ -189,6 +186,10 @@ type Quality struct {
 	FD            *float64 `json:"fd"`
 	ClassAccuracy *float64 `json:"class_accuracy"`
 	RMS           *float64 `json:"sample_rms"`
+	// PromptFollowing is the share of samples whose class and foreground
+	// colour are their caption's (shapes.PromptFollowing), for a
+	// caption-conditioned teacher.
+	PromptFollowing *float64 `json:"prompt_following,omitempty"`
 }
 
 // FeatureNetStats describes the feature network on the evaluation's data.
@@ -361,32 +362,29 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 // check makes sure model, teacher and data describe the same latents.
-func check(m *dc.Model, teacher *dit.Model, data *datasets.Set) error {
-	cfg, tc := m.Config, teacher.Config
-	switch {
-	case tc.InputSize != cfg.GridRows || tc.InputSize != cfg.GridCols || tc.InChannels != cfg.InChannels:
-		return fmt.Errorf("eval: the teacher takes [%d %d %d] latents, the DC model [%d %d %d]",
-			tc.InChannels, tc.InputSize, tc.InputSize, cfg.InChannels, cfg.GridRows, cfg.GridCols)
-	case !tc.LearnSigma || cfg.OutChannels != 2*cfg.InChannels:
-		return fmt.Errorf("eval: the DDPM sampler needs learned-sigma outputs (2C = %d channels); the teacher has %d, the DC model %d",
-			2*cfg.InChannels, tc.OutChannels(), cfg.OutChannels)
-	case data.C != cfg.InChannels || data.H != cfg.GridRows || data.W != cfg.GridCols:
+func check(m *dc.Model, teacher Teacher, data *datasets.Set) error {
+	cfg := m.Config
+	if data.C != cfg.InChannels || data.H != cfg.GridRows || data.W != cfg.GridCols {
 		return fmt.Errorf("eval: the data set holds [%d %d %d] latents, the models take [%d %d %d]",
 			data.C, data.H, data.W, cfg.InChannels, cfg.GridRows, cfg.GridCols)
-	case data.NumClasses > tc.NumClasses:
-		return fmt.Errorf("eval: the data set has %d classes, the teacher %d", data.NumClasses, tc.NumClasses)
+	}
+	if err := teacher.check(cfg, data); err != nil {
+		return err
 	}
 	return data.Validate()
 }
 
 // Run evaluates m against teacher on data.
-func Run(m *dc.Model, teacher *dit.Model, data *datasets.Set, opts Options) (*Report, error) {
+func Run(m *dc.Model, teacher Teacher, data *datasets.Set, opts Options) (*Report, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	if err := check(m, teacher, data); err != nil {
 		return nil, err
+	}
+	if !teacher.probes() {
+		o.ProbeTimesteps = nil
 	}
 	restore := noGrad(m)
 	defer restore()
@@ -404,17 +402,8 @@ func Run(m *dc.Model, teacher *dit.Model, data *datasets.Set, opts Options) (*Re
 	}
 	r.pics.c, r.pics.h, r.pics.w = e.cfg.InChannels, e.cfg.GridRows, e.cfg.GridCols
 	e.r = r
-	// DiT's process: the training schedule noises the held-out inputs and
-	// gives their model times; the respaced one samples, guiding DiT's 3
-	// channels.
-	sched, err := ddpm.Respaced(o.DiffusionSteps, strconv.Itoa(o.Steps))
-	if err != nil {
-		return nil, fmt.Errorf("eval: %w", err)
-	}
-	e.train = &diffusion.DDPM{Schedule: ddpm.Linear(o.DiffusionSteps)}
-	e.sampler = &diffusion.DDPM{Schedule: sched, GuidedChannels: 3}
-	for s := sched.Steps() - 1; s >= 0; s-- {
-		r.SamplingTimesteps = append(r.SamplingTimesteps, sched.TimestepMap[s])
+	if e.train, e.sampler, r.SamplingTimesteps, err = teacher.processes(o); err != nil {
+		return nil, err
 	}
 	if err := e.inputs(); err != nil {
 		return nil, err
@@ -447,7 +436,7 @@ func Run(m *dc.Model, teacher *dit.Model, data *datasets.Set, opts Options) (*Re
 // evaluator carries one run's state.
 type evaluator struct {
 	m    *dc.Model
-	tc   *dit.Model
+	tc   Teacher
 	cfg  *dc.Config
 	o    Options
 	data *datasets.Set
@@ -465,9 +454,9 @@ type evaluator struct {
 
 	// The held-out inputs.
 	xt []float32 // [nIn, C, H, W]
-	t  []int     // their noise levels (timesteps)
-	tm []float32 // the model times of those levels
-	y  []int
+	t  []int     // their timesteps (Options' scale)
+	tm []float32 // the model times of those timesteps
+	y  []int     // their conditions (Teacher's keys)
 	// refs holds the teacher's results per guidance scale.
 	refs map[float64]*reference
 }
@@ -486,7 +475,7 @@ type reference struct {
 // differ).
 type setting struct{ cond, uncond, scale float64 }
 
-func (s setting) guided() bool { return s.scale > 1 }
+func (s setting) guided(t Teacher) bool { return t.guided(s.scale) }
 
 // measured is a setting's results.
 type measured struct {
@@ -535,18 +524,23 @@ func (e *evaluator) noise(stream uint64, n int) []float32 {
 }
 
 // noised returns data samples 0..k−1 noised by the training process at
-// levels t (one per sample), with noise from stream, the model times of
-// those levels, and the samples' labels.
+// timesteps t (one per sample), with noise from stream, the model times of
+// those timesteps, and the samples' conditions.
 func (e *evaluator) noised(k int, t []int, stream uint64) (xt, tm []float32, y []int, err error) {
 	idx := make([]int, k)
 	for i := range idx {
 		idx[i] = i
 	}
-	x0, y, err := e.data.Batch(nil, nil, idx)
+	x0, labels, err := e.data.Batch(nil, nil, idx)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	nz := &diffusion.Noise{Levels: t, Noise: e.noise(stream, len(x0))}
+	y = e.tc.keys(idx, labels)
+	levels := make([]int, k)
+	for i, v := range t {
+		levels[i] = e.tc.level(v)
+	}
+	nz := &diffusion.Noise{Levels: levels, Noise: e.noise(stream, len(x0))}
 	xt = make([]float32, len(x0))
 	if err := e.train.Noisy(xt, x0, nz, diffusion.Shape{B: k, C: e.cfg.InChannels, HW: e.L}); err != nil {
 		return nil, nil, nil, fmt.Errorf("eval: %w", err)
@@ -569,12 +563,28 @@ func (e *evaluator) inputs() error {
 	return err
 }
 
-// guidance is DiT's classifier-free guidance at scale (off at ≤ 1).
-func (e *evaluator) guidance(scale float64) ddpm.Guidance {
-	if scale <= 1 {
-		return ddpm.Guidance{}
+// teacherForward runs the teacher on a batch x [B, C, H, W] at model
+// times t for conditions y, guided at scale when it guides (the first B
+// outputs are then the guided ones).
+func (e *evaluator) teacherForward(x, t []float32, y []int, scale float64) ([]float32, error) {
+	in, err := e.tc.input(t, y, false)
+	if err != nil {
+		return nil, err
 	}
-	return ddpm.Guidance{Scale: float32(scale), NullClass: e.tc.Config.NumClasses, Channels: 3}
+	if !e.tc.guided(scale) {
+		return e.tc.predict(x, t, in)
+	}
+	null, err := e.tc.input(t, y, true)
+	if err != nil {
+		return nil, err
+	}
+	x2 := append(append(make([]float32, 0, 2*len(x)), x...), x...)
+	out, err := e.tc.predict(x2, append(append([]float32(nil), t...), t...), joinInputs(in, null))
+	if err != nil {
+		return nil, err
+	}
+	e.tc.guide(out, len(y), e.tc.outChannels()*e.L, e.L, float32(scale))
+	return out, nil
 }
 
 // reference runs the teacher at a guidance scale (once per scale).
@@ -582,24 +592,22 @@ func (e *evaluator) reference(scale float64) (*reference, error) {
 	if ref, ok := e.refs[scale]; ok {
 		return ref, nil
 	}
-	guide := e.guidance(scale)
-	model := guide.Guided(e.tc.Denoiser(), ddpm.Shape{C: e.cfg.InChannels, HW: e.L})
 	ref := &reference{eps: make([]float32, 0, len(e.xt))}
 	var elapsed time.Duration
 	for lo := 0; lo < e.nIn; lo += e.o.BatchSize {
 		hi := min(lo+e.o.BatchSize, e.nIn)
 		start := time.Now()
-		out, err := model(e.xt[lo*e.n:hi*e.n], e.t[lo:hi], e.y[lo:hi])
+		out, err := e.teacherForward(e.xt[lo*e.n:hi*e.n], e.tm[lo:hi], e.y[lo:hi], scale)
 		elapsed += time.Since(start)
 		if err != nil {
 			return nil, fmt.Errorf("eval: teacher: %w", err)
 		}
-		ref.eps = append(ref.eps, epsOf(out, hi-lo, e.n)...)
+		ref.eps = append(ref.eps, e.epsOf(out, hi-lo)...)
 		e.step()
 	}
 	ref.ms = ms(elapsed) / float64(e.nIn)
 	var err error
-	if ref.samples, err = e.sample(e.tc.Predict, scale); err != nil {
+	if ref.samples, err = e.sample(e.tc.samplingModel(e.tc.sampleKeys(e.o.NumSamples)), scale); err != nil {
 		return nil, fmt.Errorf("eval: teacher: %w", err)
 	}
 	if ref.quality, err = e.score(ref.samples); err != nil {
@@ -609,12 +617,14 @@ func (e *evaluator) reference(scale float64) (*reference, error) {
 	return ref, nil
 }
 
-// epsOf keeps the ε channels (the first n = C·HW values of each 2C·HW
-// output).
-func epsOf(out []float32, b, n int) []float32 {
-	eps := make([]float32, 0, b*n)
+// epsOf keeps the predicted channels a sampler reads of the first b
+// outputs: the first n = C·HW values of each (DDPM: ε of 2C channels; flow
+// matching: the whole velocity).
+func (e *evaluator) epsOf(out []float32, b int) []float32 {
+	per := e.tc.outChannels() * e.L
+	eps := make([]float32, 0, b*e.n)
 	for i := range b {
-		eps = append(eps, out[2*i*n:(2*i+1)*n]...)
+		eps = append(eps, out[i*per:i*per+e.n]...)
 	}
 	return eps
 }
@@ -650,36 +660,52 @@ func psnr(a, b []float32, rangeR float64) float64 {
 }
 
 // forward runs the DC model on a batch x [B, C, H, W] at model times t
-// under setting s: [B, 2C, H, W] unguided, or [2B, 2C, H, W] guided, where
-// the first B are the guided outputs (dc.Model.LiteCFGFracs on [x; x] with
-// labels [y; null]). Samples at times below DenseBelow run dc.Dense.
+// for conditions y under setting s: [B, OutChannels, H, W] unguided, or
+// [2B, OutChannels, H, W] guided, where the first B are the guided
+// outputs ([x; x] with [y; unconditional] in one batch, the branches at
+// their fractions, combined as the teacher's process guides). Samples at
+// times below DenseBelow run dc.Dense.
 func (e *evaluator) forward(s setting, x, t []float32, y []int) ([]float32, *dc.Result, error) {
 	B := len(y)
 	frac := func(rho float64, i int) float32 { return dc.FracAt(float32(rho), t[i], float32(e.o.DenseBelow)) }
-	if !s.guided() {
+	in, err := e.tc.input(t, y, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !s.guided(e.tc) {
 		fr := make([]float32, B)
 		for i := range fr {
 			fr[i] = frac(s.cond, i)
 		}
-		return e.m.Predict(x, cond.Input{T: t, Labels: y}, fr)
+		return e.m.Predict(x, in, fr)
+	}
+	null, err := e.tc.input(t, y, true)
+	if err != nil {
+		return nil, nil, err
 	}
 	x2 := append(append(make([]float32, 0, 2*len(x)), x...), x...)
-	t2 := append(append(make([]float32, 0, 2*B), t...), t...)
-	y2 := append(make([]int, 0, 2*B), y...)
 	fr := make([]float32, 2*B)
 	for i := range B {
-		y2 = append(y2, e.tc.Config.NumClasses)
 		fr[i], fr[B+i] = frac(s.cond, i), frac(s.uncond, i)
 	}
-	return e.m.LiteCFGFracs(x2, cond.Input{T: t2, Labels: y2}, float32(s.scale), fr)
+	out, res, err := e.m.Predict(x2, joinInputs(in, null), fr)
+	if err != nil {
+		return nil, nil, err
+	}
+	e.tc.guide(out, B, e.cfg.OutChannels*e.L, e.L, float32(s.scale))
+	return out, res, nil
 }
 
 // denoiser runs the DC model under s for the sampler; kept, if set,
 // receives each call's kept mask of the (conditional) samples, and
 // m each call's mean kept tokens per conditional sample and GFLOPs per
 // (guided) image.
-func (e *evaluator) denoiser(s setting, kept func([]bool), m *measured) diffusion.LabelModel {
-	return func(x, t []float32, y []int) ([]float32, error) {
+func (e *evaluator) denoiser(s setting, kept func([]bool), m *measured) diffusion.Model {
+	y := e.tc.sampleKeys(e.o.NumSamples)
+	return func(x, t []float32, guided bool) ([]float32, error) {
+		if guided || len(t) != len(y) {
+			return nil, fmt.Errorf("eval: the DC model guides itself; the sampler called it for %d samples (guided %v), want %d unguided", len(t), guided, len(y))
+		}
 		out, res, err := e.forward(s, x, t, y)
 		if err != nil {
 			return nil, err
@@ -693,18 +719,17 @@ func (e *evaluator) denoiser(s setting, kept func([]bool), m *measured) diffusio
 		}
 		m.keptPerStep = append(m.keptPerStep, float64(sum)/float64(len(y)))
 		m.stepGFLOPs = append(m.stepGFLOPs, e.m.ForwardFLOPs(res.Chunks.NumKept).Total()/float64(len(y))/1e9)
-		return out[:len(y)*2*e.n], nil
+		return out[:len(y)*e.cfg.OutChannels*e.L], nil
 	}
 }
 
-// sample draws NumSamples samples with labels 0, 1, 2, … (mod the data
-// set's classes) from the run's seed, in one batch (so that the samples do
-// not depend on BatchSize), guided at scale (off at ≤ 1) with the null
-// class as the unconditional label.
-func (e *evaluator) sample(model diffusion.LabelModel, scale float64) ([]float32, error) {
-	labels := e.sampleLabels()
-	x, err := e.sampler.Sample(diffusion.WithLabels(model, labels, e.tc.Config.NumClasses),
-		diffusion.Shape{B: len(labels), C: e.cfg.InChannels, HW: e.L}, diffusion.SampleOptions{
+// sample draws NumSamples samples for the teacher's sampleKeys (labels
+// 0, 1, 2, … mod the data set's classes; the data's first captions) from
+// the run's seed, in one batch (so that the samples do not depend on
+// BatchSize), guided at scale (off at ≤ 1) by the process.
+func (e *evaluator) sample(model diffusion.Model, scale float64) ([]float32, error) {
+	x, err := e.sampler.Sample(model,
+		diffusion.Shape{B: e.o.NumSamples, C: e.cfg.InChannels, HW: e.L}, diffusion.SampleOptions{
 			Guidance: scale, Seed: e.o.Seed,
 			Progress: func(done, total int) { e.step() },
 		})
@@ -732,7 +757,7 @@ func (e *evaluator) measure(s setting, record func([]bool)) (*measured, error) {
 			return nil, err
 		}
 		b := hi - lo
-		eps = append(eps, epsOf(out, b, e.n)...)
+		eps = append(eps, e.epsOf(out, b)...)
 		for i, k := range res.Chunks.NumKept {
 			if i < b {
 				keptC += k
@@ -773,10 +798,9 @@ func (e *evaluator) rows() error {
 	if err != nil {
 		return err
 	}
-	tc := e.tc.Config
-	e.r.Teacher = TeacherRow{Tokens: tc.NumTokens(), GFLOPsPerImage: dit.ForwardFLOPs(tc, tc.NumTokens()).Total() / 1e9, MsPerImage: ref.ms, Quality: ref.quality}
+	e.r.Teacher = TeacherRow{Tokens: e.tc.tokens(), GFLOPsPerImage: e.tc.forwardGFLOPs(), MsPerImage: ref.ms, Quality: ref.quality}
 	name := "teacher"
-	if scale > 1 {
+	if e.tc.guided(scale) {
 		e.r.Teacher.GFLOPsPerImage *= 2
 		name += " cfg=" + scaleName(scale)
 	}
@@ -796,7 +820,7 @@ func (e *evaluator) rows() error {
 			e.r.pics.trajFinal = m.samples
 		}
 		kept := m.keptCond
-		if scale > 1 {
+		if e.tc.guided(scale) {
 			kept = (m.keptCond + m.keptUncond) / 2
 		}
 		e.r.Rows = append(e.r.Rows, Row{Rho: rho, KeptTokens: kept, GFLOPsPerImage: m.gflops, MsPerImage: m.ms, EpsRelMSE: m.epsRelMSE, SamplePSNR: m.psnr,
@@ -815,12 +839,11 @@ func (e *evaluator) lite() error {
 	if err != nil {
 		return fmt.Errorf("eval: Lite-CFG: %w", err)
 	}
-	tc := e.tc.Config
 	e.r.LiteCFG = &LiteRow{
 		RhoCond: l.Cond, RhoUncond: l.Uncond, Scale: l.Scale,
 		KeptTokens: (m.keptCond + m.keptUncond) / 2, KeptTokensCond: m.keptCond, KeptTokensUncond: m.keptUncond,
 		GFLOPsPerImage: m.gflops, MsPerImage: m.ms, EpsRelMSE: m.epsRelMSE, SamplePSNR: m.psnr, Quality: m.quality,
-		TeacherGFLOPsPerImage: 2 * dit.ForwardFLOPs(tc, tc.NumTokens()).Total() / 1e9,
+		TeacherGFLOPsPerImage: 2 * e.tc.forwardGFLOPs(),
 		TeacherQuality:        e.refs[l.Scale].quality,
 	}
 	if l.Scale != e.o.CFG {
@@ -854,7 +877,11 @@ func (e *evaluator) edges() error {
 		}
 		for lo := 0; lo < e.nIn; lo += e.o.BatchSize {
 			hi := min(lo+e.o.BatchSize, e.nIn)
-			_, res, err := e.m.Predict(xt[lo*e.n:hi*e.n], cond.Input{T: tm[lo:hi], Labels: y[lo:hi]}, nil)
+			in, err := e.tc.input(tm[lo:hi], y[lo:hi], false)
+			if err != nil {
+				return err
+			}
+			_, res, err := e.m.Predict(xt[lo*e.n:hi*e.n], in, nil)
 			if err != nil {
 				return fmt.Errorf("eval: edge density: %w", err)
 			}
@@ -925,7 +952,11 @@ func (e *evaluator) boundaries() error {
 		var kept []bool
 		for lo := 0; lo < k; lo += e.o.BatchSize {
 			hi := min(lo+e.o.BatchSize, k)
-			_, res, err := e.m.Predict(xt[lo*e.n:hi*e.n], cond.Input{T: tm[lo:hi], Labels: y[lo:hi]}, nil)
+			in, err := e.tc.input(tm[lo:hi], y[lo:hi], false)
+			if err != nil {
+				return err
+			}
+			_, res, err := e.m.Predict(xt[lo*e.n:hi*e.n], in, nil)
 			if err != nil {
 				return fmt.Errorf("eval: boundary map: %w", err)
 			}

@@ -5,17 +5,15 @@ import (
 	"maps"
 	"math"
 
+	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/eval/featnet"
 )
 
-// sampleLabels are the labels every row's samples are drawn for: 0, 1,
-// 2, … in turn, so each class gets the same share.
+// sampleLabels are the classes every row's samples are drawn for: those
+// of the teacher's sampleKeys (a DiT's labels 0, 1, 2, … in turn; a
+// Z-Image's captions' classes), so each class gets the same share.
 func (e *evaluator) sampleLabels() []int {
-	labels := make([]int, e.o.NumSamples)
-	for i := range labels {
-		labels[i] = i % e.data.NumClasses
-	}
-	return labels
+	return e.tc.classes(e.tc.sampleKeys(e.o.NumSamples))
 }
 
 // gridOf keeps the samples the elastic grid shows.
@@ -134,14 +132,27 @@ func (e *evaluator) score(samples []float32) (Quality, error) {
 		return Quality{}, fmt.Errorf("Fréchet distance: %w", err)
 	}
 	correct := 0
+	want := e.sampleLabels()
 	for i, cl := range classes {
-		if cl == i%e.data.NumClasses {
+		if cl == want[i] {
 			correct++
 		}
 	}
 	acc := float64(correct) / float64(n)
 	r := rms(samples)
-	return Quality{FD: &fd, ClassAccuracy: &acc, RMS: &r}, nil
+	q := Quality{FD: &fd, ClassAccuracy: &acc, RMS: &r}
+	if caps := e.tc.captions(); caps != nil {
+		var asked [][]int
+		for _, k := range e.tc.sampleKeys(n) {
+			asked = append(asked, caps[k])
+		}
+		pf, err := shapes.PromptFollowing(net, samples, n, h, asked)
+		if err != nil {
+			return Quality{}, err
+		}
+		q.PromptFollowing = &pf
+	}
+	return q, nil
 }
 
 // rms is the root mean square of v.

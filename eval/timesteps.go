@@ -59,12 +59,12 @@ func (e *evaluator) timesteps() error {
 			if err != nil {
 				return fmt.Errorf("eval: t = %d: %w", tv, err)
 			}
-			dcEps = append(dcEps, epsOf(out, hi-lo, e.n)...)
-			ref, err := e.tc.Predict(x, tm[lo:hi], y[lo:hi])
+			dcEps = append(dcEps, e.epsOf(out, hi-lo)...)
+			ref, err := e.teacherForward(x, tm[lo:hi], y[lo:hi], 0)
 			if err != nil {
 				return fmt.Errorf("eval: teacher at t = %d: %w", tv, err)
 			}
-			tEps = append(tEps, epsOf(ref, hi-lo, e.n)...)
+			tEps = append(tEps, e.epsOf(ref, hi-lo)...)
 			e.step()
 		}
 		row := TimestepRow{T: tv, Rho: rho, EpsMSE: mse(dcEps, noise), TeacherEpsMSE: mse(tEps, noise), EpsMSEToTeacher: mse(dcEps, tEps)}

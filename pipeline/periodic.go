@@ -80,7 +80,7 @@ func (pe *periodicEval) run(p distill.Progress) (err error) {
 			}
 		}()
 	}
-	rep, err := eval.Run(pe.model.dc, pe.teacher, pe.data, pe.opts)
+	rep, err := eval.Run(pe.model.dc, eval.DiTTeacher(pe.teacher), pe.data, pe.opts)
 	if err != nil {
 		return err
 	}

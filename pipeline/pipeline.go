@@ -249,7 +249,7 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: evaluation: the model on the device: %w", err)
 		}
-		sum.Eval, err = eval.Run(m.dc, teacher, held, evalOptions(r, features))
+		sum.Eval, err = eval.Run(m.dc, eval.DiTTeacher(teacher), held, evalOptions(r, features))
 		if cerr := bound.Close(); err == nil {
 			err = cerr
 		}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/ops"
@@ -379,4 +380,34 @@ func (m *Model) Forward(x []Latent, t []float32, caps [][]float32) ([][]float32,
 		defer m.Params.SetRequiresGrad(true)
 	}
 	return m.Images(m.Run(b), b), nil
+}
+
+// Predict runs the model on a batch of single-frame latents x [B, C, H, W]
+// under in (one model time and one caption per sample, in.Captions'
+// valid rows read), returning the outputs [B, C, H, W] in one slice: a
+// sampler's or a distillation teacher's call. It keeps no graph.
+func (m *Model) Predict(x []float32, in cond.Input, h, w int) ([]float32, error) {
+	c := m.Config
+	if err := in.CheckCaptions(c.CapFeatDim); err != nil {
+		return nil, fmt.Errorf("zimage: %w", err)
+	}
+	per := c.InChannels * h * w
+	if len(x) != len(in.T)*per {
+		return nil, fmt.Errorf("zimage: %d latent values for %d samples of [%d %d %d]", len(x), len(in.T), c.InChannels, h, w)
+	}
+	lats := make([]Latent, len(in.T))
+	caps := make([][]float32, len(in.T))
+	for i := range lats {
+		lats[i] = Latent{Data: x[i*per : (i+1)*per], F: 1, H: h, W: w}
+		caps[i] = in.Captions[i].Features[:in.Captions[i].Len*c.CapFeatDim]
+	}
+	imgs, err := m.Forward(lats, in.T, caps)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, 0, len(x))
+	for _, v := range imgs {
+		out = append(out, v...)
+	}
+	return out, nil
 }

@@ -340,7 +340,7 @@ func Run(opts *Options) error {
 			bar.Set(done)
 		}
 	}
-	r, err := eval.Run(m, teacher, data, eo)
+	r, err := eval.Run(m, eval.DiTTeacher(teacher), data, eo)
 	bar.Finish()
 	if err != nil {
 		return fmt.Errorf("eval %s: %w", opts.Checkpoint, err)
