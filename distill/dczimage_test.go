@@ -10,6 +10,7 @@ import (
 	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/internal/testckpt"
 	"github.com/dcdit/dcdit/upcycle"
+	"github.com/dcdit/dcdit/zimage"
 	"github.com/dcdit/dcdit/zimage/flowmatch"
 )
 
@@ -44,7 +45,7 @@ func TestDCObjectiveZImage(t *testing.T) {
 			s := upcycle.DefaultScaffold()
 			s.NormGroups, s.RouterGroups, s.WidthFactor = 8, 4, 2
 			s.PatchSize, s.EncoderInit, s.NoEncoderNorm, s.WideHead, s.RelativeResidual = zc.PatchSize, "patch", true, true, true
-			m, err := upcycle.GraftZImage(testckpt.RandomZImage(t, seed), s, S, S, 3)
+			m, err := upcycle.GraftZImage(zimage.NewBackbone(testckpt.RandomZImage(t, seed)), s, S, S, 3)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -178,14 +178,18 @@ func (d *ditTeacher) captions() [][]int { return nil }
 // first samples, so the data must be class-balanced in order (sample i of
 // class i mod classes, shapes.Generator.BalancedSet) for the Fréchet
 // distance's reference to match them.
-func ZImageTeacher(m *zimage.Model, table []float32, shift float64) Teacher {
-	return &zimageTeacher{m: m, table: table, shift: shift}
+//
+// Its cost per image is counted for captions of captionLen words, as the
+// DC model's backbone counts it (zimage.Backbone.CaptionLen).
+func ZImageTeacher(m *zimage.Model, table []float32, shift float64, captionLen int) Teacher {
+	return &zimageTeacher{m: m, table: table, shift: shift, captionLen: captionLen}
 }
 
 type zimageTeacher struct {
-	m        *zimage.Model
-	table    []float32
-	shift    float64
+	m          *zimage.Model
+	table      []float32
+	shift      float64
+	captionLen int
 	data     *datasets.Set
 	h, w     int
 	trainTab *flowmatch.Table
@@ -321,20 +325,7 @@ func (z *zimageTeacher) samplingModel(keys []int) diffusion.Model {
 func (z *zimageTeacher) outChannels() int { return z.m.Config.InChannels }
 
 func (z *zimageTeacher) forwardGFLOPs() float64 {
-	return zimage.ForwardFLOPs(z.m.Config, z.tokens(), z.captionLen()).Total() / 1e9
-}
-
-// captionLen is the mean caption length of the data's sampled captions,
-// rounded: the teacher's cost depends on it, as the DC model's does.
-func (z *zimageTeacher) captionLen() int {
-	if z.data == nil || len(z.data.Captions) == 0 {
-		return 1
-	}
-	n := 0
-	for _, c := range z.data.Captions {
-		n += max(len(c), 1)
-	}
-	return int(math.Round(float64(n) / float64(len(z.data.Captions))))
+	return zimage.ForwardFLOPs(z.m.Config, z.tokens(), max(z.captionLen, 1)).Total() / 1e9
 }
 
 func (z *zimageTeacher) tokens() int {

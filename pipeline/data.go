@@ -18,7 +18,7 @@ import (
 // generated procedurally, or sampled from the teacher (cached in the
 // output folder, or at data.path, and reused when it was generated with
 // the same settings).
-func trainingData(r *recipes.Recipe, teacher *dit.Model, out string, seed uint64, logf func(string, ...any)) (*datasets.Set, error) {
+func trainingData(r *recipes.Recipe, teacher *base, out string, seed uint64, logf func(string, ...any)) (*datasets.Set, error) {
 	d := r.Data
 	switch d.Source {
 	case recipes.SourceFile:
@@ -27,7 +27,7 @@ func trainingData(r *recipes.Recipe, teacher *dit.Model, out string, seed uint64
 		size := 0
 		switch {
 		case teacher != nil:
-			size = teacher.Config.InputSize
+			size = teacher.inputSize()
 		case r.Model != nil:
 			size = r.Model.InputSize
 		}
@@ -42,8 +42,8 @@ func trainingData(r *recipes.Recipe, teacher *dit.Model, out string, seed uint64
 		logf("data: %d procedural shapes samples of %d×%d", d.Samples, size, size)
 		return g.Set(d.Samples)
 	case recipes.SourceTeacher:
-		if teacher == nil {
-			return nil, fmt.Errorf("pipeline: data source %q needs a [base] teacher", d.Source)
+		if teacher == nil || teacher.dit == nil {
+			return nil, fmt.Errorf("pipeline: data source %q needs a [base] DiT teacher", d.Source)
 		}
 		// The cache lives in the output folder the run uses (--out may
 		// differ from save.dir), unless data.path names it.
@@ -51,18 +51,18 @@ func trainingData(r *recipes.Recipe, teacher *dit.Model, out string, seed uint64
 		if d.Path != "" {
 			path = r.DataPath()
 		}
-		return teacherData(path, teacher, d, r.Diffusion.Steps, seed, logf)
+		return teacherData(path, teacher.dit, teacher.identity(), d, r.Diffusion.Steps, seed, logf)
 	}
 	return nil, fmt.Errorf("pipeline: unknown data source %q", d.Source)
 }
 
-// teacherData samples d.Samples latents from the teacher with DDPM over
+// teacherData samples d.Samples latents from the teacher (named id) with DDPM over
 // its diffusionSteps-step schedule respaced to d.SamplingSteps (labels
 // cycling over d.Classes, or all classes), unless path already holds
 // samples drawn with the same settings by the same teacher.
-func teacherData(path string, teacher *dit.Model, d recipes.Data, diffusionSteps int, seed uint64, logf func(string, ...any)) (*datasets.Set, error) {
+func teacherData(path string, teacher *dit.Model, id string, d recipes.Data, diffusionSteps int, seed uint64, logf func(string, ...any)) (*datasets.Set, error) {
 	key := fmt.Sprintf("teacher samples=%d steps=%d/%d cfg=%g classes=%v seed=%d teacher=%s",
-		d.Samples, d.SamplingSteps, diffusionSteps, d.CFG, d.Classes, seed, teacherIdentity(teacher))
+		d.Samples, d.SamplingSteps, diffusionSteps, d.CFG, d.Classes, seed, id)
 	if _, err := os.Stat(path); err == nil {
 		s, err := datasets.Read(path)
 		if err == nil && s.Metadata["dcdit.generated_by"] == key {

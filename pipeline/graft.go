@@ -62,11 +62,11 @@ func GraftOnly(r *recipes.Recipe, out string, progress func(done, total int64)) 
 	if err := unsupported(r); err != nil {
 		return "", err
 	}
-	teacher, weights, err := loadTeacher(r)
+	teacher, err := loadBase(r)
 	if err != nil {
 		return "", err
 	}
-	m, err := buildModel(r, teacher, weights, uint64(r.Seed))
+	m, err := buildModel(r, teacher, uint64(r.Seed))
 	if err != nil {
 		return "", err
 	}

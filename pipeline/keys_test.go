@@ -201,13 +201,13 @@ func footprint(t *testing.T, r *recipes.Recipe) (string, error) {
 	}
 	w("out %s, model stored as %s, log every %d", r.Save.Dir, dt, r.LogEvery) // as Run and stageConfig read them
 	w("device %s, precision %s", r.Device, r.Precision)                       // as Run opens the accelerator
-	teacher, weights, err := loadTeacher(r)
+	teacher, err := loadBase(r)
 	if err != nil {
 		return "", err
 	}
-	w("teacher %s", teacherIdentity(teacher))
+	w("teacher %s", teacher.identity())
 	seed := uint64(r.Seed)
-	m, err := buildModel(r, teacher, weights, seed)
+	m, err := buildModel(r, teacher, seed)
 	if err != nil {
 		return "", err
 	}
@@ -253,7 +253,7 @@ func footprint(t *testing.T, r *recipes.Recipe) (string, error) {
 		w("objective %d: %s", i, objectiveFields(obj))
 	}
 	if m.dc != nil && teacher != nil {
-		held, err := evalData(r, set, teacher.Config.InputSize, seed)
+		held, err := evalData(r, set, teacher.inputSize(), seed)
 		if err != nil {
 			return "", err
 		}

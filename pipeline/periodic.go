@@ -7,7 +7,6 @@ import (
 
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/distill"
-	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/eval"
 )
 
@@ -34,7 +33,7 @@ type EvalLogEntry struct {
 type periodicEval struct {
 	every   int
 	model   *model
-	teacher *dit.Model
+	teacher eval.Teacher
 	data    *datasets.Set
 	opts    eval.Options
 	trainer *distill.Trainer
@@ -80,7 +79,7 @@ func (pe *periodicEval) run(p distill.Progress) (err error) {
 			}
 		}()
 	}
-	rep, err := eval.Run(pe.model.dc, eval.DiTTeacher(pe.teacher), pe.data, pe.opts)
+	rep, err := eval.Run(pe.model.dc, pe.teacher, pe.data, pe.opts)
 	if err != nil {
 		return err
 	}

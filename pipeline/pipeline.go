@@ -18,14 +18,10 @@ package pipeline
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,7 +35,6 @@ import (
 	"github.com/dcdit/dcdit/dit/ddpm"
 	"github.com/dcdit/dcdit/eval"
 	"github.com/dcdit/dcdit/eval/featnet"
-	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/atomicfile"
 	"github.com/dcdit/dcdit/params"
@@ -139,19 +134,22 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 		}
 	}()
 	logf("device: %s", acc)
-	teacher, weights, err := loadTeacher(r)
+	teacher, err := loadBase(r)
 	if err != nil {
 		return nil, err
 	}
-	m, err := buildModel(r, teacher, weights, seed)
+	m, err := buildModel(r, teacher, seed)
 	if err != nil {
 		return nil, err
 	}
 	logf("model: %s, %d parameters", m.describe(), m.params.Len())
+	if teacher != nil && teacher.zimage != nil && acc != nil {
+		return nil, fmt.Errorf("pipeline: %s: device = %q: a Z-Image does not run on the device yet", r.File, r.Device)
+	}
 	if teacher != nil {
 		// The frozen teacher stays on the device for the whole run: it
 		// generates data, is distilled from and is evaluated against.
-		bound, err := acc.Attach(teacher.Params)
+		bound, err := acc.Attach(teacher.params())
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: the teacher on the device: %w", err)
 		}
@@ -171,6 +169,11 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 		return nil, err
 	}
 	data.Identity = dataIdentity(r, set, seed)
+	if m.captions != nil && m.zimage == nil {
+		// A DC-Z-Image's labels are the data's: the null class its
+		// caption dropout sets is one past them.
+		m.numClasses = set.NumClasses
+	}
 	if err := m.attachCaptions(data, set); err != nil {
 		return nil, err
 	}
@@ -182,7 +185,7 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 	var held *datasets.Set
 	var features eval.FeatureNet
 	if m.dc != nil && teacher != nil {
-		if held, err = evalData(r, set, teacher.Config.InputSize, seed); err != nil {
+		if held, err = evalData(r, set, teacher.inputSize(), seed); err != nil {
 			return nil, err
 		}
 		if path := r.FeatureNetPath(); path != "" {
@@ -193,7 +196,7 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 			features = net
 		}
 	}
-	teacherID := teacherIdentity(teacher)
+	teacherID := teacher.identity()
 	var ema []float32
 	for i := range r.Stages {
 		st := &r.Stages[i]
@@ -216,7 +219,7 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 		}
 		var periodic *periodicEval
 		if r.Eval.Every > 0 && held != nil {
-			periodic = &periodicEval{every: r.Eval.Every, model: m, teacher: teacher, data: held, opts: evalOptions(r, features),
+			periodic = &periodicEval{every: r.Eval.Every, model: m, teacher: teacher.evalTeacher(r), data: held, opts: evalOptions(r, features),
 				trainer: tr, path: filepath.Join(out, EvalLogFile), logf: logf, onStep: opts.OnStep}
 			tr.OnStep = periodic.step
 		}
@@ -249,7 +252,7 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: evaluation: the model on the device: %w", err)
 		}
-		sum.Eval, err = eval.Run(m.dc, eval.DiTTeacher(teacher), held, evalOptions(r, features))
+		sum.Eval, err = eval.Run(m.dc, teacher.evalTeacher(r), held, evalOptions(r, features))
 		if cerr := bound.Close(); err == nil {
 			err = cerr
 		}
@@ -268,8 +271,9 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 }
 
 // evalData is the evaluation's data: fresh procedural samples (not
-// trained on, with their edge masks) when the training data was
-// procedural, else the training data itself.
+// trained on, with their edge masks, and captions when the training data
+// has them) when the training data was procedural, else the training data
+// itself.
 func evalData(r *recipes.Recipe, train *datasets.Set, size int, seed uint64) (*datasets.Set, error) {
 	if r.Data.Source != recipes.SourceShapes {
 		return train, nil
@@ -281,7 +285,11 @@ func evalData(r *recipes.Recipe, train *datasets.Set, size int, seed uint64) (*d
 	// Class-balanced, twice the samples per row: the Fréchet distance's
 	// reference and the second set that measures its floor, each with the
 	// class counts of the samples.
-	return g.BalancedSet(max(r.Eval.HeldOut, 2*r.Eval.Samples, 1))
+	n := max(r.Eval.HeldOut, 2*r.Eval.Samples, 1)
+	if r.Data.Captions {
+		return g.BalancedCaptionedSet(n)
+	}
+	return g.BalancedSet(n)
 }
 
 // evalOptions maps the recipe's [eval] onto package eval's options, with
@@ -313,42 +321,6 @@ func unsupported(r *recipes.Recipe) error {
 	return nil
 }
 
-// loadTeacher loads the recipe's base DiT, frozen, with the weights it was
-// built from, or returns nils for a recipe trained from scratch.
-func loadTeacher(r *recipes.Recipe) (*dit.Model, *dit.Weights, error) {
-	if r.Base == nil {
-		return nil, nil, nil
-	}
-	if err := checkBaseSchedule(r); err != nil {
-		return nil, nil, err
-	}
-	if ck, err := loaders.Open(r.BasePath()); err == nil {
-		a := arch.Detect(ck.ArchInput(r.Base.NumHeads)).Architecture
-		ck.Close()
-		if a == arch.ZImage {
-			return nil, nil, fmt.Errorf("pipeline: %s: training a Z-Image recipe is not supported yet; 'dcdit upcycle --graft-only' writes its grafted checkpoint", r.File)
-		}
-	}
-	if r.Base.LatentSize != 0 {
-		return nil, nil, fmt.Errorf("pipeline: %s: base.latent_size = %d: a DiT base's latent grid is its own (the key sizes a Z-Image graft)", r.File, r.Base.LatentSize)
-	}
-	w, err := dit.Load(r.BasePath(), dit.LoadOptions{NumHeads: r.Base.NumHeads})
-	if err != nil {
-		return nil, nil, err
-	}
-	// The head count may come from base.num_heads or the file's metadata:
-	// bound it before it reaches attention.
-	if err := w.Config.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("pipeline: base %s: %w", r.BasePath(), err)
-	}
-	t, err := dit.New(w)
-	if err != nil {
-		return nil, nil, err
-	}
-	t.Params.SetRequiresGrad(false)
-	return t, w, nil
-}
-
 // ditConfig is the backbone config of a recipe trained from scratch.
 func ditConfig(m *recipes.Model) *arch.DiTConfig {
 	return &arch.DiTConfig{Depth: m.Depth, HiddenSize: m.HiddenSize, NumHeads: m.NumHeads, PatchSize: m.PatchSize,
@@ -358,15 +330,17 @@ func ditConfig(m *recipes.Model) *arch.DiTConfig {
 
 // buildModel grafts the scaffold onto the teacher, copies the teacher for
 // a fixed-patch finetune, or initialises a model from scratch.
-func buildModel(r *recipes.Recipe, teacher *dit.Model, weights *dit.Weights, seed uint64) (*model, error) {
+func buildModel(r *recipes.Recipe, teacher *base, seed uint64) (*model, error) {
 	var base *dit.Model
 	switch {
+	case teacher != nil && teacher.zimage != nil:
+		return graftZImage(r, teacher, seed)
 	case teacher != nil && r.HasScaffold():
-		base = teacher
+		base = teacher.dit
 	case teacher != nil:
 		// A fixed-patch finetune trains a copy (New copies the weights);
 		// the teacher stays frozen.
-		m, err := dit.New(weights)
+		m, err := dit.New(teacher.weights)
 		if err != nil {
 			return nil, err
 		}
@@ -424,14 +398,14 @@ func (m *model) checkData(d *distill.Dataset, classes int) error {
 	if classes > m.numClasses {
 		return fmt.Errorf("pipeline: the data has %d classes, the model %d", classes, m.numClasses)
 	}
+	if m.captions != nil && d.Captions == nil {
+		return fmt.Errorf("pipeline: a Z-Image is conditioned on captions, and the data has none")
+	}
 	var c, h, w int
 	switch {
 	case m.dc != nil:
 		c, h, w = m.dc.Config.InChannels, m.dc.Config.GridRows, m.dc.Config.GridCols
 	case m.zimage != nil:
-		if d.Captions == nil {
-			return fmt.Errorf("pipeline: a Z-Image trains on captions, and the data has none")
-		}
 		return nil // any grid its patch size divides, which Prepare checks
 	default:
 		c, h, w = m.dit.Config.InChannels, m.dit.Config.InputSize, m.dit.Config.InputSize
@@ -443,7 +417,7 @@ func (m *model) checkData(d *distill.Dataset, classes int) error {
 }
 
 // objective builds a stage's loss.
-func (m *model) objective(r *recipes.Recipe, st *recipes.Stage, teacher *dit.Model, sched *ddpm.Schedule) (distill.Objective, error) {
+func (m *model) objective(r *recipes.Recipe, st *recipes.Stage, teacher *base, sched *ddpm.Schedule) (distill.Objective, error) {
 	if m.zimage != nil {
 		if st.Kind != recipes.KindTrain {
 			return nil, fmt.Errorf("pipeline: stage %s: a Z-Image trains from scratch (kind %q), found %q", st.Name, recipes.KindTrain, st.Kind)
@@ -467,7 +441,14 @@ func (m *model) objective(r *recipes.Recipe, st *recipes.Stage, teacher *dit.Mod
 		return nil, fmt.Errorf("pipeline: stage %s: distillation needs a [base] teacher", st.Name)
 	}
 	if teacher != nil {
-		o.Teacher = distill.DiTTeacher{Model: teacher}
+		o.Teacher = teacher.teacher()
+	}
+	if m.captions != nil {
+		proc, err := flowMatching(r)
+		if err != nil {
+			return nil, err
+		}
+		o.Process, o.CaptionTable, o.CaptionDim = proc, m.captions.table, m.captions.info.Dim
 	}
 	return o, nil
 }
@@ -539,28 +520,6 @@ func trajectoryKey(key string, i int) bool {
 		return j <= i
 	}
 	return true
-}
-
-// teacherIdentity names the teacher by its configuration and a SHA-256 of
-// the weights it computes with (as loaded, so that another file with the
-// same weights counts as the same teacher, and only the tensors in use are
-// read: a few seconds at DiT-XL's size).
-func teacherIdentity(t *dit.Model) string {
-	if t == nil {
-		return "none"
-	}
-	h := sha256.New()
-	buf := make([]byte, 0, 1<<16)
-	for i, v := range t.Params.Data {
-		buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
-		if len(buf) == cap(buf) || i == len(t.Params.Data)-1 {
-			h.Write(buf)
-			buf = buf[:0]
-		}
-	}
-	c := t.Config
-	return fmt.Sprintf("DiT depth %d, width %d, %d heads, patch %d, %d×%d×%d latents, %d classes, weights sha256 %s",
-		c.Depth, c.HiddenSize, c.NumHeads, c.PatchSize, c.InChannels, c.InputSize, c.InputSize, c.NumClasses, hex.EncodeToString(h.Sum(nil))[:16])
 }
 
 // dataIdentity names procedural data by its generator, seed and size,

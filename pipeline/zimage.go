@@ -12,6 +12,7 @@ import (
 	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/recipes"
+	"github.com/dcdit/dcdit/upcycle"
 	"github.com/dcdit/dcdit/zimage"
 	"github.com/dcdit/dcdit/zimage/flowmatch"
 )
@@ -26,11 +27,11 @@ func newCaptionTable(dim int, seed uint64) *captionTable {
 	return &captionTable{info: shapes.NewCaptionTable(dim, seed), table: shapes.EmbeddingTable(dim, seed)}
 }
 
-// attachCaptions gives a Z-Image's training data its captions, which must
-// be in the vocabulary of the model's caption table; other models train
-// on labels and leave them out.
+// attachCaptions gives the training data of a Z-Image or a DC model
+// around one its captions, which must be in the vocabulary of the model's
+// caption table; other models train on labels and leave them out.
 func (m *model) attachCaptions(d *distill.Dataset, set *datasets.Set) error {
-	if m.zimage == nil || set.Captions == nil {
+	if m.captions == nil || set.Captions == nil {
 		return nil
 	}
 	if !slices.Equal(set.Vocabulary, m.captions.info.Vocabulary) {
@@ -64,4 +65,26 @@ func (m *model) saveZImage(dir string, r *recipes.Recipe) error {
 func describeZImage(c *arch.ZImageConfig) string {
 	return fmt.Sprintf("Z-Image (%d layers, %d refiner layers each, D %d, %d heads, patch %d, captions of %d-wide features, sequences padded to multiples of %d)",
 		c.NLayers, c.NRefinerLayers, c.Dim, c.NHeads, c.PatchSize, c.CapFeatDim, c.SeqMultiple())
+}
+
+// graftZImage grafts the recipe's scaffold onto a second copy of the
+// Z-Image base (the base itself stays the frozen teacher) on its
+// base.latent_size grid, and joins the parameters. Its FLOPs count
+// captions of the shapes captions' longest length.
+func graftZImage(r *recipes.Recipe, b *base, seed uint64) (*model, error) {
+	zm, err := zimage.New(b.zweights)
+	if err != nil {
+		return nil, err
+	}
+	bb := zimage.NewBackbone(zm)
+	bb.CaptionLen = shapes.MaxCaptionWords
+	g, err := upcycle.GraftZImage(bb, r.Scaffold.Upcycle(), b.size, b.size, seed)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := upcycle.JoinParams(g)
+	if err != nil {
+		return nil, err
+	}
+	return &model{dc: g, params: ps, captions: b.captions}, nil
 }

@@ -538,11 +538,16 @@ func quoteJoin(v []string) string {
 	return strings.Join(q, " or ")
 }
 
-// checkZImage checks what a Z-Image recipe ([model] kind = "zimage")
-// allows, and the keys that belong to one kind of model or process.
+// checkZImage checks what a Z-Image recipe ([model] kind = "zimage", or
+// a [base] upcycled with flow matching) allows, and the keys that belong
+// to one kind of model or process.
 func checkZImage(p *problems, r *Recipe) {
 	written := func(key string) bool { return !r.defaults[key] && (p.lines == nil || p.lines.has(key)) }
 	zi := r.IsZImage()
+	if r.IsZImageBase() {
+		checkZImageBase(p, r, written)
+		return
+	}
 	if r.Model != nil && oneOf(p, "model.kind", r.Model.Kind, ModelDiT, ModelZImage) {
 		m := r.Model
 		dit := []string{"model.preset", "model.num_classes", "model.learn_sigma", "model.mlp_ratio", "model.class_embedding_std"}
@@ -612,12 +617,47 @@ func checkZImage(p *problems, r *Recipe) {
 	}
 	for i := range r.Stages {
 		if st := &r.Stages[i]; st.Kind != KindTrain {
-			p.bad(indexKey("stage", i)+".kind", st.Kind, "%q with model.kind = %q (a Z-Image trains from scratch; distilling into a DC-Z-Image is not supported yet)", KindTrain, ModelZImage)
+			p.bad(indexKey("stage", i)+".kind", st.Kind, "%q with model.kind = %q (a Z-Image trains from scratch; a DC-Z-Image is upcycled from a [base] with diffusion.process = %q)", KindTrain, ModelZImage, ProcessFlowMatching)
 		}
 		for _, k := range []string{"loss", "p2_gamma", "p2_k", "class_embedder_lr_scale", "trainable", "frozen"} {
 			if key := indexKey("stage", i) + "." + k; written(key) {
 				p.add(key, "found with model.kind = %q, expected it only with a DiT: a Z-Image trains every parameter with flow matching's loss and has no class embedder", ModelZImage)
 			}
 		}
+	}
+}
+
+// checkZImageBase checks a recipe that upcycles a Z-Image base: a [base]
+// with diffusion.process = "flow_matching" (the pipeline checks that the
+// file is a Z-Image). Its data are captioned shapes or a file with
+// captions, and the settings that read DDPM's noise schedule are refused.
+func checkZImageBase(p *problems, r *Recipe, written func(string) bool) {
+	if !(r.Diffusion.Shift > 0) || math.IsInf(r.Diffusion.Shift, 0) {
+		p.bad("diffusion.shift", r.Diffusion.Shift, "a finite shift > 0")
+	}
+	if written("diffusion.schedule") {
+		p.add("diffusion.schedule", "found with diffusion.process = %q, expected it only with \"ddpm\" (flow matching has no β schedule)", r.Diffusion.Process)
+	}
+	d := &r.Data
+	switch {
+	case written("data.captions") && d.Source != SourceShapes:
+		p.add("data.captions", "found with data.source = %q, expected it only with \"shapes\" (a data file carries its own captions)", d.Source)
+	case d.Source == SourceShapes && !d.Captions:
+		p.add("data.captions", "found false with a Z-Image base (diffusion.process = %q), expected true: a Z-Image is conditioned on captions", ProcessFlowMatching)
+	case d.Source == SourceTeacher:
+		p.bad("data.source", d.Source, "%q or %q with a Z-Image base (sampling training data from a Z-Image teacher is not supported yet)", SourceShapes, SourceFile)
+	}
+	if written("data.caption_table_seed") {
+		p.add("data.caption_table_seed", "found with a [base], expected it only with model.kind = %q (a base's caption table is in its metadata)", ModelZImage)
+	}
+	for i := range r.Stages {
+		for _, k := range []string{"p2_gamma", "p2_k", "timestep_weight_cap", "router_target_weight", "dense_below", "guided_scale", "class_embedder_lr_scale"} {
+			if key := indexKey("stage", i) + "." + k; written(key) {
+				p.add(key, "found with diffusion.process = %q, expected it only with DDPM and class labels (it reads DDPM's noise schedule or the null class)", ProcessFlowMatching)
+			}
+		}
+	}
+	if written("eval.dense_below") {
+		p.add("eval.dense_below", "found with diffusion.process = %q, expected it only with DDPM (its threshold is a DDPM timestep)", ProcessFlowMatching)
 	}
 }

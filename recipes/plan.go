@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dit"
@@ -72,6 +73,10 @@ type BackboneInfo struct {
 	// Config is a DiT's config, ZImage a Z-Image's (one of them is set).
 	Config *arch.DiTConfig    `json:"config"`
 	ZImage *arch.ZImageConfig `json:"zimage_config,omitempty"`
+	// ShapesCaptions is set when the base records a shapes caption table
+	// (shapes.CaptionTableKey): a Z-Image trained on the shapes captions,
+	// whose prompts are a few words long.
+	ShapesCaptions bool `json:"shapes_captions,omitempty"`
 }
 
 // Param is one parameter of the model being trained.
@@ -304,7 +309,8 @@ func planBase(p *problems, r *Recipe, pl *Plan) (*arch.DiTConfig, map[string][]i
 			p.add("base.path", "the base checkpoint is not a complete Z-Image: %s", incomplete(rep))
 			return nil, nil
 		}
-		pl.Backbone = BackboneInfo{Architecture: arch.ZImage, Source: "base", ZImage: zc}
+		_, toy := ck.Metadata[shapes.CaptionTableKey]
+		pl.Backbone = BackboneInfo{Architecture: arch.ZImage, Source: "base", ZImage: zc, ShapesCaptions: toy}
 		return nil, nil
 	}
 	if rep.Architecture != arch.DiT {

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/zimage"
@@ -25,13 +26,13 @@ func planZImage(p *problems, r *Recipe, pl *Plan) {
 		p.add("base.latent_size", "missing, expected the latent grid side to graft a Z-Image for (it has no fixed resolution: 128 for 1024² images through its 8× VAE)")
 		return
 	}
+	if r.Diffusion.Process != ProcessFlowMatching {
+		p.add("diffusion.process", "found %q with a Z-Image base, expected %q (Z-Image is trained with flow matching)", r.Diffusion.Process, ProcessFlowMatching)
+	}
 	if r.Scaffold == nil {
 		return // upcycle's check names the missing [scaffold]
 	}
 	s := r.Scaffold
-	if s.Head == "wide" {
-		p.bad("scaffold.head", s.Head, `"narrow" for a Z-Image base (the wide head starts as DiT's final layer)`)
-	}
 	if s.LatentSkip {
 		p.bad("scaffold.latent_skip", s.LatentSkip, "false for a Z-Image base (its prior is fitted to DDPM's noise schedule)")
 	}
@@ -45,7 +46,6 @@ func planZImage(p *problems, r *Recipe, pl *Plan) {
 	}
 	pl.DC = c
 	pl.Data = DataInfo{Source: r.Data.Source, Samples: r.Data.Samples}
-	pl.Warnings = append(pl.Warnings, "training a Z-Image recipe is not supported yet: 'dcdit upcycle --graft-only' writes its grafted checkpoint; the stages are planned for their cost")
 	if r.Eval.DenseBelow > 0 {
 		pl.Warnings = append(pl.Warnings, fmt.Sprintf("eval.dense_below = %g is a DDPM timestep; the Z-Image FLOPs assume every step at its ρ", r.Eval.DenseBelow))
 	}
@@ -85,9 +85,16 @@ func planZImage(p *problems, r *Recipe, pl *Plan) {
 	}
 	f := &pl.FLOPs
 	f.Convention, f.SamplingSteps, f.CFG = FLOPsConvention, steps, r.Eval.CFG
-	f.KeptTokens = fmt.Sprintf("assumed: the router marks ⌊L/N⌋ = ⌊%d/%g⌋ = %d boundaries, tail dropping removes ⌊n·ρ⌋; captions of %d tokens", c.Cells(), c.TargetN, keptTokens(c, 0), zimage.TypicalCaptionLen)
+	// A base trained on the shapes captions reads a few words; a real
+	// Z-Image a prompt in its chat template.
+	captionLen := zimage.TypicalCaptionLen
+	if pl.Backbone.ShapesCaptions {
+		captionLen = toyCaptionLen
+	}
+	bb.CaptionLen = captionLen
+	f.KeptTokens = fmt.Sprintf("assumed: the router marks ⌊L/N⌋ = ⌊%d/%g⌋ = %d boundaries, tail dropping removes ⌊n·ρ⌋; captions of %d tokens", c.Cells(), c.TargetN, keptTokens(c, 0), captionLen)
 	patches := (L / zc.PatchSize) * (L / zc.PatchSize)
-	baseFwd := zimage.ForwardFLOPs(zc, patches, zimage.TypicalCaptionLen).Total()
+	baseFwd := zimage.ForwardFLOPs(zc, patches, captionLen).Total()
 	f.Rows = append(f.Rows, FLOPsRow{Model: "base", Tokens: patches, Kept: patches, GFLOPsPerForward: baseFwd / 1e9,
 		TFLOPsPerImage: baseFwd * float64(steps) * branches / 1e12})
 	at := func(kept ...int) dc.FLOPs { return dc.ConfigFLOPs(c, bb, kept) }
@@ -155,9 +162,9 @@ func (m *Model) ZImageConfig() *arch.ZImageConfig {
 }
 
 // toyCaptionLen is the caption length a Z-Image trained on the shapes
-// captions is planned for: the longest caption, 7 words (the model pads
-// it to its SeqMultiple).
-const toyCaptionLen = 7
+// captions is planned for: the longest caption (the model pads it to its
+// SeqMultiple).
+const toyCaptionLen = shapes.MaxCaptionWords
 
 // planZImageModel plans a Z-Image trained from scratch ([model] kind
 // "zimage"): its parameters, its FLOPs per image along flow matching's

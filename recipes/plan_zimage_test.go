@@ -19,10 +19,13 @@ const zimageRecipe = `name = "z"
 [base]
 path = "transformer"
 latent_size = 128
+[diffusion]
+process = "flow_matching"
 [scaffold]
 encoder_init = "patch"
 [data]
 source = "shapes"
+captions = true
 [[stage]]
 kind = "distill"
 steps = 5000
@@ -79,7 +82,6 @@ func TestPlanZImage(t *testing.T) {
 	}
 
 	for _, tt := range []struct{ edit, key string }{
-		{"encoder_init = \"patch\"\nhead = \"wide\"", "scaffold.head"},
 		{"encoder_init = \"patch\"\nlatent_skip = true", "scaffold.latent_skip"},
 		{"latent_size = 128\n", "base.latent_size"},
 	} {

@@ -612,6 +612,13 @@ func (r *Recipe) IsDefault(key string) bool { return r.defaults[key] }
 // "zimage").
 func (r *Recipe) IsZImage() bool { return r.Model != nil && r.Model.Kind == ModelZImage }
 
+// IsZImageBase says whether the recipe upcycles a Z-Image: a [base]
+// trained with flow matching (diffusion.process = "flow_matching"). The
+// pipeline checks the file against it.
+func (r *Recipe) IsZImageBase() bool {
+	return r.Base != nil && r.Diffusion.Process == ProcessFlowMatching
+}
+
 // Line returns the line of a display key in the recipe file, or of the
 // nearest enclosing table written there; 0 when unknown.
 func (r *Recipe) Line(key string) int {

@@ -8,8 +8,9 @@ import (
 	"github.com/dcdit/dcdit/zimage"
 )
 
-// GraftZImage builds a DC model around a Z-Image transformer on a
-// rows×cols latent grid (paper §4.4: the scaffold on the image tokens,
+// GraftZImage builds a DC model around a Z-Image transformer (b.Model,
+// b.CaptionLen the caption length its FLOPs assume) on a rows×cols latent
+// grid (paper §4.4: the scaffold on the image tokens,
 // captions kept whole). The model becomes the backbone as it is: its
 // refiners, embedders and main layers run on the kept tokens, each at its
 // fractional position in the rotary embedding (zimage.Backbone), and its
@@ -25,7 +26,8 @@ import (
 // at zero). Z-Image predicts a velocity with no learned variance, so the
 // scaffold's output has the latent channels. The latent skip, fitted to
 // DDPM's noise schedule, is refused.
-func GraftZImage(m *zimage.Model, s Scaffold, rows, cols int, seed uint64) (*dc.Model, error) {
+func GraftZImage(b *zimage.Backbone, s Scaffold, rows, cols int, seed uint64) (*dc.Model, error) {
+	m := b.Model
 	var pe *PatchEmbedding
 	if s.EncoderInit == "patch" {
 		w, okW := m.Params.Lookup("x_embedder.weight")
@@ -54,7 +56,7 @@ func GraftZImage(m *zimage.Model, s Scaffold, rows, cols int, seed uint64) (*dc.
 		}
 	}
 	m.PrefixNames(dc.BackbonePrefix)
-	return dc.New(cfg, ts, zimage.NewBackbone(m))
+	return dc.New(cfg, ts, b)
 }
 
 // zimagePatchEmbedding is Z-Image's patch embedding as EncoderPrior reads

@@ -30,7 +30,7 @@ func TestGraftZImage(t *testing.T) {
 			s := DefaultScaffold()
 			s.NormGroups, s.RouterGroups, s.WidthFactor = 8, 4, 2
 			s.PatchSize, s.EncoderInit, s.NoEncoderNorm = cell, "patch", true
-			m, err := GraftZImage(zm, s, S, S, 3)
+			m, err := GraftZImage(zimage.NewBackbone(zm), s, S, S, 3)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +91,7 @@ func TestGraftZImageRefuses(t *testing.T) {
 			s := DefaultScaffold()
 			s.NormGroups, s.RouterGroups = 8, 4
 			tt.edit(&s)
-			_, err := GraftZImage(testckpt.RandomZImage(t, 1), s, 8, 8, 3)
+			_, err := GraftZImage(zimage.NewBackbone(testckpt.RandomZImage(t, 1)), s, 8, 8, 3)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want it to say %q", err, tt.want)
 			}
@@ -111,7 +111,7 @@ func TestGraftZImageStartsAsModel(t *testing.T) {
 	s := DefaultScaffold()
 	s.NormGroups, s.RouterGroups, s.WidthFactor, s.Sigma = 8, 4, 2, 0.3
 	s.PatchSize, s.EncoderInit, s.NoEncoderNorm, s.WideHead, s.RelativeResidual = zc.PatchSize, "patch", true, true, true
-	m, err := GraftZImage(testckpt.RandomZImage(t, seed), s, S, S, 3)
+	m, err := GraftZImage(zimage.NewBackbone(testckpt.RandomZImage(t, seed)), s, S, S, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package shapes
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -21,6 +22,10 @@ const (
 	// CaptionVariants is the number of caption forms.
 	CaptionVariants = 1 << iota
 )
+
+// MaxCaptionWords is the longest caption's length in words (the form with
+// every optional phrase): what a model's cost per image is counted for.
+const MaxCaptionWords = 7
 
 // Caption describes a sample in words: "a", its size ("small" below a
 // radius of 35% of the side, "large" from there), its foreground colour
@@ -171,4 +176,25 @@ func Prompt(prompt string, table []float32, dim int) ([]float32, error) {
 		return make([]float32, dim), nil
 	}
 	return Embed(words, table, dim)
+}
+
+// CaptionTableFrom reads the caption table a model's metadata records
+// under CaptionTableKey and rebuilds it, checking its width against the
+// model's caption feature width dim; found is false when the metadata has
+// none.
+func CaptionTableFrom(meta map[string]string, dim int) (ct CaptionTable, table []float32, found bool, err error) {
+	raw, ok := meta[CaptionTableKey]
+	if !ok {
+		return ct, nil, false, nil
+	}
+	if err := json.Unmarshal([]byte(raw), &ct); err != nil {
+		return ct, nil, true, fmt.Errorf("metadata %q: %v", CaptionTableKey, err)
+	}
+	if ct.Dim != dim {
+		return ct, nil, true, fmt.Errorf("its caption table is %d wide, the model reads %d features", ct.Dim, dim)
+	}
+	if table, err = ct.Table(); err != nil {
+		return ct, nil, true, err
+	}
+	return ct, table, true, nil
 }

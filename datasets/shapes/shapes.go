@@ -288,6 +288,12 @@ func (g *Generator) BalancedSet(n int) (*datasets.Set, error) {
 	return g.set(n, true, false)
 }
 
+// BalancedCaptionedSet is BalancedSet with a caption per sample, as
+// CaptionedSet gives them.
+func (g *Generator) BalancedCaptionedSet(n int) (*datasets.Set, error) {
+	return g.set(n, true, true)
+}
+
 func (g *Generator) set(n int, balanced, captions bool) (*datasets.Set, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("shapes: %d samples: want at least 1", n)

@@ -30,6 +30,10 @@ type Info struct {
 	// DType is the storage type of the parameters: F32 (also the zero
 	// value), BF16 or F16. Load reads any of them back into float32.
 	DType dtype.DType
+	// Extra are further metadata entries the file carries (a Z-Image
+	// backbone's caption table, shapes.CaptionTableKey); they may not
+	// take the format's own keys.
+	Extra map[string]string
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -113,6 +117,12 @@ func Save(path string, model *dc.Model, info Info) error {
 		return fmt.Errorf("checkpoint: save %s: %w", path, err)
 	}
 	md := map[string]string{"format": "pt", ConfigKey: string(cfgJSON), ChecksumKey: string(sumJSON)}
+	for k, v := range info.Extra {
+		if _, taken := md[k]; taken {
+			return fmt.Errorf("checkpoint: save %s: extra metadata key %q is the format's own", path, k)
+		}
+		md[k] = v
+	}
 	if err := safetensors.Write(path, tensors, md); err != nil {
 		return fmt.Errorf("checkpoint: save: %w", err)
 	}

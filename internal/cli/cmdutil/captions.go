@@ -1,7 +1,6 @@
 package cmdutil
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/dcdit/dcdit/datasets/shapes"
@@ -18,19 +17,11 @@ func ReadCaptionTable(path string, capDim int) (ct shapes.CaptionTable, table []
 	if err != nil {
 		return ct, nil, false, err
 	}
-	raw, ok := ck.Metadata[shapes.CaptionTableKey]
+	meta := ck.Metadata
 	ck.Close()
-	if !ok {
-		return ct, nil, false, nil
+	ct, table, found, err = shapes.CaptionTableFrom(meta, capDim)
+	if err != nil {
+		return ct, nil, found, fmt.Errorf("%s: %w", path, err)
 	}
-	if err := json.Unmarshal([]byte(raw), &ct); err != nil {
-		return ct, nil, true, fmt.Errorf("%s: metadata %q: %v", path, shapes.CaptionTableKey, err)
-	}
-	if ct.Dim != capDim {
-		return ct, nil, true, fmt.Errorf("%s: its caption table is %d wide, the model reads %d features", path, ct.Dim, capDim)
-	}
-	if table, err = ct.Table(); err != nil {
-		return ct, nil, true, fmt.Errorf("%s: %w", path, err)
-	}
-	return ct, table, true, nil
+	return ct, table, found, nil
 }
