@@ -275,6 +275,9 @@ type Report struct {
 	DataRange  [2]float64 `json:"data_range"`
 	// GridRows names the elastic grid's rows, top to bottom.
 	GridRows []string `json:"grid_rows"`
+	// Process is the teacher's diffusion process: ProcessDDPM or
+	// ProcessFlowMatching (the sampler, its timesteps and guidance).
+	Process string `json:"process"`
 
 	pics pictures
 }
@@ -405,6 +408,7 @@ func Run(m *dc.Model, teacher Teacher, data *datasets.Set, opts Options) (*Repor
 	if e.train, e.sampler, r.SamplingTimesteps, err = teacher.processes(o); err != nil {
 		return nil, err
 	}
+	r.Process = teacher.process()
 	if err := e.inputs(); err != nil {
 		return nil, err
 	}

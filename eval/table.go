@@ -12,13 +12,24 @@ import (
 // teacher, the Lite-CFG pair and the edge density ratio.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "ρ\tkept tokens\tGFLOPs/img\tms/img\tε rel MSE\tsample PSNR dB\tFD\tclass acc\tRMS\t\n")
-	for _, row := range r.Rows {
-		fmt.Fprintf(tw, "%g\t%.1f / %d\t%.4g\t%.3g\t%.4g\t%.2f\t%s\t%s\t%s\t\n", row.Rho, row.KeptTokens, r.Tokens, row.GFLOPsPerImage, row.MsPerImage, row.EpsRelMSE, row.SamplePSNR,
-			optional(row.FD, "%.2f"), optional(row.ClassAccuracy, "%.3f"), optional(row.RMS, "%.3f"))
+	prompts := r.Teacher.PromptFollowing != nil
+	prompt := func(q Quality) string {
+		if !prompts {
+			return ""
+		}
+		return optional(q.PromptFollowing, "%.3f") + "\t"
 	}
-	fmt.Fprintf(tw, "teacher\t%d / %d\t%.4g\t%.3g\t\t\t%s\t%s\t%s\t\n", r.Teacher.Tokens, r.Tokens, r.Teacher.GFLOPsPerImage, r.Teacher.MsPerImage,
-		optional(r.Teacher.FD, "%.2f"), optional(r.Teacher.ClassAccuracy, "%.3f"), optional(r.Teacher.RMS, "%.3f"))
+	head := "ρ\tkept tokens\tGFLOPs/img\tms/img\tε rel MSE\tsample PSNR dB\tFD\tclass acc\t"
+	if prompts {
+		head += "prompt\t"
+	}
+	fmt.Fprintf(tw, "%sRMS\t\n", head)
+	for _, row := range r.Rows {
+		fmt.Fprintf(tw, "%g\t%.1f / %d\t%.4g\t%.3g\t%.4g\t%.2f\t%s\t%s\t%s%s\t\n", row.Rho, row.KeptTokens, r.Tokens, row.GFLOPsPerImage, row.MsPerImage, row.EpsRelMSE, row.SamplePSNR,
+			optional(row.FD, "%.2f"), optional(row.ClassAccuracy, "%.3f"), prompt(row.Quality), optional(row.RMS, "%.3f"))
+	}
+	fmt.Fprintf(tw, "teacher\t%d / %d\t%.4g\t%.3g\t\t\t%s\t%s\t%s%s\t\n", r.Teacher.Tokens, r.Tokens, r.Teacher.GFLOPsPerImage, r.Teacher.MsPerImage,
+		optional(r.Teacher.FD, "%.2f"), optional(r.Teacher.ClassAccuracy, "%.3f"), prompt(r.Teacher.Quality), optional(r.Teacher.RMS, "%.3f"))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -28,6 +39,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if l.FD != nil {
 			fmt.Fprintf(w, ", FD %.2f (teacher %s), class accuracy %s (teacher %s)", *l.FD, optional(l.TeacherQuality.FD, "%.2f"),
 				optional(l.ClassAccuracy, "%.3f"), optional(l.TeacherQuality.ClassAccuracy, "%.3f"))
+		}
+		if l.PromptFollowing != nil {
+			fmt.Fprintf(w, ", prompt following %.3f (teacher %s)", *l.PromptFollowing, optional(l.TeacherQuality.PromptFollowing, "%.3f"))
 		}
 		fmt.Fprintln(w)
 	}
@@ -58,15 +72,31 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if err := r.writeTimesteps(w); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%d held-out inputs over t ∈ [0, 1000); %d samples per row, %d DDPM steps, seed %d\n", r.NumInputs, r.NumSamples, r.Steps, r.Seed)
+	process := "DDPM"
+	if r.Process == ProcessFlowMatching {
+		process = "flow-matching Euler"
+	}
+	_, err := fmt.Fprintf(w, "%d held-out inputs over t ∈ [0, 1000); %d samples per row, %d %s steps, seed %d\n", r.NumInputs, r.NumSamples, r.Steps, process, r.Seed)
 	return err
 }
 
 // WriteMarkdown writes the report's rows as a Markdown table (a model
 // card's): ρ, kept tokens, GFLOPs per image and against the teacher, FD
-// and class accuracy, for each ρ, the Lite-CFG pair and the teacher.
+// and class accuracy (and prompt following for a caption-conditioned
+// teacher), for each ρ, the Lite-CFG pair and the teacher.
 func (r *Report) WriteMarkdown(w io.Writer) {
-	fmt.Fprintf(w, "| model | ρ | kept tokens | GFLOPs/img | × teacher | FD | class accuracy |\n|---|---|---|---|---|---|---|\n")
+	prompts := r.Teacher.PromptFollowing != nil
+	prompt := func(q Quality) string {
+		if !prompts {
+			return ""
+		}
+		return " " + optional(q.PromptFollowing, "%.2f") + " |"
+	}
+	if prompts {
+		fmt.Fprintf(w, "| model | ρ | kept tokens | GFLOPs/img | × teacher | FD | class accuracy | prompt following |\n|---|---|---|---|---|---|---|---|\n")
+	} else {
+		fmt.Fprintf(w, "| model | ρ | kept tokens | GFLOPs/img | × teacher | FD | class accuracy |\n|---|---|---|---|---|---|---|\n")
+	}
 	t := r.Teacher.GFLOPsPerImage
 	ratio := func(g float64) string {
 		if t > 0 {
@@ -75,12 +105,12 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		return "-"
 	}
 	for _, row := range r.Rows {
-		fmt.Fprintf(w, "| DC | %g | %.1f / %d | %.4g | %s | %s | %s |\n", row.Rho, row.KeptTokens, r.Tokens, row.GFLOPsPerImage, ratio(row.GFLOPsPerImage), optional(row.FD, "%.2f"), optional(row.ClassAccuracy, "%.2f"))
+		fmt.Fprintf(w, "| DC | %g | %.1f / %d | %.4g | %s | %s | %s |%s\n", row.Rho, row.KeptTokens, r.Tokens, row.GFLOPsPerImage, ratio(row.GFLOPsPerImage), optional(row.FD, "%.2f"), optional(row.ClassAccuracy, "%.2f"), prompt(row.Quality))
 	}
 	if l := r.LiteCFG; l != nil {
-		fmt.Fprintf(w, "| DC, Lite-CFG | %g / %g | %.1f | %.4g | %s | %s | %s |\n", l.RhoCond, l.RhoUncond, l.KeptTokens, l.GFLOPsPerImage, ratio(l.GFLOPsPerImage), optional(l.FD, "%.2f"), optional(l.ClassAccuracy, "%.2f"))
+		fmt.Fprintf(w, "| DC, Lite-CFG | %g / %g | %.1f | %.4g | %s | %s | %s |%s\n", l.RhoCond, l.RhoUncond, l.KeptTokens, l.GFLOPsPerImage, ratio(l.GFLOPsPerImage), optional(l.FD, "%.2f"), optional(l.ClassAccuracy, "%.2f"), prompt(l.Quality))
 	}
-	fmt.Fprintf(w, "| teacher | | %d | %.4g | 1 | %s | %s |\n", r.Teacher.Tokens, t, optional(r.Teacher.FD, "%.2f"), optional(r.Teacher.ClassAccuracy, "%.2f"))
+	fmt.Fprintf(w, "| teacher | | %d | %.4g | 1 | %s | %s |%s\n", r.Teacher.Tokens, t, optional(r.Teacher.FD, "%.2f"), optional(r.Teacher.ClassAccuracy, "%.2f"), prompt(r.Teacher.Quality))
 }
 
 // optional formats a measured value, or "-" when it was not measured.

@@ -15,6 +15,12 @@ import (
 	"github.com/dcdit/dcdit/zimage/flowmatch"
 )
 
+// The diffusion processes a report names (Report.Process).
+const (
+	ProcessDDPM         = "ddpm"
+	ProcessFlowMatching = "flow_matching"
+)
+
 // Teacher is the fixed-patch model a DC model is measured against, with
 // what it was trained on: DiT's class labels and DDPM (DiTTeacher), or
 // Z-Image's captions and flow matching (ZImageTeacher). It decides how
@@ -62,6 +68,8 @@ type Teacher interface {
 	tokens() int
 	// probes says whether the per-timestep ε probes apply (DDPM).
 	probes() bool
+	// process names the diffusion process (Report.Process).
+	process() string
 	// captions are the data's captions for prompt following (nil: none).
 	captions() [][]int
 }
@@ -165,6 +173,8 @@ func (d *ditTeacher) forwardGFLOPs() float64 {
 func (d *ditTeacher) tokens() int { return d.m.Config.NumTokens() }
 
 func (d *ditTeacher) probes() bool { return true }
+
+func (d *ditTeacher) process() string { return ProcessDDPM }
 
 func (d *ditTeacher) captions() [][]int { return nil }
 
@@ -334,6 +344,8 @@ func (z *zimageTeacher) tokens() int {
 }
 
 func (z *zimageTeacher) probes() bool { return false }
+
+func (z *zimageTeacher) process() string { return ProcessFlowMatching }
 
 func (z *zimageTeacher) captions() [][]int { return z.data.Captions }
 
