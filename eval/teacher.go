@@ -200,9 +200,9 @@ type zimageTeacher struct {
 	table      []float32
 	shift      float64
 	captionLen int
-	data     *datasets.Set
-	h, w     int
-	trainTab *flowmatch.Table
+	data       *datasets.Set
+	h, w       int
+	trainTab   *flowmatch.Table
 }
 
 func (z *zimageTeacher) check(cfg *dc.Config, data *datasets.Set) error {
