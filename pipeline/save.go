@@ -1,9 +1,11 @@
 package pipeline
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 
+	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/loaders/dtype"
@@ -26,6 +28,15 @@ func (m *model) save(path string, r *recipes.Recipe) error {
 		return dit.SaveAs(path, m.dit, nil, map[string]string{"dcdit.recipe": text}, dt)
 	}
 	info := checkpoint.Info{Recipe: text, TrainedRhos: trainedRhos(r), DType: dt}
+	if m.captions != nil {
+		// A DC-Z-Image's sampler turns prompts into the features it was
+		// trained on, as its base's does.
+		ct, err := json.Marshal(m.captions.info)
+		if err != nil {
+			return err
+		}
+		info.Extra = map[string]string{shapes.CaptionTableKey: string(ct)}
+	}
 	if r.Base != nil {
 		b, err := checkpoint.DescribeBase(r.BasePath(), false)
 		if err != nil {

@@ -62,13 +62,13 @@ func TestRecipePlanZImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	recipe := filepath.Join(t.TempDir(), "z.toml")
-	text := "[base]\npath = " + fmt.Sprintf("%q", dir) + "\nlatent_size = 128\n[scaffold]\n[data]\nsource = \"shapes\"\n[[stage]]\nkind = \"distill\"\nsteps = 10\n"
+	text := "[base]\npath = " + fmt.Sprintf("%q", dir) + "\nlatent_size = 128\n[diffusion]\nprocess = \"flow_matching\"\n[scaffold]\n[data]\nsource = \"shapes\"\ncaptions = true\n[[stage]]\nkind = \"distill\"\nsteps = 10\n"
 	if err := os.WriteFile(recipe, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ verb, want string }{
 		{"plan", "Z-Image from base: dim 3840"},
-		{"plan", "warning: training a Z-Image recipe is not supported yet"},
+		{"plan", "captions of 128 tokens"},
 		{"validate", "ok: z (" + recipe + "): upcycle Z-Image (dim 3840"},
 	} {
 		code, out, errOut := run(t, "recipe", c.verb, recipe)

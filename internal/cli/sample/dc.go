@@ -2,10 +2,12 @@ package sample
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/dcdit/dcdit/accel"
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
@@ -16,6 +18,7 @@ import (
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/preview"
+	"github.com/dcdit/dcdit/zimage"
 )
 
 // detect reads a checkpoint's headers and says which architecture (and
@@ -109,8 +112,13 @@ func runDC(opts *Options, layout arch.Layout) error {
 		classes, heads = b.HNet.NumClasses, b.HNet.Heads
 	case b.DiT != nil:
 		classes, heads = b.DiT.NumClasses, b.DiT.NumHeads
+	case b.ZImage != nil:
+		return runDCZImage(opts, m, b.ZImage)
 	default:
-		return fmt.Errorf("sample: %s has a %s backbone, which takes captions; sampling a caption-conditioned DC model is not supported yet", opts.Checkpoint, b.Kind)
+		return fmt.Errorf("sample: %s has a %s backbone, which this build cannot sample", opts.Checkpoint, b.Kind)
+	}
+	if flag := zimageFlag(opts); flag != "" {
+		return &cmdutil.UsageError{Err: fmt.Errorf("%s applies to caption-conditioned checkpoints; %s is a class-conditional DC checkpoint (see 'dcdit sample --help')", flag, opts.Checkpoint)}
 	}
 	for _, c := range opts.Classes {
 		if c >= classes {
@@ -247,4 +255,98 @@ func joinFloats(v []float64) string {
 		s[i] = strconv.FormatFloat(x, 'g', 6, 64)
 	}
 	return strings.Join(s, ",")
+}
+
+// runDCZImage samples from a DC checkpoint around a Z-Image: conditioned
+// as a Z-Image is (--prompt, or --captions and --negative), with flow
+// matching's Euler sampler and Z-Image's guidance; the conditional branch
+// runs at --rho and, with guidance on, the unconditional one at
+// --rho-uncond in the same batch (Lite-CFG when they differ). The grid is
+// the checkpoint's own.
+func runDCZImage(opts *Options, m *dc.Model, zc *arch.ZImageConfig) error {
+	if opts.Captions == "" && len(opts.Prompts) == 0 {
+		return fmt.Errorf("sample: %s is a DC model around a Z-Image: it samples from captions, not class labels; pass --prompt (or --captions)", opts.Checkpoint)
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"--class", !slices.Equal(opts.Classes, []int{0}) && len(opts.Classes) > 0}, {"--num", opts.Num != 1}, {"--num-heads", opts.NumHeads != 0},
+		{"--cfg-all-channels", opts.CFGAll}, {"--dense-below", opts.DenseBelow != 0}, {"--size", opts.Size != ""}, {"--config", opts.Config != ""},
+	} {
+		if f.set {
+			return &cmdutil.UsageError{Err: fmt.Errorf("%s does not apply to %s, a DC model around a Z-Image (conditioned on captions, on its own %d×%d grid)", f.name, opts.Checkpoint, m.Config.GridRows, m.Config.GridCols)}
+		}
+	}
+	if opts.Device != "" && opts.Device != accel.CPU {
+		return &cmdutil.UsageError{Err: fmt.Errorf("--device %s: Z-Image backbones sample on the CPU only for now", opts.Device)}
+	}
+	pipeline, err := parsePipeline(opts.Schedule)
+	if err != nil {
+		return &cmdutil.UsageError{Err: fmt.Errorf("--schedule: %w", err)}
+	}
+	job, err := newZImageJob(opts, pipeline, zc.CapFeatDim)
+	if err != nil {
+		return err
+	}
+	m.Params.SetRequiresGrad(false)
+	if bb := m.Backbone.Parameters(); bb != nil {
+		bb.SetRequiresGrad(false)
+	}
+	cfg := m.Config
+	rhoCond, rhoUncond := float32(opts.Rho), float32(opts.Rho)
+	if opts.RhoUncondGiven {
+		rhoUncond = float32(opts.RhoUncond)
+	}
+	stats, run := &dcStats{}, &zimageRun{}
+	per := cfg.InChannels * cfg.Tokens()
+	model := func(x, t []float32, guided bool) ([]float32, error) {
+		caps, lens := job.pos.feats, job.pos.lens
+		if guided {
+			caps, lens = slices.Concat(job.pos.feats, job.neg.feats), slices.Concat(job.pos.lens, job.neg.lens)
+			run.guided = true
+		}
+		if len(x) != len(caps)*per || len(t) != len(caps) {
+			return nil, fmt.Errorf("the sampler passed %d latent values and %d times for %d captions of %d values", len(x), len(t), len(caps), per)
+		}
+		in := cond.Input{T: t, Captions: make([]cond.Caption, len(caps))}
+		frac := make([]float32, len(caps))
+		n := len(job.pos.feats)
+		for i := range caps {
+			in.Captions[i] = cond.Caption{Features: caps[i], Len: lens[i]}
+			frac[i] = rhoCond
+			if i >= n {
+				frac[i] = rhoUncond
+			}
+		}
+		out, res, err := m.Predict(x, in, frac)
+		if err != nil {
+			return nil, err
+		}
+		kept := res.Chunks.NumKept
+		stats.Cond = append(stats.Cond, mean(kept[:n]))
+		if n < len(caps) {
+			stats.Uncond = append(stats.Uncond, mean(kept[n:]))
+		}
+		run.flops += m.ForwardFLOPs(kept).Total()
+		return out, nil
+	}
+	md := func() map[string]string {
+		return map[string]string{
+			"dcdit.architecture":  string(arch.DCDiT),
+			"dcdit.backbone":      zimage.Kind,
+			"dcdit.rho":           strconv.FormatFloat(opts.Rho, 'g', -1, 64),
+			"dcdit.rho_uncond":    strconv.FormatFloat(float64(rhoUncond), 'g', -1, 32),
+			"dcdit.tokens":        strconv.Itoa(cfg.Cells()),
+			"dcdit.kept_per_step": joinFloats(stats.Cond),
+		}
+	}
+	if err := job.sample(opts, model, cfg.InChannels, cfg.GridRows, cfg.GridCols, run, md); err != nil {
+		return err
+	}
+	if !opts.Quiet {
+		stats.FLOPs = run.flops
+		fmt.Fprintln(opts.IO.Err, dcSummary(opts, run.guided, rhoCond, rhoUncond, cfg.Cells(), stats, run.flops/float64(len(job.pos.feats))))
+	}
+	return nil
 }

@@ -303,11 +303,12 @@ func Run(opts *Options) error {
 		}
 		return runZImage(opts)
 	}
+	if a == arch.DCDiT {
+		// Its backbone says whether it takes labels or captions.
+		return runDC(opts, layout)
+	}
 	if flag := zimageFlag(opts); flag != "" {
 		return &cmdutil.UsageError{Err: fmt.Errorf("%s applies to Z-Image checkpoints; %s is a %s checkpoint, which is class-conditional (see 'dcdit sample --help')", flag, opts.Checkpoint, a)}
-	}
-	if a == arch.DCDiT {
-		return runDC(opts, layout)
 	}
 	if opts.RhoGiven || opts.RhoUncondGiven || opts.DenseBelow != 0 {
 		flag := "--rho"

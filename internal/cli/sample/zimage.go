@@ -3,6 +3,7 @@ package sample
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -285,13 +286,6 @@ func runZImage(opts *Options) error {
 	if flag := classFlag(opts); flag != "" {
 		return &cmdutil.UsageError{Err: fmt.Errorf("%s applies to DiT and DC checkpoints; %s is a Z-Image checkpoint, conditioned on --captions (see 'dcdit sample --help')", flag, opts.Checkpoint)}
 	}
-	steps, scale := opts.Steps, opts.CFG
-	if opts.stepsDefault {
-		steps = turboSteps
-	}
-	if opts.cfgDefault {
-		scale = turboCFG
-	}
 	size := opts.Size
 	if size == "" {
 		size = defaultZImageSize
@@ -324,40 +318,9 @@ func runZImage(opts *Options) error {
 	if cfg.FPatchSize != 1 {
 		return fmt.Errorf("sample: %s patches %d frames at a time; images are one frame", opts.Checkpoint, cfg.FPatchSize)
 	}
-	var pos, neg *captions
-	if len(opts.Prompts) > 0 {
-		if pos, neg, err = promptCaptions(opts.Checkpoint, opts.Prompts, cfg.CapFeatDim); err != nil {
-			return err
-		}
-	} else if pos, err = readCaptions("--captions", opts.Captions, cfg.CapFeatDim); err != nil {
+	job, err := newZImageJob(opts, pipeline, cfg.CapFeatDim)
+	if err != nil {
 		return err
-	}
-	N := len(pos.feats)
-	if opts.Negative != "" {
-		if neg, err = readCaptions("--negative", opts.Negative, cfg.CapFeatDim); err != nil {
-			return err
-		}
-		switch len(neg.feats) {
-		case N:
-		case 1:
-			// One negative prompt for every sample, as the pipelines
-			// repeat a single negative_prompt.
-			for range N - 1 {
-				neg.feats, neg.lens = append(neg.feats, neg.feats[0]), append(neg.lens, neg.lens[0])
-			}
-		default:
-			want := fmt.Sprintf("%d (one per caption) or 1 (for all)", N)
-			if N == 1 {
-				want = "1"
-			}
-			return fmt.Errorf("--negative %s: %d captions in %q, but --captions %s has %d; want %s", opts.Negative, len(neg.feats), capFeatsName, opts.Captions, N, want)
-		}
-	}
-	var fit preview.Fit
-	if opts.PNG != "" {
-		if fit, err = preview.ForChannels(cfg.InChannels); err != nil {
-			return fmt.Errorf("--png %s: %w", opts.PNG, err)
-		}
 	}
 	if !opts.Quiet {
 		for _, warn := range wts.Warnings {
@@ -370,27 +333,98 @@ func runZImage(opts *Options) error {
 	}
 	// Inference: no parameter tracks gradients, so the ops keep no graph.
 	m.Params.SetRequiresGrad(false)
+	run := &zimageRun{}
+	return job.sample(opts, zimageModel(m, job.pos, job.neg, h, w, run), cfg.InChannels, h, w, run, func() map[string]string {
+		return map[string]string{"dcdit.architecture": string(arch.ZImage)}
+	})
+}
+
+// zimageJob is what sampling a caption-conditioned checkpoint (a Z-Image,
+// or a DC model around one) sets up from the flags: the captions, the
+// flow-matching schedule and Z-Image's guidance.
+type zimageJob struct {
+	steps    int
+	pos, neg *captions
+	shift    float64
+	sched    *flowmatch.Schedule
+	guide    flowmatch.Guidance
+	pipeline flowmatch.Pipeline
+}
+
+// newZImageJob reads the captions (--prompt, or --captions and
+// --negative) for a model of capDim caption features and builds the
+// schedule (--steps and --cfg default to Z-Image-Turbo's).
+func newZImageJob(opts *Options, pipeline flowmatch.Pipeline, capDim int) (*zimageJob, error) {
+	j := &zimageJob{steps: opts.Steps, pipeline: pipeline}
+	scale := opts.CFG
+	if opts.stepsDefault {
+		j.steps = turboSteps
+	}
+	if opts.cfgDefault {
+		scale = turboCFG
+	}
+	var err error
+	if len(opts.Prompts) > 0 {
+		if j.pos, j.neg, err = promptCaptions(opts.Checkpoint, opts.Prompts, capDim); err != nil {
+			return nil, err
+		}
+	} else if j.pos, err = readCaptions("--captions", opts.Captions, capDim); err != nil {
+		return nil, err
+	}
+	N := len(j.pos.feats)
+	if opts.Negative != "" {
+		if j.neg, err = readCaptions("--negative", opts.Negative, capDim); err != nil {
+			return nil, err
+		}
+		switch len(j.neg.feats) {
+		case N:
+		case 1:
+			// One negative prompt for every sample, as the pipelines
+			// repeat a single negative_prompt.
+			for range N - 1 {
+				j.neg.feats, j.neg.lens = append(j.neg.feats, j.neg.feats[0]), append(j.neg.lens, j.neg.lens[0])
+			}
+		default:
+			want := fmt.Sprintf("%d (one per caption) or 1 (for all)", N)
+			if N == 1 {
+				want = "1"
+			}
+			return nil, fmt.Errorf("--negative %s: %d captions in %q, but --captions %s has %d; want %s", opts.Negative, len(j.neg.feats), capFeatsName, opts.Captions, N, want)
+		}
+	}
 	sc := flowmatch.DefaultConfig()
 	if opts.Shift != 0 {
 		sc.Shift = opts.Shift
 	}
-	sched, err := sc.Schedule(pipeline, steps)
-	if err != nil {
-		return fmt.Errorf("sample: %w", err)
+	j.shift = sc.Shift
+	if j.sched, err = sc.Schedule(pipeline, j.steps); err != nil {
+		return nil, fmt.Errorf("sample: %w", err)
 	}
-	guide := flowmatch.Guidance{Scale: scale, Truncate: opts.CFGTruncationGiven, Truncation: opts.CFGTruncation, Normalization: opts.CFGNormalization}
+	j.guide = flowmatch.Guidance{Scale: scale, Truncate: opts.CFGTruncationGiven, Truncation: opts.CFGTruncation, Normalization: opts.CFGNormalization}
+	return j, nil
+}
 
-	C := cfg.InChannels
+// sample runs flow matching's sampler on model for the job's captions
+// over an h×w grid of C channels and writes the latents (with what md
+// returns after sampling added to their metadata) and the preview.
+func (j *zimageJob) sample(opts *Options, model flowmatch.Model, C, h, w int, run *zimageRun, md func() map[string]string) error {
+	var fit preview.Fit
+	var err error
+	if opts.PNG != "" {
+		if fit, err = preview.ForChannels(C); err != nil {
+			return fmt.Errorf("--png %s: %w", opts.PNG, err)
+		}
+	}
+	N := len(j.pos.feats)
 	// Z-Image's process: the initial latents are drawn from the seed.
-	proc := &diffusion.FlowMatch{Schedule: sched, Truncate: guide.Truncate, Truncation: guide.Truncation, Normalization: guide.Normalization}
-	run := &zimageRun{}
+	proc := &diffusion.FlowMatch{Schedule: j.sched, Truncate: j.guide.Truncate, Truncation: j.guide.Truncation, Normalization: j.guide.Normalization}
 	var bar *progress.Bar
 	if !opts.Quiet {
-		bar = progress.New(opts.IO.Err, "sampling", sched.Steps())
+		bar = progress.New(opts.IO.Err, "sampling", j.sched.Steps())
 	}
 	start := time.Now()
-	x, err := proc.Sample(diffusion.Model(zimageModel(m, pos, neg, h, w, run)), diffusion.Shape{B: N, C: C, HW: h * w}, diffusion.SampleOptions{
-		Guidance: guide.Scale,
+	x, err := proc.Sample(diffusion.Model(model), diffusion.Shape{B: N, C: C, HW: h * w}, diffusion.SampleOptions{
+		Guidance: j.guide.Scale,
 		Seed:     opts.Seed,
 		Progress: func(done, total int) { bar.Set(done) },
 	})
@@ -400,9 +434,10 @@ func runZImage(opts *Options) error {
 	}
 	elapsed := time.Since(start)
 
-	md := zimageMeta(opts, pos, sched, sc.Shift, steps, guide, run, h, w)
+	meta := zimageMeta(opts, j.pos, j.sched, j.shift, j.steps, j.guide, run, h, w)
+	maps.Copy(meta, md())
 	shape := []int64{int64(N), int64(C), int64(h), int64(w)}
-	if err := safetensors.Write(opts.Out, []safetensors.WriteTensor{{Name: "latents", DType: dtype.F32, Shape: shape, Data: dtype.F32Bytes(x)}}, md); err != nil {
+	if err := safetensors.Write(opts.Out, []safetensors.WriteTensor{{Name: "latents", DType: dtype.F32, Shape: shape, Data: dtype.F32Bytes(x)}}, meta); err != nil {
 		return err
 	}
 	if opts.PNG != "" {
@@ -413,15 +448,15 @@ func runZImage(opts *Options) error {
 	if opts.Quiet {
 		return nil
 	}
-	if neg != nil && !run.guided {
-		fmt.Fprintf(opts.IO.Err, "warning: --negative was not used: guidance was off at every step (--cfg %g under the %s schedule)\n", scale, pipeline)
+	if j.neg != nil && !run.guided && opts.Negative != "" {
+		fmt.Fprintf(opts.IO.Err, "warning: --negative was not used: guidance was off at every step (--cfg %g under the %s schedule)\n", j.guide.Scale, j.pipeline)
 	}
 	cfgNote := "no guidance"
 	if run.guided {
-		cfgNote = fmt.Sprintf("cfg %g", scale)
+		cfgNote = fmt.Sprintf("cfg %g", j.guide.Scale)
 	}
 	fmt.Fprintf(opts.IO.Out, "wrote %s: latents [%d %d %d %d], %d steps (%s schedule, shift %g), %s, seed %d, %s (%.3g TFLOP)\n",
-		opts.Out, N, C, h, w, sched.Steps(), pipeline, sc.Shift, cfgNote, opts.Seed, progress.Duration(elapsed), run.flops/1e12)
+		opts.Out, N, C, h, w, j.sched.Steps(), j.pipeline, j.shift, cfgNote, opts.Seed, progress.Duration(elapsed), run.flops/1e12)
 	if opts.PNG != "" {
 		fmt.Fprintf(opts.IO.Out, "wrote %s: linear latent-to-RGB preview (%s fit), not a VAE decode\n", opts.PNG, fit.Name)
 	}
@@ -434,7 +469,6 @@ func zimageMeta(opts *Options, pos *captions, sched *flowmatch.Schedule, shift f
 	md := map[string]string{
 		"format":                  "pt",
 		"dcdit.sampler":           "flowmatch-euler",
-		"dcdit.architecture":      string(arch.ZImage),
 		"dcdit.checkpoint":        opts.Checkpoint,
 		"dcdit.captions":          opts.Captions,
 		"dcdit.cap_lens":          joinInts(pos.lens),

@@ -132,11 +132,11 @@ func TestGraftOnly(t *testing.T) {
 			}
 		})
 	}
-	// Training one is refused, pointing to --graft-only.
+	// Training one with DDPM is refused, naming the process Z-Image takes.
 	ios, _, _, _ := iostreams.Test()
 	err = Run(&Options{IO: ios, Recipe: filepath.Join(dir, "Z-Image.toml"), Out: filepath.Join(dir, "train"), upcycle: true, Quiet: true})
-	if err == nil || !strings.Contains(err.Error(), "--graft-only") {
-		t.Fatalf("training a Z-Image recipe: err = %v, want a refusal that points to --graft-only", err)
+	if err == nil || !strings.Contains(err.Error(), "flow_matching") {
+		t.Fatalf("training a Z-Image recipe with DDPM: err = %v, want a refusal that names flow_matching", err)
 	}
 	// A Z-Image recipe must size the grid.
 	path := filepath.Join(dir, "nosize.toml")
