@@ -8,9 +8,8 @@ import (
 
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/distill"
-	"github.com/dcdit/dcdit/internal/testckpt"
+	"github.com/dcdit/dcdit/internal/zimagetest"
 	"github.com/dcdit/dcdit/upcycle"
-	"github.com/dcdit/dcdit/zimage"
 	"github.com/dcdit/dcdit/zimage/flowmatch"
 )
 
@@ -39,16 +38,8 @@ func TestDCObjectiveZImage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			const seed, S, B = 5, 8, 4
-			teacher := testckpt.RandomZImage(t, seed)
-			teacher.Params.SetRequiresGrad(false)
+			teacher, m := zimagetest.Grafted(t, seed, S)
 			zc := teacher.Config
-			s := upcycle.DefaultScaffold()
-			s.NormGroups, s.RouterGroups, s.WidthFactor = 8, 4, 2
-			s.PatchSize, s.EncoderInit, s.NoEncoderNorm, s.WideHead, s.RelativeResidual = zc.PatchSize, "patch", true, true, true
-			m, err := upcycle.GraftZImage(zimage.NewBackbone(testckpt.RandomZImage(t, seed)), s, S, S, 3)
-			if err != nil {
-				t.Fatal(err)
-			}
 			ps, err := upcycle.JoinParams(m)
 			if err != nil {
 				t.Fatal(err)

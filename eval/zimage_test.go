@@ -5,9 +5,7 @@ import (
 	"testing"
 
 	"github.com/dcdit/dcdit/datasets/shapes"
-	"github.com/dcdit/dcdit/internal/testckpt"
-	"github.com/dcdit/dcdit/upcycle"
-	"github.com/dcdit/dcdit/zimage"
+	"github.com/dcdit/dcdit/internal/zimagetest"
 )
 
 // A DC model grafted onto a Z-Image, its router keeping every cell, is the
@@ -18,17 +16,9 @@ import (
 // both models alike.
 func TestRunZImage(t *testing.T) {
 	const seed, S = 4, 8
-	zm := testckpt.RandomZImage(t, seed)
-	zm.Params.SetRequiresGrad(false)
+	zm, m := zimagetest.Grafted(t, seed, S)
+	zimagetest.KeepAll(m)
 	zc := zm.Config
-	s := upcycle.DefaultScaffold()
-	s.NormGroups, s.RouterGroups, s.WidthFactor = 8, 4, 2
-	s.PatchSize, s.EncoderInit, s.NoEncoderNorm, s.WideHead, s.RelativeResidual = zc.PatchSize, "patch", true, true, true
-	m, err := upcycle.GraftZImage(zimage.NewBackbone(testckpt.RandomZImage(t, seed)), s, S, S, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Params.Get("hnet.routing_module.residual_scorer.3.bias").Values()[0] = 30 // every cell a boundary
 	g, err := shapes.New(S, 3)
 	if err != nil {
 		t.Fatal(err)

@@ -586,12 +586,7 @@ func checkZImage(p *problems, r *Recipe) {
 	}
 	switch r.Diffusion.Process {
 	case ProcessFlowMatching:
-		if !(r.Diffusion.Shift > 0) || math.IsInf(r.Diffusion.Shift, 0) {
-			p.bad("diffusion.shift", r.Diffusion.Shift, "a finite shift > 0")
-		}
-		if written("diffusion.schedule") {
-			p.add("diffusion.schedule", "found with diffusion.process = %q, expected it only with \"ddpm\" (flow matching has no β schedule)", r.Diffusion.Process)
-		}
+		checkFlowMatching(p, r, written)
 	case ProcessDDPM:
 		if written("diffusion.shift") {
 			p.add("diffusion.shift", "found with diffusion.process = %q, expected it only with \"flow_matching\"", r.Diffusion.Process)
@@ -632,12 +627,7 @@ func checkZImage(p *problems, r *Recipe) {
 // file is a Z-Image). Its data are captioned shapes or a file with
 // captions, and the settings that read DDPM's noise schedule are refused.
 func checkZImageBase(p *problems, r *Recipe, written func(string) bool) {
-	if !(r.Diffusion.Shift > 0) || math.IsInf(r.Diffusion.Shift, 0) {
-		p.bad("diffusion.shift", r.Diffusion.Shift, "a finite shift > 0")
-	}
-	if written("diffusion.schedule") {
-		p.add("diffusion.schedule", "found with diffusion.process = %q, expected it only with \"ddpm\" (flow matching has no β schedule)", r.Diffusion.Process)
-	}
+	checkFlowMatching(p, r, written)
 	d := &r.Data
 	switch {
 	case written("data.captions") && d.Source != SourceShapes:
@@ -659,5 +649,15 @@ func checkZImageBase(p *problems, r *Recipe, written func(string) bool) {
 	}
 	if written("eval.dense_below") {
 		p.add("eval.dense_below", "found with diffusion.process = %q, expected it only with DDPM (its threshold is a DDPM timestep)", ProcessFlowMatching)
+	}
+}
+
+// checkFlowMatching checks the [diffusion] keys of flow matching.
+func checkFlowMatching(p *problems, r *Recipe, written func(string) bool) {
+	if !(r.Diffusion.Shift > 0) || math.IsInf(r.Diffusion.Shift, 0) {
+		p.bad("diffusion.shift", r.Diffusion.Shift, "a finite shift > 0")
+	}
+	if written("diffusion.schedule") {
+		p.add("diffusion.schedule", "found with diffusion.process = %q, expected it only with \"ddpm\" (flow matching has no β schedule)", r.Diffusion.Process)
 	}
 }

@@ -51,6 +51,17 @@ type Scaffold struct {
 	LatentSkip bool
 }
 
+// StartAsTeacher returns s set so that a graft starts as its teacher:
+// cells of the teacher's patch, the encoder as its patch embedding without
+// the encoder's norm, the wide head as its final layer, and the residual
+// relative to each cell's kept token. A router that keeps every cell then
+// predicts what the teacher predicts, and training starts from the
+// teacher to learn what the dropped cells need (the toy recipes' setting).
+func (s Scaffold) StartAsTeacher(patch int) Scaffold {
+	s.PatchSize, s.EncoderInit, s.NoEncoderNorm, s.WideHead, s.RelativeResidual = patch, "patch", true, true, true
+	return s
+}
+
 // DefaultScaffold is the paper's setting.
 func DefaultScaffold() Scaffold {
 	return Scaffold{WidthFactor: 4, EncoderBlocks: 2, DecoderBlocks: 2, Sigma: 1, TargetN: 4,

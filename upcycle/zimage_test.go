@@ -110,7 +110,7 @@ func TestGraftZImageStartsAsModel(t *testing.T) {
 	zc := zm.Config
 	s := DefaultScaffold()
 	s.NormGroups, s.RouterGroups, s.WidthFactor, s.Sigma = 8, 4, 2, 0.3
-	s.PatchSize, s.EncoderInit, s.NoEncoderNorm, s.WideHead, s.RelativeResidual = zc.PatchSize, "patch", true, true, true
+	s = s.StartAsTeacher(zc.PatchSize)
 	m, err := GraftZImage(zimage.NewBackbone(testckpt.RandomZImage(t, seed)), s, S, S, 3)
 	if err != nil {
 		t.Fatal(err)

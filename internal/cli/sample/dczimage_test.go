@@ -10,9 +10,7 @@ import (
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 	"github.com/dcdit/dcdit/internal/fixtures"
-	"github.com/dcdit/dcdit/internal/testckpt"
-	"github.com/dcdit/dcdit/loaders/safetensors"
-	"github.com/dcdit/dcdit/upcycle"
+	"github.com/dcdit/dcdit/internal/zimagetest"
 	"github.com/dcdit/dcdit/zimage"
 )
 
@@ -23,7 +21,7 @@ import (
 func TestDCZImageSample(t *testing.T) {
 	const seed, S = 6, 8
 	dir := t.TempDir()
-	zm := testckpt.RandomZImage(t, seed)
+	zm, m := zimagetest.Grafted(t, seed, S)
 	zc := zm.Config
 	table, err := json.Marshal(shapes.NewCaptionTable(zc.CapFeatDim, 2))
 	if err != nil {
@@ -34,14 +32,7 @@ func TestDCZImageSample(t *testing.T) {
 	if err := zimage.Save(base, zm, nil, meta); err != nil {
 		t.Fatal(err)
 	}
-	s := upcycle.DefaultScaffold()
-	s.NormGroups, s.RouterGroups, s.WidthFactor = 8, 4, 2
-	s.PatchSize, s.EncoderInit, s.NoEncoderNorm, s.WideHead, s.RelativeResidual = zc.PatchSize, "patch", true, true, true
-	m, err := upcycle.GraftZImage(zimage.NewBackbone(testckpt.RandomZImage(t, seed)), s, S, S, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Params.Get("hnet.routing_module.residual_scorer.3.bias").Values()[0] = 30 // every cell a boundary
+	zimagetest.KeepAll(m)
 	dcPath := filepath.Join(dir, "dc.safetensors")
 	if err := checkpoint.Save(dcPath, m, checkpoint.Info{Extra: meta}); err != nil {
 		t.Fatal(err)
@@ -58,17 +49,7 @@ func TestDCZImageSample(t *testing.T) {
 		if err := Run(opts); err != nil {
 			t.Fatal(err)
 		}
-		f, err := safetensors.Open(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		lt, _ := f.Tensor("latents")
-		v, err := lt.Float32()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return append([]float32(nil), v...), f.Metadata()
+		return readLatents(t, out)
 	}
 	want, _ := sample(base, 0, 0)
 	got, md := sample(dcPath, 0, 0)

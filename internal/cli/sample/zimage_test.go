@@ -100,16 +100,7 @@ func TestZImageLoop(t *testing.T) {
 			if err := Run(opts); err != nil {
 				t.Fatal(err)
 			}
-			f, err := safetensors.Open(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			lt, _ := f.Tensor("latents")
-			got, err := lt.Float32()
-			if err != nil {
-				t.Fatal(err)
-			}
+			got, _ := readLatents(t, out)
 
 			sched, err := flowmatch.DefaultConfig().Schedule(c.schedule, steps)
 			if err != nil {
@@ -166,4 +157,25 @@ func gaussianNoise(seed uint64, n int) []float32 {
 		x[i] = float32(rng.NormFloat64())
 	}
 	return x
+}
+
+// readLatents reads a latents file the command wrote: its values and
+// metadata.
+func readLatents(t *testing.T, path string) ([]float32, map[string]string) {
+	t.Helper()
+	f, err := safetensors.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lt, ok := f.Tensor("latents")
+	if !ok {
+		t.Fatalf("%s holds no latents", path)
+	}
+	v, err := lt.Float32()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Copy: the values may alias the file's map, which Close releases.
+	return append([]float32(nil), v...), f.Metadata()
 }
