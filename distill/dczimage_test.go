@@ -16,7 +16,8 @@ import (
 // A DC model grafted onto a Z-Image trains on captioned data with flow
 // matching: distillation onto the Z-Image teacher pulls it towards the
 // teacher at the drawn budgets, flow matching's own loss finetunes it,
-// and the options that read DDPM's schedule are refused.
+// dense_below reads flow matching's timesteps σ·T, and the options that
+// read DDPM's schedule are refused.
 func TestDCObjectiveZImage(t *testing.T) {
 	table, err := flowmatch.DefaultConfig().TrainingTable()
 	if err != nil {
@@ -32,7 +33,8 @@ func TestDCObjectiveZImage(t *testing.T) {
 		{"l1", distill.DistillL1, nil, ""},
 		{"flow matching", distill.Hybrid, nil, ""},
 		{"weight cap", distill.DistillL1, func(o *distill.DCObjective) { o.WeightCap = 5 }, "timestep_weight_cap reads DDPM's"},
-		{"dense below", distill.DistillL1, func(o *distill.DCObjective) { o.Budget.DenseBelow = 500 }, "dense_below reads DDPM's"},
+		{"dense below every timestep", distill.DistillL1, func(o *distill.DCObjective) { o.Budget.DenseBelow = 1001 }, ""},
+		{"p2", distill.Hybrid, func(o *distill.DCObjective) { o.P2.Gamma = 1 }, "p2_gamma reads DDPM's"},
 		{"guided pairs", distill.DistillL1, func(o *distill.DCObjective) { o.GuidedScale = 4 }, "the batch has captions"},
 	}
 	for _, tt := range tests {
@@ -75,6 +77,10 @@ func TestDCObjectiveZImage(t *testing.T) {
 			tr.OnStep = func(p distill.Progress) {
 				losses = append(losses, p.Metrics.Loss)
 				rhos[p.Metrics.Rho] = true
+				// σ·T < 1001 always: every sample keeps every cell.
+				if obj.Budget.DenseBelow > 1000 && p.Metrics.Kept != 1 {
+					t.Errorf("step %d: kept %g of the cells below every timestep, want all", p.Step, p.Metrics.Kept)
+				}
 			}
 			_, err = tr.Run()
 			if tt.want != "" {

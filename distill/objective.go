@@ -141,13 +141,29 @@ type Budget struct {
 	// prediction on the full grid, which sampling uses at low noise and
 	// which training at the router's budgets alone lets drift.
 	Dense float64
-	// DenseBelow, when > 0, keeps every cell of the samples whose model
-	// time is below it, as sampling with the same dense_below does
-	// (dc.FracAt): the drawn ρ applies to the noisier samples only.
+	// DenseBelow, when > 0, keeps every cell of the samples whose
+	// timestep (larger: noisier; DDPM's t, flow matching's σ·T) is below
+	// it, as sampling with the same dense_below does (dc.FracAt): the
+	// drawn ρ applies to the noisier samples only.
 	DenseBelow float64
 }
 
-// fracs gives each sample of a batch drawn at model times ts its drop
+// noiseTimesteps are a batch's noise levels as timesteps, the scale
+// DenseBelow is given on: DDPM's model times are its timesteps; flow
+// matching's are 1 − σ, its timesteps σ·T.
+func noiseTimesteps(proc diffusion.Process, nz *diffusion.Noise, ts []float32) ([]float32, error) {
+	fm, ok := proc.(*diffusion.FlowMatch)
+	if !ok {
+		return ts, nil
+	}
+	if fm.Table == nil {
+		return nil, fmt.Errorf("distill: flow matching has no training table")
+	}
+	_, steps, err := fm.Table.Lookup(nz.Levels)
+	return steps, err
+}
+
+// fracs gives each sample of a batch drawn at timesteps ts its drop
 // fraction: the step's ρ, or dc.Dense below DenseBelow.
 func (b Budget) fracs(rho float64, ts []float32) []float32 {
 	if !(b.DenseBelow > 0) {
@@ -202,8 +218,8 @@ type DCObjective struct {
 	Schedule *ddpm.Schedule
 	// Process, when set, is the diffusion process in DDPM's place (flow
 	// matching for a Z-Image backbone). The options that read DDPM's
-	// schedule (WeightCap, RouterTargetWeight, DenseBelow, P2) are
-	// refused with it.
+	// schedule (WeightCap, RouterTargetWeight, P2) are refused with it;
+	// Budget.DenseBelow is then a timestep σ·T.
 	Process diffusion.Process
 	// CaptionTable holds one caption feature row (CaptionDim wide) per
 	// vocabulary word: the text encoder's stand-in for batches with
@@ -289,8 +305,7 @@ func (o *DCObjective) checkProcess() error {
 	for _, f := range []struct {
 		name string
 		on   bool
-	}{{"timestep_weight_cap", o.WeightCap > 0}, {"router_target_weight", o.RouterTargetWeight > 0},
-		{"dense_below", o.Budget.DenseBelow > 0}, {"p2_gamma", o.P2.Gamma != 0}} {
+	}{{"timestep_weight_cap", o.WeightCap > 0}, {"router_target_weight", o.RouterTargetWeight > 0}, {"p2_gamma", o.P2.Gamma != 0}} {
 		if f.on {
 			return fmt.Errorf("distill: %s reads DDPM's noise schedule; the objective trains with %s", f.name, processName(o.Process))
 		}
@@ -363,7 +378,11 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 	}
 	tokens := dc.ToTokens(xt, B, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
 	x := mat.NewDense[float32](mat.WithShape(B*cfg.Cells(), cfg.CellIn()), mat.WithBacking(tokens))
-	res, err := o.Model.Forward(x, cv, o.Budget.fracs(rho, ts))
+	steps, err := noiseTimesteps(proc, nz, ts)
+	if err != nil {
+		return Metrics{}, err
+	}
+	res, err := o.Model.Forward(x, cv, o.Budget.fracs(rho, steps))
 	if err != nil {
 		return Metrics{}, err
 	}

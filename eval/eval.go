@@ -111,9 +111,10 @@ type Options struct {
 	CFG float64
 	// Lite, when set, adds the Lite-CFG row.
 	Lite *Lite
-	// DenseBelow makes every cell a token (dc.Dense) at model times below
-	// it, in the ρ rows and the Lite-CFG row: elastic inference that
-	// spends the full grid on the low-noise steps. 0: never.
+	// DenseBelow makes every cell a token (dc.Dense) at timesteps below
+	// it (DDPM's t, flow matching's σ·T), in the ρ rows and the Lite-CFG
+	// row: elastic inference that spends the full grid on the low-noise
+	// steps. 0: never.
 	DenseBelow float64
 	// NumInputs is the number of held-out noisy inputs (data samples
 	// 0..NumInputs−1, fewer if the data set is smaller); default 64.
@@ -671,7 +672,9 @@ func psnr(a, b []float32, rangeR float64) float64 {
 // times below DenseBelow run dc.Dense.
 func (e *evaluator) forward(s setting, x, t []float32, y []int) ([]float32, *dc.Result, error) {
 	B := len(y)
-	frac := func(rho float64, i int) float32 { return dc.FracAt(float32(rho), t[i], float32(e.o.DenseBelow)) }
+	frac := func(rho float64, i int) float32 {
+		return dc.FracAt(float32(rho), e.tc.timestep(t[i]), float32(e.o.DenseBelow))
+	}
 	in, err := e.tc.input(t, y, false)
 	if err != nil {
 		return nil, nil, err

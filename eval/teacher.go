@@ -40,6 +40,8 @@ type Teacher interface {
 	// level maps an Options timestep (larger: noisier) to a noise level
 	// of the training process.
 	level(t int) int
+	// timestep is the Options timestep of a model time.
+	timestep(modelTime float32) float32
 	// input is the conditioning of keys at model times t; null gives the
 	// unconditional one (the null class, the empty prompt).
 	input(t []float32, keys []int, null bool) (cond.Input, error)
@@ -117,6 +119,8 @@ func (d *ditTeacher) processes(o Options) (diffusion.Process, diffusion.Process,
 }
 
 func (d *ditTeacher) level(t int) int { return t }
+
+func (d *ditTeacher) timestep(modelTime float32) float32 { return modelTime }
 
 func (d *ditTeacher) input(t []float32, keys []int, null bool) (cond.Input, error) {
 	if !null {
@@ -243,6 +247,11 @@ func (z *zimageTeacher) processes(o Options) (diffusion.Process, diffusion.Proce
 		ts[i] = min(int(math.Round(float64(v))), o.DiffusionSteps-1)
 	}
 	return &diffusion.FlowMatch{Table: tab}, &diffusion.FlowMatch{Schedule: sched}, ts, nil
+}
+
+// timestep is σ·T of model time 1 − σ.
+func (z *zimageTeacher) timestep(modelTime float32) float32 {
+	return (1 - modelTime) * float32(len(z.trainTab.Timesteps))
 }
 
 // level is the training table's level whose timestep (σ·T) is nearest t.

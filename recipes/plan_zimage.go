@@ -47,7 +47,7 @@ func planZImage(p *problems, r *Recipe, pl *Plan) {
 	pl.DC = c
 	pl.Data = DataInfo{Source: r.Data.Source, Samples: r.Data.Samples}
 	if r.Eval.DenseBelow > 0 {
-		pl.Warnings = append(pl.Warnings, fmt.Sprintf("eval.dense_below = %g is a DDPM timestep; the Z-Image FLOPs assume every step at its ρ", r.Eval.DenseBelow))
+		pl.Warnings = append(pl.Warnings, fmt.Sprintf("eval.dense_below = %g: the FLOPs assume every step at its ρ (the dense steps below it are not counted)", r.Eval.DenseBelow))
 	}
 
 	// Parameters: the scaffold's (new), the backbone's (copied), whose

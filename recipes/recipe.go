@@ -479,9 +479,10 @@ type Stage struct {
 	// eval.dense_below — is trained against the teacher too. Default: 0.
 	DenseFraction float64 `toml:"dense_fraction"`
 	// DenseBelow, when > 0, keeps every cell of the samples drawn at a
-	// timestep below it (DC stages only): training spends the router's
-	// budgets where sampling with the same eval.dense_below does, on the
-	// noisy steps. Default: 0 (every sample at the step's ρ).
+	// timestep below it (DC stages only; DDPM's t, flow matching's σ·T):
+	// training spends the router's budgets where sampling with the same
+	// eval.dense_below does, on the noisy steps. Default: 0 (every sample
+	// at the step's ρ).
 	DenseBelow float64 `toml:"dense_below"`
 	// RatioLossWeight is λ for this stage. Default: the scaffold's
 	// router.ratio_loss_weight.
@@ -555,8 +556,9 @@ type Eval struct {
 	// CFG is the guidance scale of the per-ρ sample rows (1: none).
 	// Default: 1.0.
 	CFG float64 `toml:"cfg"`
-	// DenseBelow runs the sampling steps at timesteps below it on every
-	// cell (dc.Dense), in every row: elastic inference that spends the
+	// DenseBelow runs the sampling steps at timesteps below it (DDPM's t,
+	// flow matching's σ·T) on every cell (dc.Dense), in every row:
+	// elastic inference that spends the
 	// full grid where a cell without a token cannot know its clean value
 	// well enough (docs/dev-notes.md). 0: never. Default: 0.
 	DenseBelow float64 `toml:"dense_below"`
