@@ -35,6 +35,8 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 	}
 	kind := "dc-dit"
 	switch {
+	case m.dc != nil && m.captions != nil:
+		kind = "dc-z-image"
 	case m.zimage != nil:
 		kind = "z-image"
 	case m.dc == nil:
@@ -51,6 +53,8 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 
 	fmt.Fprintf(&b, "# %s\n\n", r.Name)
 	switch {
+	case m.dc != nil && m.captions != nil && base != nil:
+		fmt.Fprintf(&b, "A DC-Z-Image upcycled by dcdit from the Z-Image `%s`: a learned encoder, router and decoder replace its fixed patchify on the image tokens (captions stay whole), so one checkpoint runs at any compute budget chosen at sampling time (the tail-drop fraction ρ). Captions are read through the base's fixed embedding table, which stands in for the text encoder.\n\n", base.Path)
 	case m.dc != nil && base != nil:
 		fmt.Fprintf(&b, "A DC-DiT upcycled by dcdit from `%s`: a learned encoder, router and decoder replace the teacher's fixed patchify, so one checkpoint runs at any compute budget chosen at sampling time (the tail-drop fraction ρ).\n\n", base.Path)
 	case m.dc != nil:
@@ -63,18 +67,24 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 
 	b.WriteString("## Model\n\n")
 	fmt.Fprintf(&b, "- file: `%s` (%d parameters", m.fileName(), len(m.params.Data))
+	captions := func() {
+		fmt.Fprintf(&b, "- captions: %d-word vocabulary, embedding table of width %d from seed %d (`shapes.EmbeddingTable`; the metadata key `%s` records it)\n",
+			len(m.captions.info.Vocabulary), m.captions.info.Dim, m.captions.info.Seed, shapes.CaptionTableKey)
+	}
 	switch {
 	case m.zimage != nil:
 		c := m.zimage.Config
 		fmt.Fprintf(&b, "; a folder: ComfyUI-named weights and diffusers' config.json)\n- %s, %d latent channels\n", describeZImage(c), c.InChannels)
-		fmt.Fprintf(&b, "- captions: %d-word vocabulary, embedding table of width %d from seed %d (`shapes.EmbeddingTable`; the metadata key `%s` records it)\n",
-			len(m.captions.info.Vocabulary), m.captions.info.Dim, m.captions.info.Seed, shapes.CaptionTableKey)
+		captions()
 	case m.dc != nil:
 		c := m.dc.Config
 		fmt.Fprintf(&b, "; a DC checkpoint: `dcdit inspect` reads its architecture from the metadata)\n")
 		fmt.Fprintf(&b, "- latents: %d channels on a %d×%d grid; scaffold cells of %d×%d latents (%d cells), encoder/decoder width %d, model width %d, %d encoder and %d decoder conv blocks, target compression N = %g\n",
 			c.InChannels, c.GridRows, c.GridCols, c.Patch(), c.Patch(), c.Cells(), c.EncDecDim, c.ModelDim, c.EncoderBlocks, c.DecoderBlocks, c.TargetN)
 		fmt.Fprintf(&b, "- trained tail-drop fractions ρ: %s\n", floats(trainedRhos(r)))
+		if m.captions != nil {
+			captions()
+		}
 	default:
 		b.WriteString("; DiT's original tensor names)\n")
 	}
@@ -130,6 +140,11 @@ func writeCardSampling(b *strings.Builder, r *recipes.Recipe, m *model) {
 		if r.Eval.DenseBelow > 0 {
 			dense = fmt.Sprintf(" --dense-below %g", r.Eval.DenseBelow)
 		}
+		if m.captions != nil {
+			fmt.Fprintf(b, "dcdit sample model.safetensors --prompt \"a red disc\" --prompt \"a large blue square on left\" --rho %g%s --cfg %g --steps %d --shift %g --png samples.png\n",
+				rho, dense, r.Eval.CFG, r.Eval.SamplingSteps, r.Diffusion.Shift)
+			break
+		}
 		fmt.Fprintf(b, "dcdit sample model.safetensors --class 0 --num 8 --rho %g%s --cfg %g --steps %d --png samples.png\n", rho, dense, r.Eval.CFG, r.Eval.SamplingSteps)
 	default:
 		b.WriteString("dcdit sample model.safetensors --class 0 --num 8 --png samples.png\n")
@@ -139,6 +154,9 @@ func writeCardSampling(b *strings.Builder, r *recipes.Recipe, m *model) {
 		b.WriteString("\n`--rho` chooses the budget (the share of the router's boundaries dropped)")
 		if r.Eval.DenseBelow > 0 {
 			b.WriteString("; `--dense-below` runs the low-noise steps on every cell, as the evaluation above did")
+		}
+		if m.captions != nil {
+			b.WriteString("; `--prompt` takes words of the vocabulary above, and guidance contrasts each with the empty prompt")
 		}
 		b.WriteString(".\n")
 	}

@@ -261,8 +261,9 @@ func joinFloats(v []float64) string {
 // as a Z-Image is (--prompt, or --captions and --negative), with flow
 // matching's Euler sampler and Z-Image's guidance; the conditional branch
 // runs at --rho and, with guidance on, the unconditional one at
-// --rho-uncond in the same batch (Lite-CFG when they differ). The grid is
-// the checkpoint's own.
+// --rho-uncond in the same batch (Lite-CFG when they differ), and steps at
+// timesteps σ·T below --dense-below on every cell. The grid is the
+// checkpoint's own.
 func runDCZImage(opts *Options, m *dc.Model, zc *arch.ZImageConfig) error {
 	if opts.Captions == "" && len(opts.Prompts) == 0 {
 		return fmt.Errorf("sample: %s is a DC model around a Z-Image: it samples from captions, not class labels; pass --prompt (or --captions)", opts.Checkpoint)
@@ -272,7 +273,7 @@ func runDCZImage(opts *Options, m *dc.Model, zc *arch.ZImageConfig) error {
 		set  bool
 	}{
 		{"--class", !slices.Equal(opts.Classes, []int{0}) && len(opts.Classes) > 0}, {"--num", opts.Num != 1}, {"--num-heads", opts.NumHeads != 0},
-		{"--cfg-all-channels", opts.CFGAll}, {"--dense-below", opts.DenseBelow != 0}, {"--size", opts.Size != ""}, {"--config", opts.Config != ""},
+		{"--cfg-all-channels", opts.CFGAll}, {"--size", opts.Size != ""}, {"--config", opts.Config != ""},
 	} {
 		if f.set {
 			return &cmdutil.UsageError{Err: fmt.Errorf("%s does not apply to %s, a DC model around a Z-Image (conditioned on captions, on its own %d×%d grid)", f.name, opts.Checkpoint, m.Config.GridRows, m.Config.GridCols)}
@@ -314,10 +315,12 @@ func runDCZImage(opts *Options, m *dc.Model, zc *arch.ZImageConfig) error {
 		n := len(job.pos.feats)
 		for i := range caps {
 			in.Captions[i] = cond.Caption{Features: caps[i], Len: lens[i]}
-			frac[i] = rhoCond
+			rho := rhoCond
 			if i >= n {
-				frac[i] = rhoUncond
+				rho = rhoUncond
 			}
+			// Model time 1 − σ: the timestep is σ·T.
+			frac[i] = dc.FracAt(rho, (1-t[i])*float32(trainSteps), float32(opts.DenseBelow))
 		}
 		out, res, err := m.Predict(x, in, frac)
 		if err != nil {

@@ -185,6 +185,11 @@ steps, guidance settings and seed (dcdit.sampler "flowmatch-euler"), and
 dcdit.flops_per_image. --class, --num, --num-heads, --cfg-all-channels and
 --rho are for DiT and DC checkpoints and the Z-Image flags for Z-Image only.
 
+A DC checkpoint around a Z-Image (a DC-Z-Image: 'dcdit upcycle' of a
+Z-Image base) takes both: the Z-Image's captions, sampler, schedule and
+guidance, on its own grid (no --size), and --rho, --rho-uncond (Lite-CFG)
+and --dense-below, whose timesteps are σ·1000.
+
 While sampling, a progress bar (steps done, elapsed, ETA, and for DC
 checkpoints the last step's kept tokens) is drawn on stderr when it is a
 terminal; otherwise a plain line appears every 10 seconds.`,
@@ -196,7 +201,9 @@ terminal; otherwise a plain line appears every 10 seconds.`,
   dcdit sample zimage.safetensors --config config.json --captions caps.safetensors --negative neg.safetensors \
       --schedule diffusers --steps 50 --cfg 4 --cfg-normalization 1 --size 96x128
   dcdit sample runs/toy-zimage-teacher/model --prompt "a red disc" --prompt "a small cyan ring on top" \
-      --size 16x16 --steps 25 --cfg 4 --png toy.png`,
+      --size 16x16 --steps 25 --cfg 4 --png toy.png
+  dcdit sample runs/toy-zimage/model.safetensors --prompt "a red disc" --rho 0.6 --rho-uncond 0.8 \
+      --dense-below 600 --steps 25 --cfg 4 --png dc.png                         # DC-Z-Image`,
 		Args: cmdutil.ExactArgs(1, "the CHECKPOINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Checkpoint = args[0]
