@@ -374,7 +374,7 @@ func buildModel(r *recipes.Recipe, teacher *base, seed uint64) (*model, error) {
 			times[i] = float32(i)
 		}
 		scale := func(t float32) float64 { return 1 / sched.SqrtOneMinusAlphasCumprod[int(t)] }
-		if err := upcycle.LatentSkipPrior(g.Model, times, scale, base.Config.NumClasses); err != nil {
+		if err := upcycle.LatentSkipPrior(g.Model, upcycle.LabelInputs(times, base.Config.NumClasses), scale); err != nil {
 			return nil, err
 		}
 	}

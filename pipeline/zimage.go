@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/diffusion"
@@ -81,6 +82,23 @@ func graftZImage(r *recipes.Recipe, b *base, seed uint64) (*model, error) {
 	g, err := upcycle.GraftZImage(bb, r.Scaffold.Upcycle(), b.size, b.size, seed)
 	if err != nil {
 		return nil, err
+	}
+	if g.Config.LatentSkip {
+		// Flow matching's data-ward velocity x0 − ε: a cell's moves by
+		// −1/σ of its input's move. Z-Image's conditioning vector is the
+		// timestep's alone, so the empty prompt stands for every caption.
+		proc, err := flowMatching(r)
+		if err != nil {
+			return nil, err
+		}
+		in := cond.Input{}
+		for _, s := range proc.Table.Sigmas {
+			in.T = append(in.T, 1-s)
+			in.Captions = append(in.Captions, cond.Caption{Features: make([]float32, zm.Config.CapFeatDim), Len: 1})
+		}
+		if err := upcycle.LatentSkipPrior(g, []cond.Input{in}, func(t float32) float64 { return -1 / float64(1-t) }); err != nil {
+			return nil, err
+		}
 	}
 	ps, err := upcycle.JoinParams(g)
 	if err != nil {

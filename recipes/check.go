@@ -599,7 +599,7 @@ func checkZImage(p *problems, r *Recipe) {
 	case zi && d.Source == SourceShapes && !d.Captions:
 		p.add("data.captions", "found false with model.kind = %q, expected true: a Z-Image trains on captions", ModelZImage)
 	case d.Captions && !zi:
-		p.add("data.captions", "found true with a model that takes class labels, expected it only with model.kind = %q", ModelZImage)
+		p.add("data.captions", "found true with a model that takes class labels, expected it only with model.kind = %q or a Z-Image [base] (diffusion.process = %q)", ModelZImage, ProcessFlowMatching)
 	}
 	if !zi {
 		if written("data.caption_table_seed") {

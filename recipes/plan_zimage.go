@@ -33,9 +33,6 @@ func planZImage(p *problems, r *Recipe, pl *Plan) {
 		return // upcycle's check names the missing [scaffold]
 	}
 	s := r.Scaffold
-	if s.LatentSkip {
-		p.bad("scaffold.latent_skip", s.LatentSkip, "false for a Z-Image base (its prior is fitted to DDPM's noise schedule)")
-	}
 	if !scaffoldDivides(p, s, zc.Dim) {
 		return
 	}

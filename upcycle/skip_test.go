@@ -60,7 +60,7 @@ func TestLatentSkipPrior(t *testing.T) {
 		times[i] = float32(i)
 	}
 	scale := func(t float32) float64 { return 1 / math.Sqrt(1-math.Exp(-float64(t+1)/300)) }
-	if err := LatentSkipPrior(m, times, scale, tm.Config.NumClasses); err != nil {
+	if err := LatentSkipPrior(m, LabelInputs(times, tm.Config.NumClasses), scale); err != nil {
 		t.Fatal(err)
 	}
 	for _, y := range []int{0, tm.Config.NumClasses} {
@@ -85,10 +85,15 @@ func TestLatentSkipPrior(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := LatentSkipPrior(plain, times, scale, 5); err == nil || !strings.Contains(err.Error(), "no latent skip") {
+	if err := LatentSkipPrior(plain, LabelInputs(times, 5), scale); err == nil || !strings.Contains(err.Error(), "no latent skip") {
 		t.Errorf("model without a skip: err = %v", err)
 	}
-	if err := LatentSkipPrior(m, times, func(float32) float64 { return math.NaN() }, 5); err == nil || !strings.Contains(err.Error(), "want a finite number") {
-		t.Errorf("NaN scale: err = %v", err)
+	for name, bad := range map[string]func(float32) float64{
+		"NaN":        func(float32) float64 { return math.NaN() },
+		"both signs": func(t float32) float64 { return float64(t) - 500.5 },
+	} {
+		if err := LatentSkipPrior(m, LabelInputs(times, 5), bad); err == nil || !strings.Contains(err.Error(), "want a finite number of one sign") {
+			t.Errorf("%s scale: err = %v", name, err)
+		}
 	}
 }

@@ -24,8 +24,8 @@ import (
 // ordered (dy, dx, c), c fastest), and the wide head starts as Z-Image's
 // final layer (its modulation has no shift: the head's shift rows start
 // at zero). Z-Image predicts a velocity with no learned variance, so the
-// scaffold's output has the latent channels. The latent skip, fitted to
-// DDPM's noise schedule, is refused.
+// scaffold's output has the latent channels. A latent skip starts as
+// InitScaffold starts it; LatentSkipPrior fits it to flow matching.
 func GraftZImage(b *zimage.Backbone, s Scaffold, rows, cols int, seed uint64) (*dc.Model, error) {
 	m := b.Model
 	var pe *PatchEmbedding
@@ -72,8 +72,6 @@ func zimagePatchEmbedding(zc *arch.ZImageConfig, w, b []float32) PatchEmbedding 
 // is its patch embedding, nil unless the encoder starts from it.
 func zimageScaffold(zc *arch.ZImageConfig, pe *PatchEmbedding, s Scaffold, rows, cols int, seed uint64) (*dc.Config, map[string]dc.Tensor, error) {
 	switch {
-	case s.LatentSkip:
-		return nil, nil, fmt.Errorf("upcycle: a Z-Image graft has no latent skip (its prior is fitted to DDPM's noise schedule, Z-Image is trained by flow matching)")
 	case zc.FPatchSize != 1:
 		return nil, nil, fmt.Errorf("upcycle: Z-Image with frame patches of %d: the scaffold grafts onto single-frame images (f_patch_size 1)", zc.FPatchSize)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/internal/fixtures"
 	"github.com/dcdit/dcdit/internal/testckpt"
+	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/zimage"
 )
 
@@ -83,7 +84,6 @@ func TestGraftZImageRefuses(t *testing.T) {
 		edit func(*Scaffold)
 		want string
 	}{
-		{"latent skip", func(s *Scaffold) { s.LatentSkip = true }, "no latent skip"},
 		{"unknown encoder init", func(s *Scaffold) { s.EncoderInit = "teacher" }, `encoder init "teacher"`},
 	}
 	for _, tt := range tests {
@@ -151,5 +151,44 @@ func TestGraftZImageStartsAsModel(t *testing.T) {
 	want := append(imgs[0], imgs[1]...)
 	if err := fixtures.RelErr(got, want); !fixtures.Within(err, 1e-5) {
 		t.Fatalf("grafted model against the model: relative error %.2g", err)
+	}
+}
+
+// On a Z-Image graft the latent skip's prior follows flow matching: the
+// map from a cell's input to its data-ward velocity is −1/σ, so the map
+// starts as the negative identity and its scale near 1/σ.
+func TestLatentSkipPriorZImage(t *testing.T) {
+	zm := testckpt.RandomZImage(t, 2)
+	zc := zm.Config
+	s := DefaultScaffold()
+	s.NormGroups, s.RouterGroups, s.WidthFactor = 8, 4, 2
+	s = s.StartAsTeacher(zc.PatchSize)
+	s.LatentSkip = true
+	m, err := GraftZImage(zimage.NewBackbone(zm), s, 8, 8, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := cond.Caption{Features: make([]float32, zc.CapFeatDim), Len: 1}
+	var in cond.Input
+	for i := range 100 {
+		in.T = append(in.T, float32(i)/100) // σ from 1 to 0.01
+		in.Captions = append(in.Captions, empty)
+	}
+	inv := func(t float32) float64 { return -1 / float64(1-t) }
+	if err := LatentSkipPrior(m, []cond.Input{in}, inv); err != nil {
+		t.Fatal(err)
+	}
+	if w := data(m.Params.Get("latent_skip.weight")); w[0] != -1 {
+		t.Errorf("the skip's map starts at %g on the diagonal, want −1", w[0])
+	}
+	for _, tv := range []float32{0, 0.3, 0.5} {
+		cv, err := m.Backbone.Condition(cond.Input{T: []float32{tv}, Captions: []cond.Caption{empty}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 1 + float64(data(ops.Linear(ops.SiLU(cv.Vector()), m.Params.Get("latent_skip.scale.weight"), m.Params.Get("latent_skip.scale.bias")))[0])
+		if want := -inv(tv); !(math.Abs(got-want) <= 0.2*want) {
+			t.Errorf("σ %g: scale %.3f, want %.3f", 1-tv, got, want)
+		}
 	}
 }
