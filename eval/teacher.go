@@ -193,8 +193,9 @@ func (d *ditTeacher) captions() [][]int { return nil }
 // class i mod classes, shapes.Generator.BalancedSet) for the Fréchet
 // distance's reference to match them.
 //
-// Its cost per image is counted for captions of captionLen words, as the
-// DC model's backbone counts it (zimage.Backbone.CaptionLen).
+// Its cost per image is counted for captions of captionLen tokens, as the
+// DC model's backbone counts it (zimage.Backbone.CaptionLen; 0: the
+// typical prompt, zimage.TypicalCaptionLen).
 func ZImageTeacher(m *zimage.Model, table []float32, shift float64, captionLen int) Teacher {
 	return &zimageTeacher{m: m, table: table, shift: shift, captionLen: captionLen}
 }
@@ -344,7 +345,11 @@ func (z *zimageTeacher) samplingModel(keys []int) diffusion.Model {
 func (z *zimageTeacher) outChannels() int { return z.m.Config.InChannels }
 
 func (z *zimageTeacher) forwardGFLOPs() float64 {
-	return zimage.ForwardFLOPs(z.m.Config, z.tokens(), max(z.captionLen, 1)).Total() / 1e9
+	n := z.captionLen
+	if n == 0 {
+		n = zimage.TypicalCaptionLen
+	}
+	return zimage.ForwardFLOPs(z.m.Config, z.tokens(), n).Total() / 1e9
 }
 
 func (z *zimageTeacher) tokens() int {

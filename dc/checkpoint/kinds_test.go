@@ -125,7 +125,8 @@ func predictWith(t *testing.T, m *dc.Model, in cond.Input) []float32 {
 // A DC model around a DiT or a Z-Image saves and loads: the same config,
 // the same parameters under the same names, the same outputs bit for bit,
 // the backbone's tensors under dc.BackbonePrefix, and the same bytes when
-// saved again. Its parameters join into one arena.
+// saved again. Its parameters join into one arena. A Z-Image's caption
+// length for FLOPs survives the trip.
 func TestRoundTripPretrainedKinds(t *testing.T) {
 	for _, c := range pretrainedCases() {
 		t.Run(c.kind, func(t *testing.T) {
@@ -140,7 +141,11 @@ func TestRoundTripPretrainedKinds(t *testing.T) {
 				t.Fatalf("joint arena holds %d parameters, want %d", len(joint.List()), n)
 			}
 			path := filepath.Join(t.TempDir(), "m.safetensors")
-			if err := checkpoint.Save(path, m, checkpoint.Info{TrainedRhos: []float64{0, 0.5}}); err != nil {
+			info := checkpoint.Info{TrainedRhos: []float64{0, 0.5}}
+			if c.kind == checkpoint.KindZImage {
+				info.CaptionLen = 7
+			}
+			if err := checkpoint.Save(path, m, info); err != nil {
 				t.Fatal(err)
 			}
 			got, meta, err := checkpoint.Load(path)
@@ -189,8 +194,18 @@ func TestRoundTripPretrainedKinds(t *testing.T) {
 			if fl := meta.FLOPs([]int{16}); fl.Total() <= 0 || fl.Total() != got.ForwardFLOPs([]int{16}).Total() {
 				t.Errorf("header FLOPs %g, model's %g", fl.Total(), got.ForwardFLOPs([]int{16}).Total())
 			}
+			if meta.Backbone.CaptionLen != info.CaptionLen {
+				t.Errorf("caption length %d after the trip, want %d", meta.Backbone.CaptionLen, info.CaptionLen)
+			}
+			if c.kind == checkpoint.KindZImage {
+				typical := *meta
+				typical.Backbone.CaptionLen = 0
+				if !(typical.FLOPs([]int{16}).Total() > meta.FLOPs([]int{16}).Total()) {
+					t.Error("FLOPs with 7-token captions are not below those with the typical prompt")
+				}
+			}
 			again := filepath.Join(t.TempDir(), "again.safetensors")
-			if err := checkpoint.Save(again, got, checkpoint.Info{TrainedRhos: meta.TrainedRhos}); err != nil {
+			if err := checkpoint.Save(again, got, checkpoint.Info{TrainedRhos: meta.TrainedRhos, CaptionLen: meta.Backbone.CaptionLen}); err != nil {
 				t.Fatal(err)
 			}
 			a, _ := os.ReadFile(path)

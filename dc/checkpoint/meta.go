@@ -151,7 +151,8 @@ const (
 )
 
 // Backbone names the backbone's kind and holds its config; JSON
-// {"kind": ..., "config": {...}}. Exactly the config of Kind is set.
+// {"kind": ..., "config": {...}} (and "caption_len" for a Z-Image when
+// set). Exactly the config of Kind is set.
 type Backbone struct {
 	Kind string
 	// HNet is the config of a KindHNet backbone.
@@ -160,6 +161,10 @@ type Backbone struct {
 	DiT *arch.DiTConfig
 	// ZImage is the config of a KindZImage backbone.
 	ZImage *arch.ZImageConfig
+	// CaptionLen is the caption length a Z-Image backbone's FLOPs are
+	// counted for (zimage.Backbone.CaptionLen; 0: zimage's typical
+	// prompt): a model upcycled on short captions records theirs.
+	CaptionLen int
 }
 
 // Config returns the config of the backbone's kind (a *hnet.Config, an
@@ -203,20 +208,25 @@ func (b Backbone) MarshalJSON() ([]byte, error) {
 		return nil, fmt.Errorf("checkpoint: backbone kind %q is not one of %s", b.Kind, strings.Join(Kinds, ", "))
 	}
 	return json.Marshal(struct {
-		Kind   string `json:"kind"`
-		Config any    `json:"config"`
-	}{b.Kind, cfg})
+		Kind       string `json:"kind"`
+		Config     any    `json:"config"`
+		CaptionLen int    `json:"caption_len,omitempty"`
+	}{b.Kind, cfg, b.CaptionLen})
 }
 
 // UnmarshalJSON reads {"kind", "config"}, strictly: unknown kinds and
 // unknown config fields are errors.
 func (b *Backbone) UnmarshalJSON(data []byte) error {
 	var raw struct {
-		Kind   string          `json:"kind"`
-		Config json.RawMessage `json:"config"`
+		Kind       string          `json:"kind"`
+		Config     json.RawMessage `json:"config"`
+		CaptionLen int             `json:"caption_len"`
 	}
 	if err := strictUnmarshal(data, &raw); err != nil {
 		return fmt.Errorf("backbone: %w", err)
+	}
+	if raw.CaptionLen != 0 && (raw.Kind != KindZImage || raw.CaptionLen < 0 || raw.CaptionLen > MaxWidth) {
+		return fmt.Errorf("backbone: caption_len %d with kind %.40q, want 1..%d and a %s backbone", raw.CaptionLen, raw.Kind, MaxWidth, KindZImage)
 	}
 	switch raw.Kind {
 	case KindHNet, KindDiT, KindZImage:
@@ -239,7 +249,7 @@ func (b *Backbone) UnmarshalJSON(data []byte) error {
 		if err := strictUnmarshal(raw.Config, cfg); err != nil {
 			return fmt.Errorf("backbone config: %w", err)
 		}
-		nb.Kind = raw.Kind
+		nb.Kind, nb.CaptionLen = raw.Kind, raw.CaptionLen
 		*b = nb
 		return nil
 	case "":
@@ -590,7 +600,7 @@ func (m *Meta) FLOPs(numKept []int) dc.FLOPs {
 	case b.DiT != nil:
 		counter = &dit.Model{Config: b.DiT}
 	case b.ZImage != nil:
-		counter = &zimage.Backbone{Model: &zimage.Model{Config: b.ZImage}}
+		counter = &zimage.Backbone{Model: &zimage.Model{Config: b.ZImage}, CaptionLen: b.CaptionLen}
 	}
 	return dc.ConfigFLOPs(&cfg, counter, numKept)
 }
@@ -648,6 +658,12 @@ func MetaOf(model *dc.Model, info Info) (*Meta, error) {
 	if err := m.Backbone.UnmarshalJSON(raw); err != nil {
 		return nil, fmt.Errorf("checkpoint: cannot save the backbone: %w", err)
 	}
+	if info.CaptionLen != 0 {
+		if m.Backbone.Kind != KindZImage {
+			return nil, fmt.Errorf("checkpoint: a caption length (%d) for a %s backbone, which takes no captions", info.CaptionLen, m.Backbone.Kind)
+		}
+		m.Backbone.CaptionLen = info.CaptionLen
+	}
 	if c := m.Backbone.HNet; c != nil && c.PatchSize == 0 {
 		c.PatchSize = 1
 	}
@@ -692,7 +708,9 @@ func (m *Meta) newBackbone(ts map[string]dc.Tensor) (dc.Backbone, error) {
 			return nil, fmt.Errorf("backbone: %w", err)
 		}
 		model.PrefixNames(dc.BackbonePrefix)
-		return zimage.NewBackbone(model), nil
+		bb := zimage.NewBackbone(model)
+		bb.CaptionLen = m.Backbone.CaptionLen
+		return bb, nil
 	}
 	return nil, fmt.Errorf("unknown backbone kind %q", m.Backbone.Kind)
 }

@@ -14,7 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dcdit/dcdit/accel"
 	"github.com/dcdit/dcdit/datasets"
+	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dc/hnet"
@@ -26,6 +28,9 @@ import (
 	"github.com/dcdit/dcdit/internal/cli/progress"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/params"
+	"github.com/dcdit/dcdit/zimage"
+	"github.com/dcdit/dcdit/zimage/flowmatch"
 )
 
 // Options are the flags and arguments of `dcdit eval`.
@@ -300,9 +305,20 @@ func Run(opts *Options) error {
 	if err != nil {
 		return err
 	}
-	teacher, err := LoadTeacher(opts.Teacher, opts.TeacherHeads, warn)
-	if err != nil {
-		return err
+	var et eval.Teacher
+	var teacherParams *params.Set
+	if kind, _ := m.Backbone.Spec(); kind == zimage.Kind {
+		zt, err := zimageTeacher(opts, m)
+		if err != nil {
+			return err
+		}
+		et = zt
+	} else {
+		teacher, err := LoadTeacher(opts.Teacher, opts.TeacherHeads, warn)
+		if err != nil {
+			return err
+		}
+		et, teacherParams = eval.DiTTeacher(teacher), teacher.Params
 	}
 	data, err := datasets.Read(opts.Data)
 	if err != nil {
@@ -312,7 +328,7 @@ func Run(opts *Options) error {
 	if opts.Quiet {
 		log = nil
 	}
-	release, err := cmdutil.OnDevice(opts.Device, opts.Precision, log, m.Params, m.Backbone.Parameters(), teacher.Params)
+	release, err := cmdutil.OnDevice(opts.Device, opts.Precision, log, m.Params, m.Backbone.Parameters(), teacherParams)
 	if err != nil {
 		return err
 	}
@@ -340,7 +356,7 @@ func Run(opts *Options) error {
 			bar.Set(done)
 		}
 	}
-	r, err := eval.Run(m, eval.DiTTeacher(teacher), data, eo)
+	r, err := eval.Run(m, et, data, eo)
 	bar.Finish()
 	if err != nil {
 		return fmt.Errorf("eval %s: %w", opts.Checkpoint, err)
@@ -414,3 +430,45 @@ func (t *timesteps) Set(s string) error {
 }
 
 func (t *timesteps) Type() string { return "timesteps" }
+
+// zimageTeacher is the evaluation's teacher for a DC model around a
+// Z-Image (a DC-Z-Image): --teacher is the Z-Image it was upcycled from,
+// its captions are read through the caption table the DC checkpoint
+// records, sampled with --shift, and costed for the caption length the
+// checkpoint records, as the DC model's backbone is.
+func zimageTeacher(opts *Options, m *dc.Model) (eval.Teacher, error) {
+	if opts.Device != "" && opts.Device != accel.CPU {
+		return nil, fmt.Errorf("--device %s: Z-Image backbones run on the CPU only for now", opts.Device)
+	}
+	ck, err := loaders.Open(opts.Checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := checkpoint.ParseMeta(ck.Metadata)
+	ck.Close()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", opts.Checkpoint, err)
+	}
+	zc := meta.Backbone.ZImage
+	_, table, found, err := cmdutil.ReadCaptionTable(opts.Checkpoint, zc.CapFeatDim)
+	switch {
+	case err != nil:
+		return nil, err
+	case !found:
+		return nil, fmt.Errorf("%s records no caption table (metadata %q): dcdit evaluates the DC-Z-Images it upcycled from Z-Images trained on the shapes captions", opts.Checkpoint, shapes.CaptionTableKey)
+	}
+	w, err := zimage.Load(opts.Teacher, zimage.LoadOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("--teacher: %w", err)
+	}
+	t, err := zimage.New(w)
+	if err != nil {
+		return nil, fmt.Errorf("--teacher: %w", err)
+	}
+	t.Params.SetRequiresGrad(false)
+	shift := opts.Shift
+	if shift == 0 {
+		shift = flowmatch.DefaultConfig().Shift
+	}
+	return eval.ZImageTeacher(t, table, shift, meta.Backbone.CaptionLen), nil
+}
