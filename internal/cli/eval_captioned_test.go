@@ -8,7 +8,9 @@ import (
 
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/datasets/shapes"
+	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/internal/testckpt"
+	"github.com/dcdit/dcdit/internal/zimagetest"
 	"github.com/dcdit/dcdit/zimage"
 )
 
@@ -106,5 +108,66 @@ func TestEvalCaptioned(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr, c.code, c.want)
 			}
 		})
+	}
+}
+
+// 'dcdit eval' on a DC-Z-Image: a DC model grafted onto a Z-Image, its
+// router keeping every cell, is measured against that Z-Image as its
+// teacher (the caption table and caption length from the DC checkpoint):
+// every row has prompt following, and the DC model's predictions are the
+// teacher's.
+func TestEvalDCZImage(t *testing.T) {
+	dir := t.TempDir()
+	zm, m := zimagetest.Grafted(t, 7, 8)
+	zimagetest.KeepAll(m)
+	info, err := json.Marshal(shapes.NewCaptionTable(zm.Config.CapFeatDim, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := map[string]string{shapes.CaptionTableKey: string(info)}
+	teacher := filepath.Join(dir, "teacher")
+	if err := zimage.Save(teacher, zm, nil, meta); err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(dir, "dc.safetensors")
+	if err := checkpoint.Save(model, m, checkpoint.Info{Extra: meta, CaptionLen: shapes.MaxCaptionWords}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := shapes.New(8, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := g.CaptionedSet(12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data.safetensors")
+	if err := datasets.Write(data, s); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, "eval", model, "--teacher", teacher, "--data", data, "--features", filepath.Join("..", "..", "testdata", "featnet", "model.safetensors"),
+		"--rho", "0", "--samples", "4", "--num", "4", "--steps", "3", "--cfg", "2", "--lite", "0,0", "--lite-cfg", "2", "--json", "-q")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r struct {
+		Process string `json:"process"`
+		Rows    []struct {
+			EpsRelMSE       float64  `json:"eps_rel_mse"`
+			PromptFollowing *float64 `json:"prompt_following"`
+		} `json:"rows"`
+		Teacher struct {
+			GFLOPs          float64  `json:"gflops_per_image"`
+			PromptFollowing *float64 `json:"prompt_following"`
+		} `json:"teacher"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if r.Process != "flow_matching" || len(r.Rows) != 1 || r.Rows[0].PromptFollowing == nil || r.Teacher.PromptFollowing == nil || !(r.Teacher.GFLOPs > 0) {
+		t.Fatalf("report %+v, want one flow-matching row with prompt following, and the teacher's", r)
+	}
+	if !(r.Rows[0].EpsRelMSE < 1e-9) {
+		t.Errorf("ε rel MSE %g against the teacher the model is", r.Rows[0].EpsRelMSE)
 	}
 }
