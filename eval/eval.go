@@ -1,6 +1,11 @@
-// Package eval measures a DC model against the fixed-patch DiT it was
-// upcycled from (its teacher) across tail-drop fractions ρ, as the paper's
-// elastic-inference results do, on a latent data set:
+// Package eval measures a DC model against the fixed-patch model it was
+// upcycled from (its teacher: a DiT with DDPM, or a Z-Image with flow
+// matching and captions, through the Teacher seam) across tail-drop
+// fractions ρ, as the paper's elastic-inference results do, on a latent
+// data set. Below, DiT's terms; a Z-Image teacher conditions on the data's
+// captions (and prompt following joins the scores), noises the inputs to
+// the flow-matching level nearest each timestep σ·1000, compares the
+// whole velocity and samples with its Euler schedule:
 //
 //   - kept tokens, forward FLOPs and wall time per image, over held-out
 //     noisy inputs x_t = q_sample(x0, t, ε) of the data set's first
