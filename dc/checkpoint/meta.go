@@ -49,8 +49,10 @@
 //	          n_heads, n_kv_heads, in_channels, patch_size, f_patch_size,
 //	          cap_feat_dim, qk_norm, norm_eps, rope_theta, t_scale,
 //	          axes_dims, axes_lens, ffn_hidden, adaln_dim,
-//	          t_embedder_mid_size, frequency_embedding_size); tensors: the
-//	          ComfyUI names (fused attention.qkv, no model prefix)
+//	          t_embedder_mid_size, frequency_embedding_size, seq_multi_of
+//	          when not 32); tensors: the ComfyUI names (fused
+//	          attention.qkv, no model prefix); optionally "caption_len"
+//	          beside kind and config: the caption length its FLOPs count
 //
 // each under dc.BackbonePrefix ("backbone.t_embedder.mlp.0.weight",
 // "backbone.blocks.0.attn.qkv.weight", …), the unused patch embedding and
