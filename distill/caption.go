@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/zimage"
@@ -28,32 +29,6 @@ type ZImageDiffusion struct {
 	Table []float32
 }
 
-// CaptionFeatures turns captions (vocabulary indices) into the model's
-// caption input: one row of table (dim wide) per word, and one zero row
-// for an empty caption.
-func CaptionFeatures(caps [][]int, table []float32, dim int) ([][]float32, error) {
-	if dim < 1 || len(table)%dim != 0 {
-		return nil, fmt.Errorf("distill: caption table of %d values is not rows of %d", len(table), dim)
-	}
-	words := len(table) / dim
-	out := make([][]float32, len(caps))
-	for i, c := range caps {
-		if len(c) == 0 {
-			out[i] = make([]float32, dim)
-			continue
-		}
-		f := make([]float32, 0, len(c)*dim)
-		for _, w := range c {
-			if w < 0 || w >= words {
-				return nil, fmt.Errorf("distill: caption %d has word %d, outside the table's %d", i, w, words)
-			}
-			f = append(f, table[w*dim:(w+1)*dim]...)
-		}
-		out[i] = f
-	}
-	return out, nil
-}
-
 // Step implements Objective.
 func (o *ZImageDiffusion) Step(_ int, b *Batch, rng *rand.Rand) (Metrics, error) {
 	c := o.Model.Config
@@ -72,7 +47,7 @@ func (o *ZImageDiffusion) Step(_ int, b *Batch, rng *rand.Rand) (Metrics, error)
 	if err != nil {
 		return Metrics{}, err
 	}
-	caps, err := CaptionFeatures(b.Captions, o.Table, c.CapFeatDim)
+	caps, err := shapes.CaptionFeatures(b.Captions, o.Table, c.CapFeatDim)
 	if err != nil {
 		return Metrics{}, err
 	}

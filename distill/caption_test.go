@@ -22,32 +22,6 @@ func flowMatch(t *testing.T) *diffusion.FlowMatch {
 	return &diffusion.FlowMatch{Table: table}
 }
 
-func TestCaptionFeatures(t *testing.T) {
-	table := []float32{1, 2, 3, 4, 5, 6} // 3 words × 2
-	got, err := CaptionFeatures([][]int{{2, 0}, {}, {1}}, table, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := [][]float32{{5, 6, 1, 2}, {0, 0}, {3, 4}}
-	for i := range want {
-		if !slices.Equal(got[i], want[i]) {
-			t.Errorf("caption %d: %v, want %v", i, got[i], want[i])
-		}
-	}
-	for _, c := range []struct {
-		caps  [][]int
-		table []float32
-		err   string
-	}{
-		{[][]int{{3}}, table, "word 3, outside the table's 3"},
-		{[][]int{{0}}, table[:5], "table of 5 values is not rows of 2"},
-	} {
-		if _, err := CaptionFeatures(c.caps, c.table, 2); err == nil || !strings.Contains(err.Error(), c.err) {
-			t.Errorf("CaptionFeatures(%v) = %v, want an error containing %q", c.caps, err, c.err)
-		}
-	}
-}
-
 // The objective's gradient is the derivative of its loss: central
 // differences of the loss in single parameter elements against the
 // back-propagated gradient. The final layer's bias reaches every output

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/dcdit/dcdit/cond"
+	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/zimage"
 )
@@ -74,7 +75,7 @@ func (t ZImageTeacher) Describe() string { return fmt.Sprintf("zimage %+v", *t.M
 // features through table (dim wide rows): an empty caption is the empty
 // prompt, one zero row.
 func captionInput(caps [][]int, table []float32, dim int) ([]cond.Caption, error) {
-	feats, err := CaptionFeatures(caps, table, dim)
+	feats, err := shapes.CaptionFeatures(caps, table, dim)
 	if err != nil {
 		return nil, err
 	}

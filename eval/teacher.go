@@ -7,6 +7,7 @@ import (
 
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/datasets"
+	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/dit"
@@ -268,23 +269,21 @@ func (z *zimageTeacher) level(t int) int {
 
 func (z *zimageTeacher) input(t []float32, keys []int, null bool) (cond.Input, error) {
 	dim := z.m.Config.CapFeatDim
-	caps := make([]cond.Caption, len(keys))
+	words := make([][]int, len(keys)) // empty: the empty prompt
 	for i, k := range keys {
-		if null {
-			caps[i] = cond.Caption{Features: make([]float32, dim), Len: 1}
-			continue
-		}
 		if k < 0 || k >= len(z.data.Captions) {
 			return cond.Input{}, fmt.Errorf("eval: caption of data sample %d, the data has %d", k, len(z.data.Captions))
 		}
-		words := z.data.Captions[k]
-		f := make([]float32, 0, len(words)*dim)
-		for _, wd := range words {
-			f = append(f, z.table[wd*dim:(wd+1)*dim]...)
+		if !null {
+			words[i] = z.data.Captions[k]
 		}
-		if len(words) == 0 {
-			f = make([]float32, dim)
-		}
+	}
+	feats, err := shapes.CaptionFeatures(words, z.table, dim)
+	if err != nil {
+		return cond.Input{}, fmt.Errorf("eval: %w", err)
+	}
+	caps := make([]cond.Caption, len(feats))
+	for i, f := range feats {
 		caps[i] = cond.Caption{Features: f, Len: len(f) / dim}
 	}
 	return cond.Input{T: t, Captions: caps}, nil

@@ -198,3 +198,29 @@ func CaptionTableFrom(meta map[string]string, dim int) (ct CaptionTable, table [
 	}
 	return ct, table, true, nil
 }
+
+// CaptionFeatures turns captions (vocabulary indices) into a model's
+// caption input: one row of table (dim wide) per word, and one zero row
+// for an empty caption.
+func CaptionFeatures(caps [][]int, table []float32, dim int) ([][]float32, error) {
+	if dim < 1 || len(table)%dim != 0 {
+		return nil, fmt.Errorf("shapes: caption table of %d values is not rows of %d", len(table), dim)
+	}
+	words := len(table) / dim
+	out := make([][]float32, len(caps))
+	for i, c := range caps {
+		if len(c) == 0 {
+			out[i] = make([]float32, dim)
+			continue
+		}
+		f := make([]float32, 0, len(c)*dim)
+		for _, w := range c {
+			if w < 0 || w >= words {
+				return nil, fmt.Errorf("shapes: caption %d has word %d, outside the table's %d", i, w, words)
+			}
+			f = append(f, table[w*dim:(w+1)*dim]...)
+		}
+		out[i] = f
+	}
+	return out, nil
+}

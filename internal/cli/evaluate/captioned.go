@@ -12,7 +12,6 @@ import (
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/diffusion"
-	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/eval"
 	"github.com/dcdit/dcdit/eval/featnet"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
@@ -117,12 +116,12 @@ func runCaptioned(opts *Options) error {
 	if err != nil {
 		return err
 	}
-	pos, err := distill.CaptionFeatures(data.Captions[:n], table, ct.Dim)
+	pos, err := shapes.CaptionFeatures(data.Captions[:n], table, ct.Dim)
 	if err != nil {
 		return fmt.Errorf("--data %s: %w", opts.Data, err)
 	}
 	// Empty captions: the empty prompt, one zero row each.
-	neg, _ := distill.CaptionFeatures(make([][]int, n), table, ct.Dim)
+	neg, _ := shapes.CaptionFeatures(make([][]int, n), table, ct.Dim)
 	per := c.InChannels * data.H * data.W
 	model := func(x, t []float32, guided bool) ([]float32, error) {
 		caps := pos
