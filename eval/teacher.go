@@ -235,6 +235,9 @@ func (z *zimageTeacher) config(steps int) flowmatch.Config {
 }
 
 func (z *zimageTeacher) processes(o Options) (diffusion.Process, diffusion.Process, []int, error) {
+	if o.NumSamples > z.data.N {
+		return nil, nil, nil, fmt.Errorf("eval: %d samples per row are drawn for the captions of as many data samples; the data has %d", o.NumSamples, z.data.N)
+	}
 	tab, err := z.config(o.DiffusionSteps).TrainingTable()
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("eval: %w", err)

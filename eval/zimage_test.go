@@ -2,6 +2,7 @@ package eval
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/dcdit/dcdit/datasets/shapes"
@@ -61,5 +62,11 @@ func TestRunZImage(t *testing.T) {
 		if r.Teacher.GFLOPsPerImage <= 0 || row.GFLOPsPerImage <= 0 {
 			t.Errorf("cfg %g: GFLOPs per image %g, teacher %g", cfg, row.GFLOPsPerImage, r.Teacher.GFLOPsPerImage)
 		}
+	}
+	// More samples per row than captions to draw them for: a named error.
+	opts := tinyOptions()
+	opts.NumSamples, opts.GridSamples = data.N+1, 1
+	if _, err := Run(m, ZImageTeacher(zm, table, 3, shapes.MaxCaptionWords), data, opts); err == nil || !strings.Contains(err.Error(), "samples per row") {
+		t.Errorf("err = %v, want the sample count refused", err)
 	}
 }
