@@ -3,9 +3,11 @@ package distill_test
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/internal/zimagetest"
@@ -35,7 +37,7 @@ func TestDCObjectiveZImage(t *testing.T) {
 		{"weight cap", distill.DistillL1, func(o *distill.DCObjective) { o.WeightCap = 5 }, "timestep_weight_cap reads DDPM's"},
 		{"dense below every timestep", distill.DistillL1, func(o *distill.DCObjective) { o.Budget.DenseBelow = 1001 }, ""},
 		{"p2", distill.Hybrid, func(o *distill.DCObjective) { o.P2.Gamma = 1 }, "p2_gamma reads DDPM's"},
-		{"guided pairs", distill.DistillL1, func(o *distill.DCObjective) { o.GuidedScale = 4 }, "the batch has captions"},
+		{"guided pairs", distill.DistillL1, func(o *distill.DCObjective) { o.GuidedScale = 4 }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,5 +108,81 @@ func TestDCObjectiveZImage(t *testing.T) {
 				t.Fatalf("multi-budget drew only %v", rhos)
 			}
 		})
+	}
+}
+
+// recordingTeacher remembers the conditioning it was last asked to predict
+// under.
+type recordingTeacher struct {
+	distill.Teacher
+	in cond.Input
+}
+
+func (r *recordingTeacher) Predict(xt []float32, in cond.Input, h, w int) ([]float32, error) {
+	r.in = in
+	return r.Teacher.Predict(xt, in, h, w)
+}
+
+// TestGuidedPairsEmptyPrompt: guided distillation on a captioned batch
+// pairs each caption with the empty prompt (one zero row) at the same
+// noisy input and time, and a graft that keeps every cell is its teacher
+// there, so the guided distance (Z-Image's c + s·(c − u)) is zero; with
+// the router dropping cells it is not.
+func TestGuidedPairsEmptyPrompt(t *testing.T) {
+	const seed, S, B = 3, 8, 4
+	teacher, m := zimagetest.Grafted(t, seed, S)
+	zc := teacher.Config
+	table, err := flowmatch.DefaultConfig().TrainingTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	x0 := make([]float32, B*zc.InChannels*S*S)
+	for i := range x0 {
+		x0[i] = float32(rng.NormFloat64())
+	}
+	captions := make([]float32, 4*zc.CapFeatDim)
+	for i := range captions {
+		captions[i] = float32(rng.NormFloat64())
+	}
+	batch := &distill.Batch{X0: x0, C: zc.InChannels, H: S, W: S, Labels: []int{0, 1, 2, 0}, Captions: [][]int{{0, 1}, {2}, {3, 1, 2}, {1}}}
+	for _, keepAll := range []bool{true, false} {
+		rho := 0.5
+		if keepAll {
+			zimagetest.KeepAll(m)
+			rho = 0
+		} else {
+			_, m = zimagetest.Grafted(t, seed, S)
+		}
+		rec := &recordingTeacher{Teacher: distill.ZImageTeacher{Model: teacher}}
+		obj := &distill.DCObjective{Model: m, Teacher: rec, Process: &diffusion.FlowMatch{Table: table},
+			CaptionTable: captions, CaptionDim: zc.CapFeatDim, Loss: distill.DistillL1,
+			Budget: distill.Budget{Rhos: []float64{rho}}, GuidedScale: 4}
+		met, err := obj.Step(100, batch, rand.New(rand.NewPCG(3, 4)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := rec.in
+		if len(in.Captions) != B || len(in.T) != B {
+			t.Fatalf("teacher saw %d captions at %d times, want %d: the first half of the batch and its twins", len(in.Captions), len(in.T), B)
+		}
+		for i := range B / 2 {
+			if got := in.Captions[i].Len; got != len(batch.Captions[i]) {
+				t.Errorf("sample %d: caption of %d tokens, want %d", i, got, len(batch.Captions[i]))
+			}
+			twin := in.Captions[B/2+i]
+			if twin.Len != 1 || slices.ContainsFunc(twin.Features[:zc.CapFeatDim], func(v float32) bool { return v != 0 }) {
+				t.Errorf("twin %d: caption of %d tokens %v, want the empty prompt (one zero row)", i, twin.Len, twin.Features[:4])
+			}
+			if in.T[i] != in.T[B/2+i] {
+				t.Errorf("pair %d at times %g and %g, want one", i, in.T[i], in.T[B/2+i])
+			}
+		}
+		if keepAll && !(met.Guided < 1e-5) {
+			t.Errorf("a graft keeping every cell: guided distance %g, want 0", met.Guided)
+		}
+		if !keepAll && !(met.Guided > 1e-3) {
+			t.Errorf("a graft dropping cells: guided distance %g, want > 0", met.Guided)
+		}
 	}
 }

@@ -247,11 +247,12 @@ type DCObjective struct {
 	// uniform). Hybrid loss only.
 	P2 P2
 	// GuidedScale, when > 0, distils on pairs: the first half of each
-	// batch is seen twice, with its labels and with the null class, at the
-	// same noisy input, timestep and budget, and the loss adds the mean
-	// distance between the student's and the teacher's guided predictions
-	// u + s·(c − u) on the guided channels (those sampling guides), divided
-	// by s. Sampling multiplies the error of the label's share c − u by s,
+	// batch is seen twice, with its labels and with the null class (with
+	// its captions and with the empty prompt), at the same noisy input,
+	// timestep and budget, and the loss adds the mean distance between the
+	// student's and the teacher's predictions guided as the teacher's
+	// sampling guides at this scale (Teacher.Guidance: u + g·(c − u) on
+	// the guided channels), divided by g. Sampling multiplies the error of the label's share c − u by s,
 	// and that share is a few per cent of the prediction at high noise,
 	// where the per-prediction distance barely sees it. Distillation only.
 	GuidedScale float64
@@ -313,22 +314,22 @@ func (o *DCObjective) checkProcess() error {
 	return nil
 }
 
-// condition is the batch's conditioning at model times ts: its captions
-// through the caption table when it has them, else its labels.
-func (o *DCObjective) condition(b *Batch, ts []float32, y []int) (cond.Input, error) {
-	if b.Captions == nil {
+// condition is the conditioning at model times ts: the captions caps
+// through the caption table when there are any, else the labels y.
+func (o *DCObjective) condition(caps [][]int, ts []float32, y []int) (cond.Input, error) {
+	if caps == nil {
 		return cond.Input{T: ts, Labels: y}, nil
 	}
-	caps, err := captionInput(b.Captions[:len(ts)], o.CaptionTable, o.CaptionDim)
+	in, err := captionInput(caps[:len(ts)], o.CaptionTable, o.CaptionDim)
 	if err != nil {
 		return cond.Input{}, err
 	}
-	return cond.Input{T: ts, Captions: caps}, nil
+	return cond.Input{T: ts, Captions: in}, nil
 }
 
 // Step implements Objective.
 func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) {
-	x0, y := b.X0, b.Labels
+	x0, y, caps := b.X0, b.Labels, b.Captions
 	cfg := o.Model.Config
 	B, L := len(y), cfg.Tokens()
 	if err := o.checkProcess(); err != nil {
@@ -346,9 +347,6 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 		if B%2 != 0 {
 			return Metrics{}, fmt.Errorf("distill: guided distillation pairs the batch, got %d samples", B)
 		}
-		if b.Captions != nil {
-			return Metrics{}, fmt.Errorf("distill: guided distillation pairs labels with the null class; the batch has captions")
-		}
 		B /= 2
 	}
 	if o.RouterTargetWeight > 0 && o.Loss == Hybrid {
@@ -364,11 +362,15 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 		// The twins: the same inputs with the null class.
 		xt, ts, t = slices.Concat(xt, xt), slices.Concat(ts, ts), slices.Concat(t, t)
 		y = slices.Concat(y[:B:B], slices.Repeat([]int{o.NullClass}, B))
+		if caps != nil {
+			// The empty prompt is the captions' unconditional branch.
+			caps = slices.Concat(caps[:B:B], make([][]int, B))
+		}
 		B *= 2
 	}
 	rho := o.Budget.rho(step, rng)
 
-	in, err := o.condition(b, ts, y)
+	in, err := o.condition(caps, ts, y)
 	if err != nil {
 		return Metrics{}, err
 	}
@@ -421,8 +423,9 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 			m.Loss = weighSamples(grad, out, target, ws, cfg.CellOut(), cfg.CellIn(), o.EpsOnly, o.Loss == DistillL1)
 		}
 		if pairs {
-			guided := min(3, cfg.OutChannels) * cfg.Patch() * cfg.Patch()
-			m.Guided = guidedDistance(grad, out, target, ws, B/2*cfg.Cells(), cfg.CellOut(), guided, o.GuidedScale, o.Loss == DistillL1)
+			channels, g := o.Teacher.Guidance(o.GuidedScale)
+			guided := channels * cfg.Patch() * cfg.Patch()
+			m.Guided = guidedDistance(grad, out, target, ws, B/2*cfg.Cells(), cfg.CellOut(), guided, g, o.Loss == DistillL1)
 			m.Loss += m.Guided
 		}
 	case Hybrid:
@@ -532,7 +535,8 @@ func weighSamples(grad, out, target []float32, ws []float64, cols, k int, epsOnl
 }
 
 // guidedDistance adds to grad the gradient of the mean distance between
-// the guided predictions u + s·(c − u) of out and target, divided by s,
+// the guided predictions u + s·(c − u) of out and target, divided by s
+// (the factor g of Teacher.Guidance),
 // over the first k of every row's cols values, and returns it. The first
 // half rows of out and target are the conditional predictions, the
 // second half their unconditional twins; ws (nil: 1) weighs each sample

@@ -23,6 +23,10 @@ type Teacher interface {
 	OutChannels() int
 	// Describe names the teacher's configuration in a run's fingerprint.
 	Describe() string
+	// Guidance says how sampling guides at scale s: the number of leading
+	// output channels it guides and the factor g of its guided prediction
+	// u + g·(c − u).
+	Guidance(s float64) (channels int, g float64)
 }
 
 // DiTTeacher is a class-conditional DiT as a distillation teacher; model
@@ -52,6 +56,12 @@ func (t DiTTeacher) OutChannels() int { return t.Model.Config.OutChannels() }
 // recorded it.
 func (t DiTTeacher) Describe() string { return fmt.Sprintf("%+v", *t.Model.Config) }
 
+// Guidance implements Teacher: DiT's forward_with_cfg guides the first
+// three channels, u + s·(c − u).
+func (t DiTTeacher) Guidance(s float64) (int, float64) {
+	return min(3, t.Model.Config.OutChannels()), s
+}
+
 // ZImageTeacher is a caption-conditioned Z-Image as a distillation
 // teacher; model times are flow matching's 1 − σ.
 type ZImageTeacher struct{ Model *zimage.Model }
@@ -70,6 +80,10 @@ func (t ZImageTeacher) OutChannels() int { return t.Model.Config.InChannels }
 
 // Describe implements Teacher.
 func (t ZImageTeacher) Describe() string { return fmt.Sprintf("zimage %+v", *t.Model.Config) }
+
+// Guidance implements Teacher: Z-Image guides every channel,
+// c + s·(c − u) = u + (1 + s)·(c − u).
+func (t ZImageTeacher) Guidance(s float64) (int, float64) { return t.Model.Config.InChannels, 1 + s }
 
 // captionInput turns a batch's captions into the conditioning's caption
 // features through table (dim wide rows): an empty caption is the empty

@@ -439,9 +439,11 @@ type Stage struct {
 	// its estimate of x0, capped. Distill only. Default: 0 (uniform).
 	TimestepWeightCap float64 `toml:"timestep_weight_cap"`
 	// GuidedScale, when > 0, also distils the teacher's classifier-free
-	// guided prediction at this scale: each sample of the first half of
-	// a batch is paired with its unconditional twin (same noisy input,
-	// timestep and budget), so batch_size must be even. The label's share
+	// guided prediction at this scale (the teacher's convention: DiT's
+	// u + s·(c − u), Z-Image's c + s·(c − u)): each sample of the first
+	// half of a batch is paired with its unconditional twin (the null
+	// class, or the empty prompt; same noisy input, timestep and budget),
+	// so batch_size must be even. The label's share
 	// of the prediction is small at high noise but multiplied by the scale
 	// in sampling. Distill only. Default: 0 (off).
 	GuidedScale float64 `toml:"guided_scale"`
