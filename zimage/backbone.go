@@ -33,6 +33,20 @@ type Backbone struct {
 	// (FLOPs is given image token counts only); 0 means
 	// TypicalCaptionLen.
 	CaptionLen int
+	// ImageMultiple is the multiple each sample's kept image tokens are
+	// padded to with x_pad_token; 0 means the config's SeqMultiple, as the
+	// reference pads, and 1 pads nothing. A DC model keeps any number of
+	// tokens, and a teacher whose images always fill the multiple never
+	// trained x_pad_token, yet the pad tokens attend and are attended.
+	ImageMultiple int
+}
+
+// imageMultiple returns the multiple image tokens are padded to.
+func (b *Backbone) imageMultiple() int {
+	if b.ImageMultiple > 0 {
+		return b.ImageMultiple
+	}
+	return b.Model.Config.SeqMultiple()
 }
 
 // NewBackbone wraps a model as a backbone.
@@ -85,7 +99,7 @@ func (b *Backbone) Condition(in cond.Input) (cond.Value, error) {
 	}
 	// A caption-only layout: the caption stream does not depend on the
 	// image tokens, which Forward lays out with the same caption lengths.
-	l, err := newLayout(make([]int, len(lens)), lens, m.Config.SeqMultiple(), nil)
+	l, err := newLayout(make([]int, len(lens)), lens, 1, m.Config.SeqMultiple(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +114,7 @@ func (b *Backbone) Condition(in cond.Input) (cond.Value, error) {
 // DiT's are (dit.GridPos: a cell at its centre); the first RoPE axis is
 // the reference's: the image's single frame sits after the sample's
 // padded caption. Each sample's tokens are padded to a multiple of
-// the config's SeqMultiple with x_pad_token, refined by the noise refiner, joined with
+// ImageMultiple with x_pad_token, refined by the noise refiner, joined with
 // the sample's refined caption tokens ([image ; caption], as Unify does)
 // and run through the main layers. It returns the hidden states of x's
 // tokens [N, dim], in x's order; the final layer is the caller's.
@@ -124,7 +138,7 @@ func (b *Backbone) Forward(x mat.Tensor, c cond.Value, offsets []int, pos []floa
 		}
 	}
 	p := m.Config.PatchSize
-	l, err := newLayout(kept, zc.captionLen, m.Config.SeqMultiple(), func(s, i, lc int) [3]float64 {
+	l, err := newLayout(kept, zc.captionLen, b.imageMultiple(), m.Config.SeqMultiple(), func(s, i, lc int) [3]float64 {
 		r := offsets[s] + i
 		return [3]float64{float64(lc + 1), dit.GridPos(pos[2*r], p), dit.GridPos(pos[2*r+1], p)}
 	})
@@ -181,8 +195,9 @@ func (b *Backbone) Spec() (string, any) {
 
 // FLOPs counts, per sample of the given image token counts, what
 // Condition and Forward run, as ForwardFLOPs counts it: the timestep and
-// caption embedders, the refiners and the main layers over sequences
-// padded to multiples of the config's SeqMultiple, with a caption of CaptionLen tokens;
+// caption embedders, the refiners and the main layers over image tokens
+// padded to multiples of ImageMultiple and a caption of CaptionLen tokens
+// padded to the config's SeqMultiple;
 // not the patch embedding and the final layer, which a DC model replaces.
 func (b *Backbone) FLOPs(lengths []int) float64 {
 	c := b.Model.Config
@@ -192,7 +207,7 @@ func (b *Backbone) FLOPs(lengths []int) float64 {
 	}
 	var total float64
 	for _, n := range lengths {
-		f := ForwardFLOPs(c, n, lc)
+		f := forwardFLOPs(c, n, lc, b.imageMultiple())
 		total += f.Total() - f.Final - patchEmbedFLOPs(c, n)
 	}
 	return total

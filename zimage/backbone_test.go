@@ -349,3 +349,64 @@ func TestBackboneFLOPs(t *testing.T) {
 		}
 	}
 }
+
+// ImageMultiple: padding a sample's kept tokens to 1 pads nothing, so the
+// output does not read x_pad_token, where the reference's padding (the
+// default) does; a sample already at a multiple is the same either way;
+// FLOPs counts the tokens each runs.
+func TestBackboneImageMultiple(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 8))
+	m := newModel32(t, tinyConfig(true), rng)
+	c := m.Config
+	mult := c.SeqMultiple()
+	in := cond.Input{T: []float32{0.3, 0.7}, Captions: []cond.Caption{
+		{Features: randF32(rng, 3*c.CapFeatDim, 1.5), Len: 3},
+		{Features: randF32(rng, 5*c.CapFeatDim, 1.5), Len: 5},
+	}}
+	// Sample 0 keeps a multiple of the padding, sample 1 three fewer.
+	offsets := []int{0, mult, 2*mult - 3}
+	N := offsets[2]
+	pos := make([]float64, 2*N)
+	for i := range pos {
+		pos[i] = 7 * rng.Float64()
+	}
+	x := mat.NewDense[float32](mat.WithShape(N, c.Dim), mat.WithBacking(randF32(rng, N*c.Dim, 1)))
+	run := func(imageMultiple int) []float32 {
+		bb := &Backbone{Model: m, ImageMultiple: imageMultiple}
+		cv, err := bb.Condition(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, err := bb.Forward(x, cv, offsets, pos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Clone(values(y))
+	}
+	padded, unpadded := run(0), run(1)
+	pad := mat.Data[float32](m.p("x_pad_token").Value())
+	for i := range pad {
+		pad[i] += 0.5
+	}
+	padded2, unpadded2 := run(0), run(1)
+	first := mult * c.Dim // sample 0's rows
+	if e := fixtures.RelErr(unpadded[:first], padded[:first]); !(e <= 1e-6) {
+		t.Errorf("a sample at a multiple of %d: unpadded differs from padded (rel err %g)", mult, e)
+	}
+	if !slices.Equal(unpadded, unpadded2) {
+		t.Error("unpadded: the output changed with x_pad_token")
+	}
+	if e := fixtures.RelErr(padded2[first:], padded[first:]); !(e > 1e-4) {
+		t.Errorf("padded: x_pad_token moved the padded sample's output by rel err %g only, want it to attend", e)
+	}
+	bb := &Backbone{Model: m, CaptionLen: 5, ImageMultiple: 1}
+	n := N - mult
+	if got, want := bb.FLOPs([]int{n}), (&Backbone{Model: m, CaptionLen: 5}).FLOPs([]int{mult}); !(got < want) {
+		t.Errorf("unpadded FLOPs of %d tokens %g, want fewer than the padded %g", n, got, want)
+	}
+	f := ForwardFLOPs(c, n, 5)
+	f1 := forwardFLOPs(c, n, 5, 1)
+	if f1.Embed != f.Embed || f1.Final != f.Final || !(f1.Total() < f.Total()) {
+		t.Errorf("unpadded %+v against padded %+v: want the same embedders and final layer, fewer in the blocks", f1, f)
+	}
+}

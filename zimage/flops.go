@@ -39,6 +39,12 @@ func (f FLOPs) Total() float64 { return f.Embed + f.Refiners + f.Layers + f.Atte
 // token grid's Ft·Ht·Wt; (H/p)·(W/p) for an image) and a caption of
 // captionLen valid tokens.
 func ForwardFLOPs(c *arch.ZImageConfig, imageTokens, captionLen int) FLOPs {
+	return forwardFLOPs(c, imageTokens, captionLen, c.SeqMultiple())
+}
+
+// forwardFLOPs is ForwardFLOPs with the image tokens padded to a multiple
+// of imageMultiple (Backbone.ImageMultiple).
+func forwardFLOPs(c *arch.ZImageConfig, imageTokens, captionLen, imageMultiple int) FLOPs {
 	mac := func(m, k, n float64) float64 { return 2 * m * k * n }
 	D := float64(c.Dim)
 	F := float64(c.FFNHidden)
@@ -47,8 +53,7 @@ func ForwardFLOPs(c *arch.ZImageConfig, imageTokens, captionLen int) FLOPs {
 	dh := D / H
 	patch := float64(c.FPatchSize * c.PatchSize * c.PatchSize * c.InChannels)
 	n, lc := float64(imageTokens), float64(captionLen)
-	m := c.SeqMultiple()
-	lx, lcp := float64(padTo(imageTokens, m)), float64(padTo(captionLen, m))
+	lx, lcp := float64(padTo(imageTokens, imageMultiple)), float64(padTo(captionLen, c.SeqMultiple()))
 	u := lx + lcp
 	// The block's linears per row: fused qkv, output projection, and the
 	// SwiGLU's w1, w3 (D→F) and w2 (F→D).

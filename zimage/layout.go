@@ -65,7 +65,7 @@ func NewLayout(grids [][3]int, captionLen []int, multiple int) (*Layout, error) 
 			return nil, fmt.Errorf("zimage: item %d has a token grid %v, want positive sizes", s, g)
 		}
 	}
-	l, err := newLayout(imageLen, captionLen, multiple, func(s, i, lc int) [3]float64 {
+	l, err := newLayout(imageLen, captionLen, multiple, multiple, func(s, i, lc int) [3]float64 {
 		g := grids[s]
 		f, h, w := i/(g[1]*g[2]), i/g[2]%g[1], i%g[2]
 		return [3]float64{float64(lc + 1 + f), float64(h), float64(w)}
@@ -80,11 +80,12 @@ func NewLayout(grids [][3]int, captionLen []int, multiple int) (*Layout, error) 
 // newLayout plans the streams of items with imageLen[s] image tokens and
 // captionLen[s] caption tokens each; imagePos(s, i, lc) is the position
 // ids of item s's image token i, given the item's padded caption length lc
-// (the first axis continues after the caption); sequences are padded to
-// multiples of multiple. Grids is left nil.
-func newLayout(imageLen, captionLen []int, multiple int, imagePos func(s, i, lc int) [3]float64) (*Layout, error) {
-	if multiple < 1 {
-		return nil, fmt.Errorf("zimage: sequences padded to multiples of %d, want at least 1", multiple)
+// (the first axis continues after the caption); image sequences are padded
+// to multiples of imageMultiple, captions to multiples of captionMultiple.
+// Grids is left nil.
+func newLayout(imageLen, captionLen []int, imageMultiple, captionMultiple int, imagePos func(s, i, lc int) [3]float64) (*Layout, error) {
+	if imageMultiple < 1 || captionMultiple < 1 {
+		return nil, fmt.Errorf("zimage: sequences padded to multiples of %d (image) and %d (caption), want at least 1", imageMultiple, captionMultiple)
 	}
 	if len(imageLen) != len(captionLen) {
 		return nil, fmt.Errorf("zimage: %d images but %d captions", len(imageLen), len(captionLen))
@@ -98,8 +99,8 @@ func newLayout(imageLen, captionLen []int, multiple int, imagePos func(s, i, lc 
 			// empty caption has nothing to pad with.
 			return nil, fmt.Errorf("zimage: item %d has an empty caption", s)
 		}
-		lc := padTo(captionLen[s], multiple)
-		lx := padTo(n, multiple)
+		lc := padTo(captionLen[s], captionMultiple)
+		lx := padTo(n, imageMultiple)
 		l.ImageLen = append(l.ImageLen, n)
 		l.ImagePadded = append(l.ImagePadded, lx)
 		l.CaptionPadded = append(l.CaptionPadded, lc)
