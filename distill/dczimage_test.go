@@ -157,7 +157,7 @@ func TestGuidedPairsEmptyPrompt(t *testing.T) {
 		rec := &recordingTeacher{Teacher: distill.ZImageTeacher{Model: teacher}}
 		obj := &distill.DCObjective{Model: m, Teacher: rec, Process: &diffusion.FlowMatch{Table: table},
 			CaptionTable: captions, CaptionDim: zc.CapFeatDim, Loss: distill.DistillL1,
-			Budget: distill.Budget{Rhos: []float64{rho}}, GuidedScale: 4}
+			Budget: distill.Budget{Rhos: []float64{rho}, DenseBelow: 500}, GuidedScale: 4}
 		met, err := obj.Step(100, batch, rand.New(rand.NewPCG(3, 4)))
 		if err != nil {
 			t.Fatal(err)

@@ -151,7 +151,7 @@ type Budget struct {
 // noiseTimesteps are a batch's noise levels as timesteps, the scale
 // DenseBelow is given on: DDPM's model times are its timesteps; flow
 // matching's are 1 − σ, its timesteps σ·T.
-func noiseTimesteps(proc diffusion.Process, nz *diffusion.Noise, ts []float32) ([]float32, error) {
+func noiseTimesteps(proc diffusion.Process, levels []int, ts []float32) ([]float32, error) {
 	fm, ok := proc.(*diffusion.FlowMatch)
 	if !ok {
 		return ts, nil
@@ -159,7 +159,7 @@ func noiseTimesteps(proc diffusion.Process, nz *diffusion.Noise, ts []float32) (
 	if fm.Table == nil {
 		return nil, fmt.Errorf("distill: flow matching has no training table")
 	}
-	_, steps, err := fm.Table.Lookup(nz.Levels)
+	_, steps, err := fm.Table.Lookup(levels)
 	return steps, err
 }
 
@@ -380,7 +380,7 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 	}
 	tokens := dc.ToTokens(xt, B, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
 	x := mat.NewDense[float32](mat.WithShape(B*cfg.Cells(), cfg.CellIn()), mat.WithBacking(tokens))
-	steps, err := noiseTimesteps(proc, nz, ts)
+	steps, err := noiseTimesteps(proc, t, ts)
 	if err != nil {
 		return Metrics{}, err
 	}

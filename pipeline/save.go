@@ -36,7 +36,6 @@ func (m *model) save(path string, r *recipes.Recipe) error {
 			return err
 		}
 		info.Extra = map[string]string{shapes.CaptionTableKey: string(ct)}
-		info.CaptionLen = shapes.MaxCaptionWords
 	}
 	if r.Base != nil {
 		b, err := checkpoint.DescribeBase(r.BasePath(), false)

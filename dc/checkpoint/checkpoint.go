@@ -30,9 +30,6 @@ type Info struct {
 	// DType is the storage type of the parameters: F32 (also the zero
 	// value), BF16 or F16. Load reads any of them back into float32.
 	DType dtype.DType
-	// CaptionLen is the caption length a Z-Image backbone's FLOPs are
-	// counted for (Backbone.CaptionLen); 0 for other backbones.
-	CaptionLen int
 	// Extra are further metadata entries the file carries (a Z-Image
 	// backbone's caption table, shapes.CaptionTableKey); they may not
 	// take the format's own keys.

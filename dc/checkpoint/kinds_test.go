@@ -132,6 +132,11 @@ func TestRoundTripPretrainedKinds(t *testing.T) {
 		t.Run(c.kind, func(t *testing.T) {
 			m, rename := c.build(t)
 			rename()
+			wantCaption, wantMultiple := 0, 0
+			if zb, ok := m.Backbone.(*zimage.Backbone); ok {
+				zb.CaptionLen, zb.ImageMultiple = 7, 1
+				wantCaption, wantMultiple = 7, 1
+			}
 			want := predictWith(t, m, c.input)
 			joint, err := upcycle.JoinParams(m)
 			if err != nil {
@@ -142,9 +147,6 @@ func TestRoundTripPretrainedKinds(t *testing.T) {
 			}
 			path := filepath.Join(t.TempDir(), "m.safetensors")
 			info := checkpoint.Info{TrainedRhos: []float64{0, 0.5}}
-			if c.kind == checkpoint.KindZImage {
-				info.CaptionLen = 7
-			}
 			if err := checkpoint.Save(path, m, info); err != nil {
 				t.Fatal(err)
 			}
@@ -191,11 +193,14 @@ func TestRoundTripPretrainedKinds(t *testing.T) {
 				t.Errorf("file holds %d tensors, Shapes lists %d", len(f.Tensors()), len(shapes))
 			}
 			f.Close()
-			if fl := meta.FLOPs([]int{16}); fl.Total() <= 0 || fl.Total() != got.ForwardFLOPs([]int{16}).Total() {
-				t.Errorf("header FLOPs %g, model's %g", fl.Total(), got.ForwardFLOPs([]int{16}).Total())
+			for _, n := range []int{16, 13} {
+				if fl := meta.FLOPs([]int{n}); fl.Total() <= 0 || fl.Total() != got.ForwardFLOPs([]int{n}).Total() || fl.Total() != m.ForwardFLOPs([]int{n}).Total() {
+					t.Errorf("%d tokens: header FLOPs %g, loaded model's %g, saved model's %g", n, fl.Total(), got.ForwardFLOPs([]int{n}).Total(), m.ForwardFLOPs([]int{n}).Total())
+				}
 			}
-			if meta.Backbone.CaptionLen != info.CaptionLen {
-				t.Errorf("caption length %d after the trip, want %d", meta.Backbone.CaptionLen, info.CaptionLen)
+			if meta.Backbone.CaptionLen != wantCaption || meta.Backbone.ImageMultiple != wantMultiple {
+				t.Errorf("caption length %d and image token multiple %d after the trip, want %d and %d",
+					meta.Backbone.CaptionLen, meta.Backbone.ImageMultiple, wantCaption, wantMultiple)
 			}
 			if c.kind == checkpoint.KindZImage {
 				typical := *meta
@@ -205,7 +210,7 @@ func TestRoundTripPretrainedKinds(t *testing.T) {
 				}
 			}
 			again := filepath.Join(t.TempDir(), "again.safetensors")
-			if err := checkpoint.Save(again, got, checkpoint.Info{TrainedRhos: meta.TrainedRhos, CaptionLen: meta.Backbone.CaptionLen}); err != nil {
+			if err := checkpoint.Save(again, got, checkpoint.Info{TrainedRhos: meta.TrainedRhos}); err != nil {
 				t.Fatal(err)
 			}
 			a, _ := os.ReadFile(path)

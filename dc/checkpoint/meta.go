@@ -52,7 +52,9 @@
 //	          t_embedder_mid_size, frequency_embedding_size, seq_multi_of
 //	          when not 32); tensors: the ComfyUI names (fused
 //	          attention.qkv, no model prefix); optionally "caption_len"
-//	          beside kind and config: the caption length its FLOPs count
+//	          beside kind and config: the caption length its FLOPs count,
+//	          and "image_multiple": the multiple each sample's kept image
+//	          tokens are padded to (absent: seq_multi_of; 1: none)
 //
 // each under dc.BackbonePrefix ("backbone.t_embedder.mlp.0.weight",
 // "backbone.blocks.0.attn.qkv.weight", …), the unused patch embedding and
@@ -153,8 +155,8 @@ const (
 )
 
 // Backbone names the backbone's kind and holds its config; JSON
-// {"kind": ..., "config": {...}} (and "caption_len" for a Z-Image when
-// set). Exactly the config of Kind is set.
+// {"kind": ..., "config": {...}} (and "caption_len" and "image_multiple"
+// for a Z-Image when set). Exactly the config of Kind is set.
 type Backbone struct {
 	Kind string
 	// HNet is the config of a KindHNet backbone.
@@ -167,6 +169,10 @@ type Backbone struct {
 	// counted for (zimage.Backbone.CaptionLen; 0: zimage's typical
 	// prompt): a model upcycled on short captions records theirs.
 	CaptionLen int
+	// ImageMultiple is the multiple a Z-Image backbone pads each sample's
+	// kept image tokens to (zimage.Backbone.ImageMultiple; 0: the config's
+	// seq_multi_of, as the reference pads).
+	ImageMultiple int
 }
 
 // Config returns the config of the backbone's kind (a *hnet.Config, an
@@ -210,10 +216,11 @@ func (b Backbone) MarshalJSON() ([]byte, error) {
 		return nil, fmt.Errorf("checkpoint: backbone kind %q is not one of %s", b.Kind, strings.Join(Kinds, ", "))
 	}
 	return json.Marshal(struct {
-		Kind       string `json:"kind"`
-		Config     any    `json:"config"`
-		CaptionLen int    `json:"caption_len,omitempty"`
-	}{b.Kind, cfg, b.CaptionLen})
+		Kind          string `json:"kind"`
+		Config        any    `json:"config"`
+		CaptionLen    int    `json:"caption_len,omitempty"`
+		ImageMultiple int    `json:"image_multiple,omitempty"`
+	}{b.Kind, cfg, b.CaptionLen, b.ImageMultiple})
 }
 
 // UnmarshalJSON reads {"kind", "config"}, strictly: unknown kinds and
@@ -222,13 +229,19 @@ func (b *Backbone) UnmarshalJSON(data []byte) error {
 	var raw struct {
 		Kind       string          `json:"kind"`
 		Config     json.RawMessage `json:"config"`
-		CaptionLen int             `json:"caption_len"`
+		CaptionLen    int             `json:"caption_len"`
+		ImageMultiple int             `json:"image_multiple"`
 	}
 	if err := strictUnmarshal(data, &raw); err != nil {
 		return fmt.Errorf("backbone: %w", err)
 	}
-	if raw.CaptionLen != 0 && (raw.Kind != KindZImage || raw.CaptionLen < 0 || raw.CaptionLen > MaxWidth) {
-		return fmt.Errorf("backbone: caption_len %d with kind %.40q, want 1..%d and a %s backbone", raw.CaptionLen, raw.Kind, MaxWidth, KindZImage)
+	for _, f := range []struct {
+		key string
+		v   int
+	}{{"caption_len", raw.CaptionLen}, {"image_multiple", raw.ImageMultiple}} {
+		if f.v != 0 && (raw.Kind != KindZImage || f.v < 0 || f.v > MaxWidth) {
+			return fmt.Errorf("backbone: %s %d with kind %.40q, want 1..%d and a %s backbone", f.key, f.v, raw.Kind, MaxWidth, KindZImage)
+		}
 	}
 	switch raw.Kind {
 	case KindHNet, KindDiT, KindZImage:
@@ -251,7 +264,7 @@ func (b *Backbone) UnmarshalJSON(data []byte) error {
 		if err := strictUnmarshal(raw.Config, cfg); err != nil {
 			return fmt.Errorf("backbone config: %w", err)
 		}
-		nb.Kind, nb.CaptionLen = raw.Kind, raw.CaptionLen
+		nb.Kind, nb.CaptionLen, nb.ImageMultiple = raw.Kind, raw.CaptionLen, raw.ImageMultiple
 		*b = nb
 		return nil
 	case "":
@@ -602,7 +615,7 @@ func (m *Meta) FLOPs(numKept []int) dc.FLOPs {
 	case b.DiT != nil:
 		counter = &dit.Model{Config: b.DiT}
 	case b.ZImage != nil:
-		counter = &zimage.Backbone{Model: &zimage.Model{Config: b.ZImage}, CaptionLen: b.CaptionLen}
+		counter = &zimage.Backbone{Model: &zimage.Model{Config: b.ZImage}, CaptionLen: b.CaptionLen, ImageMultiple: b.ImageMultiple}
 	}
 	return dc.ConfigFLOPs(&cfg, counter, numKept)
 }
@@ -660,11 +673,18 @@ func MetaOf(model *dc.Model, info Info) (*Meta, error) {
 	if err := m.Backbone.UnmarshalJSON(raw); err != nil {
 		return nil, fmt.Errorf("checkpoint: cannot save the backbone: %w", err)
 	}
-	if info.CaptionLen != 0 {
-		if m.Backbone.Kind != KindZImage {
-			return nil, fmt.Errorf("checkpoint: a caption length (%d) for a %s backbone, which takes no captions", info.CaptionLen, m.Backbone.Kind)
+	// What Load sets on the Z-Image backbone it builds, Save reads from
+	// the one it is given.
+	if zb, ok := model.Backbone.(*zimage.Backbone); ok {
+		for _, f := range []struct {
+			what string
+			v    int
+		}{{"caption length", zb.CaptionLen}, {"image token multiple", zb.ImageMultiple}} {
+			if f.v < 0 || f.v > MaxWidth {
+				return nil, fmt.Errorf("checkpoint: Z-Image backbone's %s %d, want 1..%d (0: the default)", f.what, f.v, MaxWidth)
+			}
 		}
-		m.Backbone.CaptionLen = info.CaptionLen
+		m.Backbone.CaptionLen, m.Backbone.ImageMultiple = zb.CaptionLen, zb.ImageMultiple
 	}
 	if c := m.Backbone.HNet; c != nil && c.PatchSize == 0 {
 		c.PatchSize = 1
@@ -711,7 +731,7 @@ func (m *Meta) newBackbone(ts map[string]dc.Tensor) (dc.Backbone, error) {
 		}
 		model.PrefixNames(dc.BackbonePrefix)
 		bb := zimage.NewBackbone(model)
-		bb.CaptionLen = m.Backbone.CaptionLen
+		bb.CaptionLen, bb.ImageMultiple = m.Backbone.CaptionLen, m.Backbone.ImageMultiple
 		return bb, nil
 	}
 	return nil, fmt.Errorf("unknown backbone kind %q", m.Backbone.Kind)

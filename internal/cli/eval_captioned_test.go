@@ -130,7 +130,8 @@ func TestEvalDCZImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	model := filepath.Join(dir, "dc.safetensors")
-	if err := checkpoint.Save(model, m, checkpoint.Info{Extra: meta, CaptionLen: shapes.MaxCaptionWords}); err != nil {
+	m.Backbone.(*zimage.Backbone).CaptionLen = shapes.MaxCaptionWords
+	if err := checkpoint.Save(model, m, checkpoint.Info{Extra: meta}); err != nil {
 		t.Fatal(err)
 	}
 	g, err := shapes.New(8, 5)
