@@ -38,6 +38,7 @@ func TestDCObjectiveZImage(t *testing.T) {
 		{"dense below every timestep", distill.DistillL1, func(o *distill.DCObjective) { o.Budget.DenseBelow = 1001 }, ""},
 		{"p2", distill.Hybrid, func(o *distill.DCObjective) { o.P2.Gamma = 1 }, "p2_gamma reads DDPM's"},
 		{"guided pairs", distill.DistillL1, func(o *distill.DCObjective) { o.GuidedScale = 4 }, ""},
+		{"router targets", distill.DistillL1, func(o *distill.DCObjective) { o.RouterTargetWeight = 0.1 }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

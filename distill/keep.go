@@ -11,20 +11,23 @@ import (
 // and are left out (mask false); keep counts them.
 //
 // A dropped cell takes its token's prediction, its own noise carried by
-// the latent skip: ε̂_l ≈ ε̂_k + (x_l − x_k)/√(1−ᾱ_t). What that cannot carry
-// is the difference of the teacher's clean estimates,
-// u_l − u_k with u = ε̂ − x/√(1−ᾱ_t) = −√ᾱ_t/√(1−ᾱ_t)·x̂0. A cell's drop cost
-// is the mean of |u_l − u_n|² over its grid neighbours n (its token is
-// one of them): large where the teacher's picture changes — at shape
-// edges at low noise, along the coarse outline at high noise — and zero
-// on flat background. Only the ranks within a sample matter, so the
-// per-sample scale √ᾱ_t/√(1−ᾱ_t) drops out.
+// the latent skip. What that cannot carry is the difference of the
+// teacher's clean estimates. A cell's drop cost is the mean of
+// |u_l − u_n|² over its grid neighbours n (its token is one of them),
+// u = a_b·pred + c_b·x an affine map of the cell's clean estimate in
+// sample b: large where the teacher's picture changes — at shape edges
+// at low noise, along the coarse outline at high noise — and zero on
+// flat background. Only the ranks within a sample matter, so the map's
+// per-sample scale drops out. DDPM: u = ε̂ − x/√(1−ᾱ_t) =
+// −√ᾱ_t/√(1−ᾱ_t)·x̂0 (a = 1, c = −1/√(1−ᾱ_t)); flow matching's data-ward
+// velocity v̂: u = x + σ·v̂ = x̂0 (a = σ, c = 1).
 //
-// eps holds the teacher's ε prediction and x the noisy input, both
-// [B·rows·cols, k] in the cell layout; sig is √(1−ᾱ_t) per sample.
-func keepTargets(eps, x []float32, stride, k int, sig []float64, rows, cols, keep int) (label, mask []bool) {
+// pred holds the teacher's prediction and x the noisy input, both
+// [B·rows·cols, k] in the cell layout (pred rows stride wide); a and c
+// have one entry per sample.
+func keepTargets(pred, x []float32, stride, k int, a, c []float64, rows, cols, keep int) (label, mask []bool) {
 	L := rows * cols
-	B := len(sig)
+	B := len(a)
 	label, mask = make([]bool, B*L), make([]bool, B*L)
 	u := make([]float64, L*k)
 	cost := make([]float64, L)
@@ -33,7 +36,7 @@ func keepTargets(eps, x []float32, stride, k int, sig []float64, rows, cols, kee
 		for l := range L {
 			r := (b*L + l) * stride
 			for j := range k {
-				u[l*k+j] = float64(eps[r+j]) - float64(x[(b*L+l)*k+j])/sig[b]
+				u[l*k+j] = a[b]*float64(pred[r+j]) + c[b]*float64(x[(b*L+l)*k+j])
 			}
 		}
 		order = order[:0]

@@ -32,11 +32,14 @@ func TestKeepTargets(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		sig   float64
-		scale float64 // u = −scale·x̂0
+		flow  bool    // flow matching's velocity, else DDPM's ε
+		sig   float64 // DDPM's √(1−ᾱ_t), flow matching's σ
+		scale float64 // DDPM: u = −scale·x̂0
 	}{
-		{"low noise", 0.05, 0.02},
-		{"high noise", 0.99, 7},
+		{"low noise", false, 0.05, 0.02},
+		{"high noise", false, 0.99, 7},
+		{"flow matching, low noise", true, 0.05, 0},
+		{"flow matching, high noise", true, 0.99, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,13 +52,22 @@ func TestKeepTargets(t *testing.T) {
 					clean = 1
 				}
 				for j := range k {
-					// Any noisy input: ε̂ is built so that ε̂ − x/σ = −scale·x̂0.
 					x[l*k+j] = float32(rng.NormFloat64())
-					eps[l*(k+3)+j] = float32(float64(x[l*k+j])/tt.sig - tt.scale*clean)
+					if tt.flow {
+						// Any noisy input: v̂ is built so that x + σ·v̂ = x̂0.
+						eps[l*(k+3)+j] = float32((clean - float64(x[l*k+j])) / tt.sig)
+					} else {
+						// Any noisy input: ε̂ is built so that ε̂ − x/σ = −scale·x̂0.
+						eps[l*(k+3)+j] = float32(float64(x[l*k+j])/tt.sig - tt.scale*clean)
+					}
 				}
 				eps[l*(k+3)+k] = float32(rng.NormFloat64()) // σ channels: not read
 			}
-			label, mask := keepTargets(eps, x, k+3, k, []float64{tt.sig}, rows, cols, nOutline+2)
+			a, c := []float64{1}, []float64{-1 / tt.sig}
+			if tt.flow {
+				a, c = []float64{tt.sig}, []float64{1}
+			}
+			label, mask := keepTargets(eps, x, k+3, k, a, c, rows, cols, nOutline+2)
 			got := 0
 			for l := range L {
 				if label[l] {

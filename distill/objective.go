@@ -163,6 +163,30 @@ func noiseTimesteps(proc diffusion.Process, levels []int, ts []float32) ([]float
 	return steps, err
 }
 
+// cleanMap returns, per sample at noise level levels[i], the a and c of
+// keepTargets' clean estimate u = a·pred + c·x for the teacher's
+// prediction pred: DDPM's ε̂ − x/√(1−ᾱ_t), flow matching's x + σ·v̂.
+func (o *DCObjective) cleanMap(proc diffusion.Process, levels []int) (a, c []float64, err error) {
+	a, c = make([]float64, len(levels)), make([]float64, len(levels))
+	if fm, ok := proc.(*diffusion.FlowMatch); ok {
+		if fm.Table == nil {
+			return nil, nil, fmt.Errorf("distill: flow matching has no training table")
+		}
+		sigmas, _, err := fm.Table.Lookup(levels)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i, s := range sigmas {
+			a[i], c[i] = float64(s), 1
+		}
+		return a, c, nil
+	}
+	for i, v := range levels {
+		a[i], c[i] = 1, -1/o.Schedule.SqrtOneMinusAlphasCumprod[v]
+	}
+	return a, c, nil
+}
+
 // fracs gives each sample of a batch drawn at timesteps ts its drop
 // fraction: the step's ρ, or dc.Dense below DenseBelow.
 func (b Budget) fracs(rho float64, ts []float32) []float32 {
@@ -218,7 +242,7 @@ type DCObjective struct {
 	Schedule *ddpm.Schedule
 	// Process, when set, is the diffusion process in DDPM's place (flow
 	// matching for a Z-Image backbone). The options that read DDPM's
-	// schedule (WeightCap, RouterTargetWeight, P2) are refused with it;
+	// schedule (WeightCap, P2) are refused with it;
 	// Budget.DenseBelow is then a timestep σ·T.
 	Process diffusion.Process
 	// CaptionTable holds one caption feature row (CaptionDim wide) per
@@ -306,7 +330,7 @@ func (o *DCObjective) checkProcess() error {
 	for _, f := range []struct {
 		name string
 		on   bool
-	}{{"timestep_weight_cap", o.WeightCap > 0}, {"router_target_weight", o.RouterTargetWeight > 0}, {"p2_gamma", o.P2.Gamma != 0}} {
+	}{{"timestep_weight_cap", o.WeightCap > 0}, {"p2_gamma", o.P2.Gamma != 0}} {
 		if f.on {
 			return fmt.Errorf("distill: %s reads DDPM's noise schedule; the objective trains with %s", f.name, processName(o.Process))
 		}
@@ -335,9 +359,10 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 	if err := o.checkProcess(); err != nil {
 		return Metrics{}, err
 	}
-	// The distillation's router targets and timestep weights read DDPM's
-	// schedule (checkProcess); the draw, the input, the conditioning time
-	// and the process's loss go through the process seam.
+	// The distillation's timestep weights read DDPM's schedule
+	// (checkProcess); the draw, the input, the conditioning time, the
+	// router targets' clean estimate and the process's loss go through
+	// the process seam.
 	proc := o.process()
 	pairs := o.GuidedScale > 0
 	if pairs {
@@ -399,12 +424,12 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 			return Metrics{}, err
 		}
 		if o.RouterTargetWeight > 0 {
-			sig := make([]float64, B)
-			for i, v := range t {
-				sig[i] = o.Schedule.SqrtOneMinusAlphasCumprod[v]
+			a, c, err := o.cleanMap(proc, t)
+			if err != nil {
+				return Metrics{}, err
 			}
 			keep := int(math.Round(float64(cfg.Cells()) / cfg.TargetN))
-			label, mask := keepTargets(target, tokens, cfg.CellOut(), cfg.CellIn(), sig, cfg.CellRows(), cfg.CellCols(), keep)
+			label, mask := keepTargets(target, tokens, cfg.CellOut(), cfg.CellIn(), a, c, cfg.CellRows(), cfg.CellCols(), keep)
 			// The targets train the router alone (DetachedLogits): through
 			// the encoder too they pulled its features from the prediction
 			// (FD 24.9 at ρ 0.8 against 7.9 detached; docs/dev-notes.md).

@@ -641,7 +641,7 @@ func checkZImageBase(p *problems, r *Recipe, written func(string) bool) {
 		p.add("data.caption_table_seed", "found with a [base], expected it only with model.kind = %q (a base's caption table is in its metadata)", ModelZImage)
 	}
 	for i := range r.Stages {
-		for _, k := range []string{"p2_gamma", "p2_k", "timestep_weight_cap", "router_target_weight", "class_embedder_lr_scale"} {
+		for _, k := range []string{"p2_gamma", "p2_k", "timestep_weight_cap", "class_embedder_lr_scale"} {
 			if key := indexKey("stage", i) + "." + k; written(key) {
 				p.add(key, "found with diffusion.process = %q, expected it only with DDPM and class labels (it reads DDPM's noise schedule or the null class)", ProcessFlowMatching)
 			}
