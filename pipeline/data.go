@@ -42,8 +42,8 @@ func trainingData(r *recipes.Recipe, teacher *base, out string, seed uint64, log
 		logf("data: %d procedural shapes samples of %d×%d", d.Samples, size, size)
 		return g.Set(d.Samples)
 	case recipes.SourceTeacher:
-		if teacher == nil || teacher.dit == nil {
-			return nil, fmt.Errorf("pipeline: data source %q needs a [base] DiT teacher", d.Source)
+		if teacher == nil {
+			return nil, fmt.Errorf("pipeline: data source %q needs a [base] teacher", d.Source)
 		}
 		// The cache lives in the output folder the run uses (--out may
 		// differ from save.dir), unless data.path names it.
@@ -51,9 +51,25 @@ func trainingData(r *recipes.Recipe, teacher *base, out string, seed uint64, log
 		if d.Path != "" {
 			path = r.DataPath()
 		}
+		if teacher.zimage != nil {
+			return zimageTeacherData(path, teacher, teacher.identity(), r, seed, logf)
+		}
 		return teacherData(path, teacher.dit, teacher.identity(), d, r.Diffusion.Steps, seed, logf)
 	}
 	return nil, fmt.Errorf("pipeline: unknown data source %q", d.Source)
+}
+
+// cachedData returns the samples at path when they were generated as key
+// says.
+func cachedData(path, key string) (*datasets.Set, bool) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, false
+	}
+	s, err := datasets.Read(path)
+	if err != nil || s.Metadata["dcdit.generated_by"] != key {
+		return nil, false
+	}
+	return s, true
 }
 
 // teacherData samples d.Samples latents from the teacher (named id) with DDPM over
@@ -63,12 +79,9 @@ func trainingData(r *recipes.Recipe, teacher *base, out string, seed uint64, log
 func teacherData(path string, teacher *dit.Model, id string, d recipes.Data, diffusionSteps int, seed uint64, logf func(string, ...any)) (*datasets.Set, error) {
 	key := fmt.Sprintf("teacher samples=%d steps=%d/%d cfg=%g classes=%v seed=%d teacher=%s",
 		d.Samples, d.SamplingSteps, diffusionSteps, d.CFG, d.Classes, seed, id)
-	if _, err := os.Stat(path); err == nil {
-		s, err := datasets.Read(path)
-		if err == nil && s.Metadata["dcdit.generated_by"] == key {
-			logf("data: reusing %d teacher samples from %s", s.N, path)
-			return s, nil
-		}
+	if s, ok := cachedData(path, key); ok {
+		logf("data: reusing %d teacher samples from %s", s.N, path)
+		return s, nil
 	}
 	c := teacher.Config
 	classes := d.Classes

@@ -71,18 +71,14 @@ func describeZImage(c *arch.ZImageConfig) string {
 // graftZImage grafts the recipe's scaffold onto a second copy of the
 // Z-Image base (the base itself stays the frozen teacher) on its
 // base.latent_size grid, and joins the parameters. Its FLOPs count
-// captions of the shapes captions' longest length. Its backbone pads no
-// image tokens: the kept count is anything, and the reference's pad
-// tokens attend, while a teacher whose images fill the multiple never
-// trained them (FD at ρ 0.6 22.8 unpadded against 34.0 padded to 8,
-// docs/zimage.md).
+// captions of the shapes captions' longest length.
 func graftZImage(r *recipes.Recipe, b *base, seed uint64) (*model, error) {
 	zm, err := zimage.New(b.zweights)
 	if err != nil {
 		return nil, err
 	}
 	bb := zimage.NewBackbone(zm)
-	bb.CaptionLen, bb.ImageMultiple = shapes.MaxCaptionWords, 1
+	bb.CaptionLen = shapes.MaxCaptionWords
 	g, err := upcycle.GraftZImage(bb, r.Scaffold.Upcycle(), b.size, b.size, seed)
 	if err != nil {
 		return nil, err
@@ -109,4 +105,75 @@ func graftZImage(r *recipes.Recipe, b *base, seed uint64) (*model, error) {
 		return nil, err
 	}
 	return &model{dc: g, params: ps, captions: b.captions}, nil
+}
+
+// zimageTeacherData samples d.Samples latents from a Z-Image base (named
+// id) for captions of the shapes data (balanced over the classes, drawn
+// from seed): Euler over Tongyi's schedule of d.SamplingSteps steps at the
+// recipe's shift, guided as Z-Image guides (pos + cfg·(pos − neg) against
+// the empty prompt, on for cfg > 1) — the paper's training data for
+// DC-Z-Image's flow-matching stage. It reuses path when it holds samples
+// drawn with the same settings by the same teacher.
+func zimageTeacherData(path string, b *base, id string, r *recipes.Recipe, seed uint64, logf func(string, ...any)) (*datasets.Set, error) {
+	d := r.Data
+	key := fmt.Sprintf("zimage teacher samples=%d steps=%d cfg=%g shift=%g/%d seed=%d teacher=%s",
+		d.Samples, d.SamplingSteps, d.CFG, r.Diffusion.Shift, r.Diffusion.Steps, seed, id)
+	if s, ok := cachedData(path, key); ok {
+		logf("data: reusing %d teacher samples from %s", s.N, path)
+		return s, nil
+	}
+	g, err := shapes.New(b.size, seed)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: data: %w", err)
+	}
+	prompts, err := g.BalancedCaptionedSet(d.Samples)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: data: %w", err)
+	}
+	sched, err := flowmatch.Config{NumTrainTimesteps: r.Diffusion.Steps, Shift: r.Diffusion.Shift}.Schedule(flowmatch.Tongyi, d.SamplingSteps)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: data: %w", err)
+	}
+	m, dim := b.zimage, b.zimage.Config.CapFeatDim
+	C, S := m.Config.InChannels, b.size
+	set := &datasets.Set{N: d.Samples, C: C, H: S, W: S, NumClasses: prompts.NumClasses, Classes: prompts.Classes,
+		Labels: prompts.Labels, Captions: prompts.Captions, Vocabulary: prompts.Vocabulary,
+		Metadata: map[string]string{"dcdit.generated_by": key}}
+	proc := &diffusion.FlowMatch{Schedule: sched}
+	const batch = 32
+	logf("data: sampling %d latents from the Z-Image teacher (%d Euler steps, cfg %g)", d.Samples, d.SamplingSteps, d.CFG)
+	for lo := 0; lo < d.Samples; lo += batch {
+		n := min(batch, d.Samples-lo)
+		pos, err := shapes.CaptionFeatures(prompts.Captions[lo:lo+n], b.captions.table, dim)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: data: %w", err)
+		}
+		neg, err := shapes.CaptionFeatures(make([][]int, n), b.captions.table, dim)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: data: %w", err)
+		}
+		model := func(x, t []float32, guided bool) ([]float32, error) {
+			caps := pos
+			if guided {
+				caps = slices.Concat(pos, neg)
+			}
+			in := cond.Input{T: t, Captions: make([]cond.Caption, len(caps))}
+			for i, f := range caps {
+				in.Captions[i] = cond.Caption{Features: f, Len: len(f) / dim}
+			}
+			return m.Predict(x, in, S, S)
+		}
+		x, err := proc.Sample(model, diffusion.Shape{B: n, C: C, HW: S * S}, diffusion.SampleOptions{
+			Guidance: d.CFG,
+			Seed:     seed ^ uint64(lo)*0x9e3779b97f4a7c15,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: data: %w", err)
+		}
+		set.Latents = append(set.Latents, x...)
+	}
+	if err := datasets.Write(path, set); err != nil {
+		return nil, fmt.Errorf("pipeline: data: %w", err)
+	}
+	return set, nil
 }

@@ -2,12 +2,14 @@ package pipeline
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/zimage"
@@ -103,5 +105,85 @@ func TestZImageRecipeRefusals(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A DC-Z-Image upcycle on data sampled from its Z-Image teacher: the
+// samples are drawn for balanced captions of the shapes vocabulary,
+// cached at data.path with the settings that made them, reused by a
+// second run and redrawn when a setting changes; a DiT-only key is
+// refused.
+func TestUpcycleZImageOnTeacherSamples(t *testing.T) {
+	dir := t.TempDir()
+	base, err := Run(parseSections(t, dir, keyWalkZImage), Options{Out: filepath.Join(dir, "base")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secs := []section{
+		{"", []string{`name = "dcz"`}},
+		{"[base]", []string{`path = "` + base.Model + `"`, `latent_size = 8`}},
+		{"[diffusion]", []string{`process = "flow_matching"`}},
+		{"[scaffold]", []string{`patch_size = 2`, `width_factor = 2`, `norm_groups = 4`, `encoder_init = "patch"`, `encoder_norm = "none"`}},
+		{"[scaffold.router]", []string{`groups = 4`, `ratio_batch_size = 1`}},
+		{"[data]", []string{`source = "teacher"`, `path = "samples.safetensors"`, `samples = 6`, `sampling_steps = 2`, `cfg = 2.0`}},
+		{"[[stage]]", []string{`kind = "distill"`, `steps = 1`, `batch_size = 2`, `trainable = ["scaffold"]`}},
+		{"[eval]", []string{`samples = 2`, `held_out = 2`, `sampling_steps = 2`, `rho = [0.0]`, `lite_cfg = []`}},
+	}
+	path := filepath.Join(dir, "samples.safetensors")
+	run := func(secs []section, out string) *datasets.Set {
+		t.Helper()
+		if _, err := Run(parseSections(t, dir, secs), Options{Out: filepath.Join(dir, out)}); err != nil {
+			t.Fatal(err)
+		}
+		set, err := datasets.Read(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set
+	}
+	set := run(secs, "run")
+	if set.N != 6 || set.C != 4 || set.H != 8 || len(set.Captions) != 6 || !slices.Equal(set.Vocabulary, shapes.Vocabulary) {
+		t.Fatalf("%d samples of %d×%d×%d, %d captions over %d words: want 6 of 4×8×8 with captions of the shapes vocabulary",
+			set.N, set.C, set.H, set.W, len(set.Captions), len(set.Vocabulary))
+	}
+	for i, y := range set.Labels {
+		if y != i%len(shapes.Classes) {
+			t.Errorf("sample %d of class %d, want the balanced %d", i, y, i%len(shapes.Classes))
+		}
+	}
+	for _, v := range set.Latents {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			t.Fatal("a sample is not finite")
+		}
+	}
+	// The data's captions, not the data's pictures.
+	g, err := shapes.New(8, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, err := g.BalancedCaptionedSet(6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(real.Captions, set.Captions, slices.Equal) || slices.Equal(real.Latents, set.Latents) {
+		t.Error("want the data's captions with the teacher's samples")
+	}
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := run(setKey(secs, "stage[0].steps", "2"), "run2")
+	after, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.ModTime().Equal(before.ModTime()) || !slices.Equal(again.Latents, set.Latents) {
+		t.Error("a second run with the same data settings drew the samples again")
+	}
+	if other := run(setKey(secs, "data.cfg", "1.0"), "run3"); other.Metadata["dcdit.generated_by"] == set.Metadata["dcdit.generated_by"] {
+		t.Errorf("another guidance scale reused the samples made by %q", set.Metadata["dcdit.generated_by"])
+	}
+	if _, err := parse(dir, render(setKey(secs, "data.classes", "[1, 2]"))); err == nil || !strings.Contains(err.Error(), "data.classes") {
+		t.Errorf("data.classes with a Z-Image teacher: err = %v, want it named", err)
 	}
 }

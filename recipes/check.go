@@ -634,8 +634,8 @@ func checkZImageBase(p *problems, r *Recipe, written func(string) bool) {
 		p.add("data.captions", "found with data.source = %q, expected it only with \"shapes\" (a data file carries its own captions)", d.Source)
 	case d.Source == SourceShapes && !d.Captions:
 		p.add("data.captions", "found false with a Z-Image base (diffusion.process = %q), expected true: a Z-Image is conditioned on captions", ProcessFlowMatching)
-	case d.Source == SourceTeacher:
-		p.bad("data.source", d.Source, "%q or %q with a Z-Image base (sampling training data from a Z-Image teacher is not supported yet)", SourceShapes, SourceFile)
+	case d.Source == SourceTeacher && len(d.Classes) > 0:
+		p.add("data.classes", "found with a Z-Image teacher, expected it only with a DiT teacher (the Z-Image's samples are drawn for captions of every class)")
 	}
 	if written("data.caption_table_seed") {
 		p.add("data.caption_table_seed", "found with a [base], expected it only with model.kind = %q (a base's caption table is in its metadata)", ModelZImage)
