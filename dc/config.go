@@ -14,6 +14,9 @@ const (
 	RMSNormEps = 1e-5
 	// FinalNormEps is the eps of the final layer's affine-free LayerNorm.
 	FinalNormEps = 1e-6
+	// CondNormEps is the eps of the conditioning adaptor's LayerNorm
+	// (PyTorch's default; not in the reference).
+	CondNormEps = 1e-5
 	// ProbClamp bounds the boundary probabilities the de-chunker weights
 	// with to [ProbClamp, 1 − ProbClamp].
 	ProbClamp = 1e-4
@@ -64,6 +67,14 @@ type Config struct {
 	// one holds directly (upcycle starts W as the identity on the
 	// predicted noise).
 	LatentSkip bool `json:"latent_skip,omitempty"`
+	// CondNorm puts a LayerNorm with its own weight and bias (cond_norm.*)
+	// on the conditioning vector the encoder's and decoder's blocks and
+	// the final layer read: the trainable adaptor of DC-Z-Image (paper
+	// §4.4), whose frozen timestep embedder gives a vector of the scale
+	// Z-Image's blocks expect, not the scale the scaffold's new blocks
+	// start from. The wide head and the latent skip, which start as
+	// functions of the backbone's own vector, read it as it is.
+	CondNorm bool `json:"cond_norm,omitempty"`
 
 	EncDecDim int `json:"enc_dec_dim"` // E = D / f, the conv blocks' width
 	ModelDim  int `json:"model_dim"`   // D, the routing width = the backbone's width

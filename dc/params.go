@@ -84,6 +84,10 @@ func ScaffoldShapes(c *Config) map[string][]int {
 	if c.RelativeResidual {
 		delete(s, "hnet.residual_proj.bias")
 	}
+	if c.CondNorm {
+		s["cond_norm.weight"] = []int{c.CondDim}
+		s["cond_norm.bias"] = []int{c.CondDim}
+	}
 	if c.NoEncoderNorm {
 		delete(s, "hnet.encoder.rmsnorm.weight")
 	}

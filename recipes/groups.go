@@ -35,13 +35,14 @@ const (
 	GroupFinalLayer       = "final_layer"       // final_layer.*
 	GroupWideHead         = "wide_head"         // wide_head.* (scaffold.head = "wide")
 	GroupLatentSkip       = "latent_skip"       // latent_skip.* (scaffold.latent_skip)
+	GroupCondNorm         = "cond_norm"         // cond_norm.* (scaffold.cond_norm)
 )
 
 // GroupNames lists the group names in a stable order.
 var GroupNames = []string{
 	GroupAll, GroupEmbedders, GroupTimestepEmbedder, GroupClassEmbedder, GroupBackbone, GroupAdaLN, GroupAttention,
 	GroupMLP, GroupScaffold, GroupLatentEmbedder, GroupEncoder, GroupRouter, GroupResidual, GroupDecoder,
-	GroupBackboneNorm, GroupFinalLayer, GroupWideHead, GroupLatentSkip,
+	GroupBackboneNorm, GroupFinalLayer, GroupWideHead, GroupLatentSkip, GroupCondNorm,
 }
 
 // blockRE matches a transformer block's parameters in either naming (the
@@ -107,11 +108,13 @@ func InGroup(group, name string, dc bool) bool {
 		return has("wide_head.")
 	case GroupLatentSkip:
 		return has("latent_skip.")
+	case GroupCondNorm:
+		return has("cond_norm.")
 	case GroupScaffold:
 		if !dc {
 			return false
 		}
-		for _, g := range []string{GroupLatentEmbedder, GroupEncoder, GroupRouter, GroupResidual, GroupDecoder, GroupBackboneNorm, GroupFinalLayer, GroupWideHead, GroupLatentSkip} {
+		for _, g := range []string{GroupLatentEmbedder, GroupEncoder, GroupRouter, GroupResidual, GroupDecoder, GroupBackboneNorm, GroupFinalLayer, GroupWideHead, GroupLatentSkip, GroupCondNorm} {
 			if InGroup(g, name, dc) {
 				return true
 			}

@@ -493,7 +493,7 @@ func baseName(name string) string {
 // groupOrder is the order of finest groups in reports.
 var groupOrder = []string{
 	GroupTimestepEmbedder, GroupClassEmbedder, GroupLatentEmbedder, GroupEncoder, GroupRouter, GroupResidual,
-	GroupBackbone, GroupBackboneNorm, GroupDecoder, GroupFinalLayer, GroupWideHead, GroupLatentSkip, "other",
+	GroupBackbone, GroupBackboneNorm, GroupDecoder, GroupFinalLayer, GroupWideHead, GroupLatentSkip, GroupCondNorm, "other",
 }
 
 func finestGroup(name string, isDC bool) string {

@@ -280,6 +280,10 @@ type Scaffold struct {
 	// input (relative to its token's cell) to its prediction. Default:
 	// false.
 	LatentSkip bool `toml:"latent_skip"`
+	// CondNorm adds dc.Config.CondNorm's trainable LayerNorm on the
+	// conditioning vector the scaffold's blocks read (paper §4.4's
+	// adaptor for DC-Z-Image). Default: false.
+	CondNorm bool `toml:"cond_norm"`
 	// BackboneNorm is what follows the transformer blocks: "rmsnorm" (as
 	// DC-DiT's main network; new, initialised to ones when upcycling) or
 	// "none". Default: "rmsnorm".
@@ -298,7 +302,7 @@ func (s *Scaffold) Upcycle() upcycle.Scaffold {
 		RatioBatchSize: s.Router.RatioBatchSize, NormGroups: s.NormGroups, RouterGroups: s.Router.Groups,
 		RouterInit: s.Router.Init, RouterDimFactor: s.Router.DimFactor, EncoderInit: s.EncoderInit,
 		PatchSize: s.PatchSize, WideHead: s.Head == "wide", NoEncoderNorm: s.EncoderNorm == "none",
-		RelativeResidual: s.Residual == "relative", LatentSkip: s.LatentSkip,
+		RelativeResidual: s.Residual == "relative", LatentSkip: s.LatentSkip, CondNorm: s.CondNorm,
 	}
 }
 

@@ -49,6 +49,9 @@ type Scaffold struct {
 	// LatentSkip is dc.Config.LatentSkip (InitScaffold starts it as the
 	// identity on the predicted noise).
 	LatentSkip bool
+	// CondNorm is dc.Config.CondNorm, the conditioning adaptor
+	// (InitScaffold starts it as a plain LayerNorm).
+	CondNorm bool
 }
 
 // StartAsTeacher returns s set so that a graft starts as its teacher:
@@ -92,7 +95,7 @@ func (s Scaffold) Config(inChannels, outChannels, rows, cols, D, condWidth int) 
 		NormGroups: s.NormGroups, RouterGroups: s.RouterGroups,
 		Sigma: s.Sigma, TargetN: s.TargetN, RatioLossWeight: s.RatioLossWeight, RatioBatchSize: s.RatioBatchSize,
 		WideHead: s.WideHead, NoEncoderNorm: s.NoEncoderNorm, RelativeResidual: s.RelativeResidual,
-		LatentSkip: s.LatentSkip,
+		LatentSkip: s.LatentSkip, CondNorm: s.CondNorm,
 	}
 	if s.PatchSize > 1 {
 		c.PatchSize = s.PatchSize
@@ -504,7 +507,7 @@ func InitScaffold(cfg *dc.Config, seed uint64) map[string]dc.Tensor {
 // isNorm reports GroupNorm and RMSNorm modules by their reference names.
 func isNorm(base string) bool {
 	return strings.HasSuffix(base, ".norm1") || strings.HasSuffix(base, ".norm2") ||
-		strings.HasSuffix(base, ".rmsnorm") || base == "hnet.routing_module.residual_scorer.1"
+		strings.HasSuffix(base, ".rmsnorm") || base == "hnet.routing_module.residual_scorer.1" || base == "cond_norm"
 }
 
 // isLinear reports the modules DiT's initialize_weights treats as Linear:

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
@@ -103,54 +106,131 @@ func TestGraftZImageRefuses(t *testing.T) {
 // the wide head (Z-Image's final layer, whose modulation has no shift)
 // and the relative residual: a grafted Z-Image whose router keeps every
 // cell predicts what the model itself predicts, on captions of different
-// lengths.
+// lengths, with or without the conditioning adaptor (whatever it learns).
 func TestGraftZImageStartsAsModel(t *testing.T) {
-	const seed, S = 11, 8
-	zm := testckpt.RandomZImage(t, seed)
-	zc := zm.Config
+	for _, condNorm := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cond_norm %v", condNorm), func(t *testing.T) {
+			const seed, S = 11, 8
+			zm := testckpt.RandomZImage(t, seed)
+			zc := zm.Config
+			s := DefaultScaffold()
+			s.NormGroups, s.RouterGroups, s.WidthFactor, s.Sigma = 8, 4, 2, 0.3
+			s = s.StartAsTeacher(zc.PatchSize)
+			s.CondNorm = condNorm
+			m, err := GraftZImage(zimage.NewBackbone(testckpt.RandomZImage(t, seed)), s, S, S, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// What the dropped cells and the adaptor learn must not reach
+			// the kept ones.
+			names := []string{"hnet.residual_proj.weight"}
+			if condNorm {
+				names = append(names, "cond_norm.weight", "cond_norm.bias")
+			}
+			for _, name := range names {
+				for i := range data(m.Params.Get(name)) {
+					data(m.Params.Get(name))[i] += float32(0.1 * math.Sin(float64(i)))
+				}
+			}
+			// Every cell a confident boundary.
+			data(m.Params.Get("hnet.routing_module.residual_scorer.3.bias"))[0] = 30
+			rng := rand.New(rand.NewPCG(7, 8))
+			C := zc.InChannels
+			x := make([]float32, 2*C*S*S)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			feats := [][]float32{make([]float32, 3*zc.CapFeatDim), make([]float32, 9*zc.CapFeatDim)}
+			caps := make([]cond.Caption, len(feats))
+			for i, f := range feats {
+				for j := range f {
+					f[j] = float32(rng.NormFloat64())
+				}
+				caps[i] = cond.Caption{Features: f, Len: len(f) / zc.CapFeatDim}
+			}
+			ts := []float32{0.3, 0.8}
+			got, res, err := m.Predict(x, cond.Input{T: ts, Captions: caps}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k := res.Chunks.NumKept; k[0] != m.Config.Cells() || k[1] != m.Config.Cells() {
+				t.Fatalf("kept %v of %d cells, want all", k, m.Config.Cells())
+			}
+			lats := []zimage.Latent{{Data: x[:C*S*S], F: 1, H: S, W: S}, {Data: x[C*S*S:], F: 1, H: S, W: S}}
+			imgs, err := zm.Forward(lats, ts, feats)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := append(imgs[0], imgs[1]...)
+			if err := fixtures.RelErr(got, want); !fixtures.Within(err, 1e-5) {
+				t.Fatalf("grafted model against the model: relative error %.2g", err)
+			}
+		})
+	}
+}
+
+// The conditioning adaptor (Scaffold.CondNorm) starts as a plain
+// LayerNorm (weight 1, bias 0), is what the encoder's and decoder's blocks
+// and the final layer read — the prediction moves with its bias once the
+// final layer is trained away from zero — and gets a gradient; the wide
+// head reads the backbone's vector as it is.
+func TestCondNormAdaptor(t *testing.T) {
+	zm := testckpt.RandomZImage(t, 4)
 	s := DefaultScaffold()
-	s.NormGroups, s.RouterGroups, s.WidthFactor, s.Sigma = 8, 4, 2, 0.3
-	s = s.StartAsTeacher(zc.PatchSize)
-	m, err := GraftZImage(zimage.NewBackbone(testckpt.RandomZImage(t, seed)), s, S, S, 3)
+	s.NormGroups, s.RouterGroups, s.WidthFactor = 8, 4, 2
+	s = s.StartAsTeacher(zm.Config.PatchSize)
+	s.CondNorm = true
+	m, err := GraftZImage(zimage.NewBackbone(zm), s, 8, 8, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What the dropped cells learn must not reach the kept ones.
-	for i := range data(m.Params.Get("hnet.residual_proj.weight")) {
-		data(m.Params.Get("hnet.residual_proj.weight"))[i] = float32(0.1 * math.Sin(float64(i)))
+	for i, v := range data(m.Params.Get("cond_norm.weight")) {
+		if b := data(m.Params.Get("cond_norm.bias"))[i]; v != 1 || b != 0 {
+			t.Fatalf("cond_norm[%d]: weight %g, bias %g, want 1 and 0", i, v, b)
+		}
 	}
-	// Every cell a confident boundary.
-	data(m.Params.Get("hnet.routing_module.residual_scorer.3.bias"))[0] = 30
-	rng := rand.New(rand.NewPCG(7, 8))
-	C := zc.InChannels
-	x := make([]float32, 2*C*S*S)
+	for i := range data(m.Params.Get("final_layer.linear.weight")) {
+		data(m.Params.Get("final_layer.linear.weight"))[i] = float32(0.05 * math.Cos(float64(i)))
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	C := zm.Config.InChannels
+	x := make([]float32, C*8*8)
 	for i := range x {
 		x[i] = float32(rng.NormFloat64())
 	}
-	feats := [][]float32{make([]float32, 3*zc.CapFeatDim), make([]float32, 9*zc.CapFeatDim)}
-	caps := make([]cond.Caption, len(feats))
-	for i, f := range feats {
-		for j := range f {
-			f[j] = float32(rng.NormFloat64())
+	in := cond.Input{T: []float32{0.4}, Captions: []cond.Caption{{Features: make([]float32, 2*zm.Config.CapFeatDim), Len: 2}}}
+	before, _, err := m.Predict(x, in, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bias := data(m.Params.Get("cond_norm.bias"))
+	for i := range bias {
+		bias[i] = 0.5
+	}
+	after, _, err := m.Predict(x, in, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := fixtures.RelErr(after, before); !(e > 1e-4) {
+		t.Errorf("the adaptor's bias moved the prediction by rel err %g, want it read", e)
+	}
+	cv, err := m.Backbone.Condition(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := dc.ToTokens(x, 1, C, 8, 8, m.Config.Patch())
+	res, err := m.Forward(mat.NewDense[float32](mat.WithShape(m.Config.Cells(), m.Config.CellIn()), mat.WithBacking(tok)), cv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ops.Backward(ops.Sum(ops.Mul(res.Out, res.Out))); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"cond_norm.weight", "cond_norm.bias"} {
+		p := m.Params.Get(name)
+		if !p.HasGrad() || !slices.ContainsFunc(mat.Data[float32](p.Grad()), func(v float32) bool { return v != 0 }) {
+			t.Errorf("%s received no gradient", name)
 		}
-		caps[i] = cond.Caption{Features: f, Len: len(f) / zc.CapFeatDim}
-	}
-	ts := []float32{0.3, 0.8}
-	got, res, err := m.Predict(x, cond.Input{T: ts, Captions: caps}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if k := res.Chunks.NumKept; k[0] != m.Config.Cells() || k[1] != m.Config.Cells() {
-		t.Fatalf("kept %v of %d cells, want all", k, m.Config.Cells())
-	}
-	lats := []zimage.Latent{{Data: x[:C*S*S], F: 1, H: S, W: S}, {Data: x[C*S*S:], F: 1, H: S, W: S}}
-	imgs, err := zm.Forward(lats, ts, feats)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := append(imgs[0], imgs[1]...)
-	if err := fixtures.RelErr(got, want); !fixtures.Within(err, 1e-5) {
-		t.Fatalf("grafted model against the model: relative error %.2g", err)
 	}
 }
 
