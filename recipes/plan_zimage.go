@@ -10,15 +10,15 @@ import (
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/upcycle"
 	"github.com/dcdit/dcdit/zimage"
 )
 
 // planZImage plans a recipe whose base is a Z-Image: the scaffold around
 // it on the base.latent_size grid (as upcycle.GraftZImage builds it), its
 // parameters, its FLOPs per ρ with a caption of zimage.TypicalCaptionLen
-// tokens, and each stage's cost and memory. Training such a recipe is not
-// supported yet (a warning says so); dcdit upcycle --graft-only writes its
-// grafted checkpoint.
+// tokens (the few words of the shapes captions when the base was trained
+// on them), and each stage's cost and memory.
 func planZImage(p *problems, r *Recipe, pl *Plan) {
 	zc := pl.Backbone.ZImage
 	L := r.Base.LatentSize
@@ -88,7 +88,7 @@ func planZImage(p *problems, r *Recipe, pl *Plan) {
 	if pl.Backbone.ShapesCaptions {
 		captionLen = toyCaptionLen
 	}
-	bb.CaptionLen = captionLen
+	bb.CaptionLen, bb.ImageMultiple = captionLen, upcycle.ImageMultiple(zc, L, L)
 	f.KeptTokens = fmt.Sprintf("assumed: the router marks ⌊L/N⌋ = ⌊%d/%g⌋ = %d boundaries, tail dropping removes ⌊n·ρ⌋; captions of %d tokens", c.Cells(), c.TargetN, keptTokens(c, 0), captionLen)
 	patches := (L / zc.PatchSize) * (L / zc.PatchSize)
 	baseFwd := zimage.ForwardFLOPs(zc, patches, captionLen).Total()

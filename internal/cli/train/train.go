@@ -35,6 +35,8 @@ type Options struct {
 	GraftOnly bool
 	// Device and Precision override the recipe's device and precision.
 	Device, Precision string
+	// Base replaces the recipe's base.path (upcycle only).
+	Base string
 	// upcycle says which command runs: it requires a [base] and a
 	// [scaffold]; train requires [model].
 	upcycle bool
@@ -54,12 +56,14 @@ func newCmd(ios *iostreams.IO, runF func(*Options) error, upcycle bool) *cobra.C
 	opts := &Options{IO: ios, upcycle: upcycle}
 	cmd := &cobra.Command{
 		Use:   "upcycle RECIPE",
-		Short: "Graft the DC scaffold onto a pretrained DiT and train it as a recipe says",
+		Short: "Graft the DC scaffold onto a pretrained DiT or Z-Image and train it as a recipe says",
 		Long: `Upcycle runs a recipe that has a [base] checkpoint and a [scaffold]: it
-grafts the encoder, router and decoder around the pretrained DiT's blocks,
-runs the recipe's stages (grafting distillation against the frozen teacher,
-then finetuning with multi-budget training), writes the DC checkpoint to
-OUT/model.safetensors and evaluates it.
+grafts the encoder, router and decoder around the pretrained DiT's or
+Z-Image's blocks, runs the recipe's stages (grafting distillation against the
+frozen teacher, then finetuning with multi-budget training), writes the DC
+checkpoint to OUT/model.safetensors and evaluates it. A Z-Image base
+(diffusion.process = "flow_matching") must be one dcdit trained on the shapes
+captions (it records their caption table; recipes/toy-zimage.toml).
 
 Each stage keeps its checkpoints, metrics log (metrics.jsonl) and manifest in
 OUT/stages/NAME. Running the same command again resumes where it stopped: the
@@ -73,12 +77,12 @@ With --graft-only it writes the grafted checkpoint before any training and
 stops: OUT/model.safetensors for a DiT base; for a Z-Image base (the recipe's
 base.latent_size sizing the grid) the sharded folder OUT/model, streamed from
 the base's shards without the model ever in memory, so that a full-size
-Z-Image grafts on a small machine. Training a Z-Image recipe is not supported
-yet.`,
+Z-Image grafts on a small machine (recipes/zimage-turbo.toml).`,
 		Example: `  dcdit upcycle recipes/toy-dit.toml --out runs/toy
   dcdit upcycle recipes/toy-dit.toml --device cuda   # on the first CUDA GPU
   dcdit recipe plan recipes/dit-xl-2-256.toml   # check a recipe first
-  dcdit upcycle RECIPE --graft-only --out DIR   # the grafted, untrained checkpoint`,
+  dcdit upcycle RECIPE --graft-only --out DIR   # the grafted, untrained checkpoint
+  dcdit upcycle recipes/zimage-turbo.toml --base Z-Image-Turbo/transformer --graft-only`,
 		Args: cmdutil.ExactArgs(1, "the RECIPE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Recipe = args[0]
@@ -106,13 +110,14 @@ Checkpoints, metrics and resume work as for 'dcdit upcycle'.`
 	cmdutil.DeviceFlags(cmd, &opts.Device, &opts.Precision)
 	if upcycle {
 		cmd.Flags().BoolVar(&opts.GraftOnly, "graft-only", false, "write the grafted, untrained DC checkpoint and stop")
+		cmd.Flags().StringVar(&opts.Base, "base", "", "use this checkpoint instead of the recipe's base.path")
 	}
 	return cmd
 }
 
 // Run loads the recipe and runs it.
 func Run(opts *Options) error {
-	r, err := recipes.Load(opts.Recipe, recipes.LoadOptions{Device: opts.Device, Precision: opts.Precision})
+	r, err := recipes.Load(opts.Recipe, recipes.LoadOptions{Device: opts.Device, Precision: opts.Precision, BasePath: opts.Base})
 	if err != nil {
 		return err
 	}

@@ -96,7 +96,8 @@ func TestGraftOnly(t *testing.T) {
 		grid                      int
 	}{
 		{"DiT", "[base]\npath = " + strconv.Quote(teacher) + "\n[scaffold]\nnorm_groups = 8\n" + stage, "model.safetensors", checkpoint.KindHNet, 16},
-		{"Z-Image", "[base]\npath = " + strconv.Quote(zbase) + "\nlatent_size = 8\n[scaffold]\nwidth_factor = 2\nnorm_groups = 8\nencoder_init = \"patch\"\nencoder_norm = \"none\"\n[scaffold.router]\ngroups = 4\n" + stage, "model", checkpoint.KindZImage, 8},
+		// The recipe's base.path is replaced by --base.
+		{"Z-Image", "[base]\npath = \"no-such-folder\"\nlatent_size = 8\n[scaffold]\nwidth_factor = 2\nnorm_groups = 8\nencoder_init = \"patch\"\nencoder_norm = \"none\"\n[scaffold.router]\ngroups = 4\n" + stage, "model", checkpoint.KindZImage, 8},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -107,7 +108,11 @@ func TestGraftOnly(t *testing.T) {
 			out := filepath.Join(dir, tt.name+"-run")
 			ios, _, stdout, _ := iostreams.Test()
 			cmd := NewUpcycleCmd(ios, nil)
-			cmd.SetArgs([]string{path, "--graft-only", "--out", out, "-q"})
+			args := []string{path, "--graft-only", "--out", out, "-q"}
+			if tt.kind == checkpoint.KindZImage {
+				args = append(args, "--base", zbase)
+			}
+			cmd.SetArgs(args)
 			if err := cmd.Execute(); err != nil {
 				t.Fatal(err)
 			}
@@ -126,7 +131,7 @@ func TestGraftOnly(t *testing.T) {
 				t.Fatalf("backbone %s, base %v, trained ρ %v, grid %d: want %s, the base, the recipe, untrained, %d rows", meta.Backbone.Kind, meta.Base, meta.TrainedRhos, m.Config.GridRows, tt.kind, tt.grid)
 			}
 			cmd = NewUpcycleCmd(ios, nil)
-			cmd.SetArgs([]string{path, "--graft-only", "--out", out, "-q"})
+			cmd.SetArgs(args)
 			if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "already exists") {
 				t.Fatalf("second graft: err = %v, want a refusal", err)
 			}
@@ -134,7 +139,7 @@ func TestGraftOnly(t *testing.T) {
 	}
 	// Training one with DDPM is refused, naming the process Z-Image takes.
 	ios, _, _, _ := iostreams.Test()
-	err = Run(&Options{IO: ios, Recipe: filepath.Join(dir, "Z-Image.toml"), Out: filepath.Join(dir, "train"), upcycle: true, Quiet: true})
+	err = Run(&Options{IO: ios, Recipe: filepath.Join(dir, "Z-Image.toml"), Out: filepath.Join(dir, "train"), upcycle: true, Quiet: true, Base: zbase})
 	if err == nil || !strings.Contains(err.Error(), "flow_matching") {
 		t.Fatalf("training a Z-Image recipe with DDPM: err = %v, want a refusal that names flow_matching", err)
 	}
