@@ -345,3 +345,43 @@ func TestStageTrains(t *testing.T) {
 		}
 	}
 }
+
+// recipes/zimage-turbo.toml plans against a header-only Z-Image-Turbo
+// (full size, its data holes) and gives the paper's DC-Z-Image (Table
+// "DPG-Bench preservation after upcycling Z-Image": 5603 TFLOPs per image
+// for Z-Image, 5901 / 4211 / 2570 for DC-Z-Image at ρ 0 / 0.3 / 0.6):
+// the base's 6.15 B parameters copied, the scaffold at D/4 on the 128²
+// latent cells, and each ρ's cost relative to the base within 5% of the
+// paper's ratio.
+func TestZImageTurboRecipePlans(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := testckpt.WriteSparseSharded(dir, "diffusion_pytorch_model", arch.ExpectedZImage(testckpt.ZImageTurbo(), arch.Diffusers), dtype.F32, 10_000_000_000); err != nil {
+		t.Fatal(err)
+	}
+	_, pl, err := Check("zimage-turbo.toml", LoadOptions{BasePath: dir})
+	if err != nil {
+		t.Fatalf("plan: %v", err)
+	}
+	if got := float64(pl.Parameters.Copied) / 1e9; !(math.Abs(got/6.15-1) <= 0.01) {
+		t.Errorf("%.3fG parameters copied, want Z-Image's 6.15G", got)
+	}
+	if pl.DC.EncDecDim != 960 || pl.DC.GridRows != 128 || !pl.DC.CondNorm {
+		t.Errorf("scaffold %+v: want E = 3840/4 on a 128² grid with the adaptor", pl.DC)
+	}
+	paper := map[float64]float64{0: 5901.0 / 5603, 0.3: 4211.0 / 5603, 0.6: 2570.0 / 5603}
+	seen := 0
+	for _, row := range pl.FLOPs.Rows {
+		want, ok := paper[row.Rho]
+		if row.Model != "dc" || !ok {
+			continue
+		}
+		seen++
+		if !(math.Abs(row.RelativeToBase/want-1) <= 0.05) {
+			t.Errorf("ρ %g: %.3f× the base, paper %.3f×", row.Rho, row.RelativeToBase, want)
+		}
+		t.Logf("ρ %g: %.3f× the base (paper %.3f×), %d tokens kept", row.Rho, row.RelativeToBase, want, row.Kept)
+	}
+	if seen != len(paper) {
+		t.Errorf("%d of the paper's %d budgets planned", seen, len(paper))
+	}
+}
