@@ -2,11 +2,14 @@ package cli
 
 import (
 	"encoding/json"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/internal/testckpt"
+	"github.com/dcdit/dcdit/internal/zimagetest"
 	"github.com/dcdit/dcdit/zimage"
 )
 
@@ -67,6 +70,34 @@ func TestInspectZImageFLOPs(t *testing.T) {
 		code, _, errOut := run(t, append([]string{"inspect", ckpt}, c.args...)...)
 		if code != 2 || !strings.Contains(errOut, c.msg) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errOut, c.msg)
+		}
+	}
+}
+
+// inspect prices a DC-Z-Image's budgets over Z-Image-Turbo's 8 steps, a
+// DC-DiT's over DiT's 250.
+func TestInspectDCZImageSteps(t *testing.T) {
+	_, m := zimagetest.Grafted(t, 3, 8)
+	path := filepath.Join(t.TempDir(), "dc.safetensors")
+	if err := checkpoint.Save(path, m, checkpoint.Info{}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, "inspect", "--json", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res struct {
+		FLOPsPerRho []checkpoint.RhoFLOPs `json:"flops_per_rho"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.FLOPsPerRho) == 0 {
+		t.Fatalf("no FLOPs per ρ in %.300s", out)
+	}
+	for _, r := range res.FLOPsPerRho {
+		if want := r.GFLOPs * zimage.TurboSteps / 1e3; math.Abs(r.TFLOPsPerImage-want) > 1e-9*want {
+			t.Errorf("ρ %g: %g TFLOPs per image for %g GFLOPs a forward, want %d steps' %g", r.Rho, r.TFLOPsPerImage, r.GFLOPs, zimage.TurboSteps, want)
 		}
 	}
 }

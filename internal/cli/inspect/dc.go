@@ -11,6 +11,7 @@ import (
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/zimage"
 )
 
 // referenceTargetN is the ratio-loss target assumed for FLOPs of a
@@ -49,9 +50,14 @@ func describeDC(res *Result, ck *loaders.Checkpoint, layout arch.Layout, numHead
 		}
 		expected = m.Shapes()
 		res.Config = m
-		res.FLOPsPerRho = m.FLOPsPerRho(flopsSteps)
+		// A DC-Z-Image samples as Z-Image-Turbo does; a DC-DiT as DiT.
+		steps := flopsSteps
+		if m.Backbone.Kind == checkpoint.KindZImage {
+			steps = zimage.TurboSteps
+		}
+		res.FLOPsPerRho = m.FLOPsPerRho(steps)
 		res.FLOPsAssumption = fmt.Sprintf("per image, one forward; the router keeps 1/target_n = 1/%g of the %d tokens before tail dropping (assumed); tflops_per_image over %d steps without guidance",
-			m.Scaffold.TargetN, m.Scaffold.Cells(), flopsSteps)
+			m.Scaffold.TargetN, m.Scaffold.Cells(), steps)
 	} else {
 		m, warn := inferReference(shapes, numHeads)
 		if m == nil {
