@@ -276,9 +276,10 @@ type DCObjective struct {
 	// timestep and budget, and the loss adds the mean distance between the
 	// student's and the teacher's predictions guided as the teacher's
 	// sampling guides at this scale (Teacher.Guidance: u + g·(c − u) on
-	// the guided channels), divided by g. Sampling multiplies the error of the label's share c − u by s,
-	// and that share is a few per cent of the prediction at high noise,
-	// where the per-prediction distance barely sees it. Distillation only.
+	// the guided channels), divided by g. Sampling multiplies the error
+	// of the label's share c − u by g, and that share is a few per cent
+	// of the prediction at high noise, where the per-prediction distance
+	// barely sees it. Distillation only.
 	GuidedScale float64
 	// RouterTargetWeight, when > 0, adds this weight times the binary
 	// cross-entropy of the router's boundary probability against keep
@@ -561,8 +562,8 @@ func weighSamples(grad, out, target []float32, ws []float64, cols, k int, epsOnl
 
 // guidedDistance adds to grad the gradient of the mean distance between
 // the guided predictions u + s·(c − u) of out and target, divided by s
-// (the factor g of Teacher.Guidance),
-// over the first k of every row's cols values, and returns it. The first
+// (Teacher.Guidance's factor), over the first k of every row's cols
+// values, and returns it. The first
 // half rows of out and target are the conditional predictions, the
 // second half their unconditional twins; ws (nil: 1) weighs each sample
 // of the whole batch, a pair by its conditional sample's weight.
