@@ -227,8 +227,8 @@ func (b Backbone) MarshalJSON() ([]byte, error) {
 // unknown config fields are errors.
 func (b *Backbone) UnmarshalJSON(data []byte) error {
 	var raw struct {
-		Kind       string          `json:"kind"`
-		Config     json.RawMessage `json:"config"`
+		Kind          string          `json:"kind"`
+		Config        json.RawMessage `json:"config"`
 		CaptionLen    int             `json:"caption_len"`
 		ImageMultiple int             `json:"image_multiple"`
 	}
