@@ -85,7 +85,7 @@ func TestZImageRecipeRefusals(t *testing.T) {
 		secs  []section
 		parts []string
 	}{
-		{"a scaffold", append(slices.Clone(keyWalkZImage), section{"[scaffold]", []string{`norm_groups = 8`}}), []string{"scaffold", "DC-Z-Image is not supported yet"}},
+		{"a scaffold", append(slices.Clone(keyWalkZImage), section{"[scaffold]", []string{`norm_groups = 8`}}), []string{"scaffold", "upcycle a trained Z-Image"}},
 		{"DDPM", setKey(keyWalkZImage, "diffusion.process", `"ddpm"`), []string{"diffusion.process", "flow matching"}},
 		{"a DiT key", setKey(keyWalkZImage, "model.num_classes", `10`), []string{"model.num_classes", `model.kind = "dit"`}},
 		{"no captions", setKey(keyWalkZImage, "data.captions", `false`), []string{"data.captions", "trains on captions"}},

@@ -569,7 +569,7 @@ func checkZImage(p *problems, r *Recipe) {
 				p.bad("model.num_heads", m.NumHeads, "a head width hidden_size/num_heads that is a multiple of 8 (its three RoPE axes), found %d", m.HiddenSize/m.NumHeads)
 			}
 			if r.Scaffold != nil {
-				p.add("scaffold", "found with model.kind = %q, expected none: training a DC-Z-Image is not supported yet (upcycle a trained Z-Image with --graft-only)", m.Kind)
+				p.add("scaffold", "found with model.kind = %q, expected none: a DC-Z-Image is not trained from scratch; upcycle a trained Z-Image instead ([base], recipes/toy-zimage.toml)", m.Kind)
 			}
 		}
 	}
