@@ -115,6 +115,7 @@ func teacherData(path string, teacher *dit.Model, id string, d recipes.Data, dif
 		}
 		set.Latents = append(set.Latents, x...)
 		set.Labels = append(set.Labels, ys...)
+		logf("data: %d/%d teacher samples", lo+n, d.Samples)
 	}
 	if err := datasets.Write(path, set); err != nil {
 		return nil, fmt.Errorf("pipeline: data: %w", err)

@@ -171,6 +171,7 @@ func zimageTeacherData(path string, b *base, id string, r *recipes.Recipe, seed 
 			return nil, fmt.Errorf("pipeline: data: %w", err)
 		}
 		set.Latents = append(set.Latents, x...)
+		logf("data: %d/%d teacher samples", lo+n, d.Samples)
 	}
 	if err := datasets.Write(path, set); err != nil {
 		return nil, fmt.Errorf("pipeline: data: %w", err)
