@@ -11,6 +11,7 @@ import (
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/cond"
+	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/dit"
@@ -345,7 +346,7 @@ func (o *DCObjective) condition(caps [][]int, ts []float32, y []int) (cond.Input
 	if caps == nil {
 		return cond.Input{T: ts, Labels: y}, nil
 	}
-	in, err := captionInput(caps[:len(ts)], o.CaptionTable, o.CaptionDim)
+	in, err := shapes.CaptionInputs(caps[:len(ts)], o.CaptionTable, o.CaptionDim)
 	if err != nil {
 		return cond.Input{}, err
 	}

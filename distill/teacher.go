@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/dcdit/dcdit/cond"
-	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/zimage"
 )
@@ -84,18 +83,3 @@ func (t ZImageTeacher) Describe() string { return fmt.Sprintf("zimage %+v", *t.M
 // Guidance implements Teacher: Z-Image guides every channel,
 // c + s·(c − u) = u + (1 + s)·(c − u).
 func (t ZImageTeacher) Guidance(s float64) (int, float64) { return t.Model.Config.InChannels, 1 + s }
-
-// captionInput turns a batch's captions into the conditioning's caption
-// features through table (dim wide rows): an empty caption is the empty
-// prompt, one zero row.
-func captionInput(caps [][]int, table []float32, dim int) ([]cond.Caption, error) {
-	feats, err := shapes.CaptionFeatures(caps, table, dim)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]cond.Caption, len(feats))
-	for i, f := range feats {
-		out[i] = cond.Caption{Features: f, Len: len(f) / dim}
-	}
-	return out, nil
-}

@@ -281,13 +281,9 @@ func (z *zimageTeacher) input(t []float32, keys []int, null bool) (cond.Input, e
 			words[i] = z.data.Captions[k]
 		}
 	}
-	feats, err := shapes.CaptionFeatures(words, z.table, dim)
+	caps, err := shapes.CaptionInputs(words, z.table, dim)
 	if err != nil {
 		return cond.Input{}, fmt.Errorf("eval: %w", err)
-	}
-	caps := make([]cond.Caption, len(feats))
-	for i, f := range feats {
-		caps[i] = cond.Caption{Features: f, Len: len(f) / dim}
 	}
 	return cond.Input{T: t, Captions: caps}, nil
 }

@@ -141,27 +141,25 @@ func zimageTeacherData(path string, b *base, id string, r *recipes.Recipe, seed 
 		Metadata: map[string]string{"dcdit.generated_by": key}}
 	proc := &diffusion.FlowMatch{Schedule: sched}
 	const batch = 32
+	// The empty prompt of every sample of a batch, the guidance's other branch.
+	neg, err := shapes.CaptionInputs(make([][]int, batch), b.captions.table, dim)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: data: %w", err)
+	}
 	logf("data: sampling %d latents from the Z-Image teacher (%d Euler steps, cfg %g)", d.Samples, d.SamplingSteps, d.CFG)
 	for lo := 0; lo < d.Samples; lo += batch {
 		n := min(batch, d.Samples-lo)
-		pos, err := shapes.CaptionFeatures(prompts.Captions[lo:lo+n], b.captions.table, dim)
+		pos, err := shapes.CaptionInputs(prompts.Captions[lo:lo+n], b.captions.table, dim)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: data: %w", err)
 		}
-		neg, err := shapes.CaptionFeatures(make([][]int, n), b.captions.table, dim)
-		if err != nil {
-			return nil, fmt.Errorf("pipeline: data: %w", err)
-		}
-		model := func(x, t []float32, guided bool) ([]float32, error) {
+		guided := slices.Concat(pos, neg[:n])
+		model := func(x, t []float32, guide bool) ([]float32, error) {
 			caps := pos
-			if guided {
-				caps = slices.Concat(pos, neg)
+			if guide {
+				caps = guided
 			}
-			in := cond.Input{T: t, Captions: make([]cond.Caption, len(caps))}
-			for i, f := range caps {
-				in.Captions[i] = cond.Caption{Features: f, Len: len(f) / dim}
-			}
-			return m.Predict(x, in, S, S)
+			return m.Predict(x, cond.Input{T: t, Captions: caps}, S, S)
 		}
 		x, err := proc.Sample(model, diffusion.Shape{B: n, C: C, HW: S * S}, diffusion.SampleOptions{
 			Guidance: d.CFG,

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+
+	"github.com/dcdit/dcdit/cond"
 )
 
 // Vocabulary is the captions' words in token order: the article and the
@@ -221,6 +223,20 @@ func CaptionFeatures(caps [][]int, table []float32, dim int) ([][]float32, error
 			f = append(f, table[w*dim:(w+1)*dim]...)
 		}
 		out[i] = f
+	}
+	return out, nil
+}
+
+// CaptionInputs is CaptionFeatures as a backbone's conditioning: one
+// cond.Caption per caption, every row valid.
+func CaptionInputs(caps [][]int, table []float32, dim int) ([]cond.Caption, error) {
+	feats, err := CaptionFeatures(caps, table, dim)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cond.Caption, len(feats))
+	for i, f := range feats {
+		out[i] = cond.Caption{Features: f, Len: len(f) / dim}
 	}
 	return out, nil
 }

@@ -265,6 +265,15 @@ func TestCaptionFeatures(t *testing.T) {
 			t.Errorf("caption %d: %v, want %v", i, got[i], want[i])
 		}
 	}
+	ins, err := CaptionInputs([][]int{{2, 0}, {}, {1}}, table, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, wantLen := range []int{2, 1, 1} {
+		if ins[i].Len != wantLen || !slices.Equal(ins[i].Features, want[i]) {
+			t.Errorf("caption input %d: %+v, want %v valid rows of %v", i, ins[i], wantLen, want[i])
+		}
+	}
 	for _, c := range []struct {
 		caps  [][]int
 		table []float32

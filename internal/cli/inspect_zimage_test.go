@@ -96,7 +96,7 @@ func TestInspectDCZImageSteps(t *testing.T) {
 		t.Fatalf("no FLOPs per ρ in %.300s", out)
 	}
 	for _, r := range res.FLOPsPerRho {
-		if want := r.GFLOPs * zimage.TurboSteps / 1e3; math.Abs(r.TFLOPsPerImage-want) > 1e-9*want {
+		if want := r.GFLOPs * zimage.TurboSteps / 1e3; !(math.Abs(r.TFLOPsPerImage-want) <= 1e-9*want) {
 			t.Errorf("ρ %g: %g TFLOPs per image for %g GFLOPs a forward, want %d steps' %g", r.Rho, r.TFLOPsPerImage, r.GFLOPs, zimage.TurboSteps, want)
 		}
 	}
