@@ -307,6 +307,10 @@ func SiLUForward[T gemm.Float](y, x []T) {
 // sigmoidBlock sets y = σ(x), or x·σ(x) when silu is set.
 func sigmoidBlock[T gemm.Float](y, x []T, silu bool) {
 	x = x[:len(y)]
+	if n := len(y) &^ 7; actAsm && !actPrecise[T]() && n > 0 {
+		sigmoidAVX2(asF32(y), asF32(x), n, silu)
+		y, x = y[n:], x[n:]
+	}
 	switch {
 	case actPrecise[T]():
 		for i, v := range x {

@@ -4,7 +4,8 @@ package kernels
 
 import "golang.org/x/sys/cpu"
 
-// actAsm selects the AVX2 loops of GELU and of the softmax exponentials.
+// actAsm selects the AVX2 loops of GELU, sigmoid, SiLU and the softmax
+// exponentials.
 // DCDIT_KERNELS=generic (as for package gemm) keeps the Go loops, which
 // compute the same values, so that tests and users can compare the two.
 var actAsm = useAsm(cpu.X86.HasAVX2)
@@ -21,6 +22,22 @@ var actAsm = useAsm(cpu.X86.HasAVX2)
 //
 //go:noescape
 func geluAVX2(y, x *float32, n int)
+
+// sigmoidAVX2 is, for n a multiple of 8,
+//
+//	for i := 0; i < n; i++ {
+//		s, q := actExp2f(-math.Log2E * x[i])
+//		num := float32(1)
+//		if silu {
+//			num = x[i]
+//		}
+//		y[i] = num / (1 + s*(1+q))
+//	}
+//
+// bit for bit (it checks nothing).
+//
+//go:noescape
+func sigmoidAVX2(y, x *float32, n int, silu bool)
 
 // geluBackOutAVX2 is, for n a multiple of 8,
 //

@@ -25,7 +25,8 @@ DATA actcst<>+64(SB)/4, $0x42b8aa3b // exp32Scale = 64/ln2
 DATA actcst<>+68(SB)/4, $0x3c316000 // exp32Ln2Hi
 DATA actcst<>+72(SB)/4, $0x3690bfbf // exp32Ln2Lo
 DATA actcst<>+76(SB)/4, $0x0000003f // 63, the table index mask
-GLOBL actcst<>(SB), RODATA|NOPTR, $80
+DATA actcst<>+80(SB)/4, $0xbfb8aa3b // −log₂e
+GLOBL actcst<>(SB), RODATA|NOPTR, $84
 
 // func geluAVX2(y, x *float32, n int)
 //
@@ -242,5 +243,68 @@ sgradloop:
 	JMP     sgradloop
 
 sgraddone:
+	VZEROUPPER
+	RET
+
+// func sigmoidAVX2(y, x *float32, n int, silu bool)
+//
+// f = x, z = −log₂e·f clamped to ±126, 2^z = 2ⁿ·(1 + q) as in actExp2f,
+// y = f / (1 + 2^z) with silu, else 1 / (1 + 2^z); 8 elements per step,
+// no FMA (the Go loop rounds every product).
+TEXT ·sigmoidAVX2(SB), NOSPLIT, $0-25
+	MOVQ y+0(FP), AX
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVBQZX silu+24(FP), BX
+	SHLQ $2, CX
+	XORQ DX, DX
+	VBROADCASTSS actcst<>+80(SB), Y8  // −log₂e
+	VBROADCASTSS actcst<>+8(SB), Y10  // −126
+	VBROADCASTSS actcst<>+12(SB), Y11 // 126
+	VBROADCASTSS actcst<>+16(SB), Y12 // rounding constant
+	VBROADCASTSS actcst<>+20(SB), Y13 // 1
+	VBROADCASTSS actcst<>+24(SB), Y14 // 127
+	VBROADCASTSS actcst<>+44(SB), Y15 // P5
+	VBROADCASTSS actcst<>+40(SB), Y7  // P4
+	VMOVUPS Y13, Y9                   // the numerator: 1, or f with silu
+
+sigloop:
+	CMPQ DX, CX
+	JGE  sigdone
+	VMOVUPS (SI)(DX*1), Y0            // f
+	TESTQ   BX, BX
+	JZ      signum
+	VMOVUPS Y0, Y9
+
+signum:
+	VMULPS  Y0, Y8, Y1                // z = −log₂e·f
+	VMAXPS  Y1, Y10, Y1               // max(−126, z), NaN kept
+	VMINPS  Y1, Y11, Y1               // min(126, z), NaN kept
+	VADDPS  Y12, Y1, Y2               // t = z + 1.5·2²³
+	VSUBPS  Y12, Y2, Y3               // t − 1.5·2²³ = round(z)
+	VSUBPS  Y3, Y1, Y3                // r = z − round(z)
+	VPADDD  Y14, Y2, Y4
+	VPSLLD  $23, Y4, Y4               // s = 2ⁿ
+	VMULPS  Y15, Y3, Y5               // r·P5
+	VADDPS  Y5, Y7, Y5                // P4 + …
+	VMULPS  Y5, Y3, Y5
+	VBROADCASTSS actcst<>+36(SB), Y6
+	VADDPS  Y5, Y6, Y5                // P3 + …
+	VMULPS  Y5, Y3, Y5
+	VBROADCASTSS actcst<>+32(SB), Y6
+	VADDPS  Y5, Y6, Y5                // P2 + …
+	VMULPS  Y5, Y3, Y5
+	VBROADCASTSS actcst<>+28(SB), Y6
+	VADDPS  Y5, Y6, Y5                // P1 + …
+	VMULPS  Y5, Y3, Y5                // q
+	VADDPS  Y5, Y13, Y5               // 1 + q
+	VMULPS  Y5, Y4, Y5                // s·(1 + q)
+	VADDPS  Y5, Y13, Y5               // 1 + e^{−f}
+	VDIVPS  Y5, Y9, Y6                // numerator / (…)
+	VMOVUPS Y6, (AX)(DX*1)
+	ADDQ    $32, DX
+	JMP     sigloop
+
+sigdone:
 	VZEROUPPER
 	RET

@@ -44,9 +44,9 @@ func sameBits(t *testing.T, what string, got, want []float32) {
 	}
 }
 
-// TestActAsmMatchesGo: the AVX2 GELU loops and softmax exponentials give
-// the Go loops' values bit for bit, at every length around the vector
-// width (tails included).
+// TestActAsmMatchesGo: the AVX2 GELU, sigmoid and SiLU loops and softmax
+// exponentials give the Go loops' values bit for bit, at every length
+// around the vector width (tails included).
 func TestActAsmMatchesGo(t *testing.T) {
 	if !actAsm {
 		t.Skip("no AVX2 activation loops in this build or environment")
@@ -55,9 +55,13 @@ func TestActAsmMatchesGo(t *testing.T) {
 		for seed := uint64(1); seed <= 2; seed++ {
 			x := asmInputs(n, seed)
 			dy := asmInputs(n, seed+10)
+			var sig, silu []float32
 			run := func() (y, dx, e []float32, sum, m float32) {
 				y, dx = make([]float32, n), make([]float32, n)
 				geluBlock(y, x)
+				sig, silu = make([]float32, n), make([]float32, n)
+				sigmoidBlock(sig, x, false)
+				sigmoidBlock(silu, x, true)
 				GELUBackwardFromOutput(dx, dy, x, y)
 				// Softmax arguments: scores shifted by at least their maximum.
 				e = make([]float32, n)
@@ -75,8 +79,11 @@ func TestActAsmMatchesGo(t *testing.T) {
 			var yg, dxg, eg []float32
 			var sg, mg float32
 			withActAsm(false, func() { yg, dxg, eg, sg, mg = run() })
+			sigg, silug := sig, silu
 			ya, dxa, ea, sa, ma := run()
 			sameBits(t, "GELU", ya, yg)
+			sameBits(t, "sigmoid", sig, sigg)
+			sameBits(t, "SiLU", silu, silug)
 			sameBits(t, "GELU backward, softmax gradient", dxa, dxg)
 			sameBits(t, "exp", ea, eg)
 			if ma != mg {
