@@ -6,6 +6,7 @@ package loaders
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
@@ -136,20 +138,70 @@ func (t *Tensor) Float32() ([]float32, error) {
 }
 
 // DecodeFloat32 decodes the tensor into dst, which must hold exactly
-// NumElements values (for filling preallocated parameters).
-func (t *Tensor) DecodeFloat32(dst []float32) error {
+// NumElements values (for filling preallocated parameters). It reads the
+// file through Section in chunks of decodeChunk bytes rather than mapping
+// it, so that filling a model as large as memory keeps one copy of its
+// values resident, not two.
+func (t *Tensor) DecodeFloat32(dst []float32) error { return t.decodeFloat32(dst, decodeChunk) }
+
+// decodeFloat32 is DecodeFloat32 reading chunk bytes at a time (rounded
+// down to whole elements, at least one).
+func (t *Tensor) decodeFloat32(dst []float32, chunk int) error {
 	if int64(len(dst)) != t.NumElements() {
 		return fmt.Errorf("%s: tensor %q: destination holds %d values, tensor %v has %d", t.File, t.Name, len(dst), t.Shape, t.NumElements())
 	}
-	raw, err := t.Bytes()
+	size := t.DType.Size()
+	if size <= 0 {
+		// Sub-byte elements pack across bytes: decode the whole tensor.
+		raw, err := t.Bytes()
+		if err != nil {
+			return err
+		}
+		if err := dtype.DecodeFloat32(dst, raw, t.DType); err != nil {
+			return fmt.Errorf("%s: tensor %q: %w", t.File, t.Name, err)
+		}
+		return nil
+	}
+	sec, err := t.Section()
 	if err != nil {
 		return err
 	}
-	if err := dtype.DecodeFloat32(dst, raw, t.DType); err != nil {
-		return fmt.Errorf("%s: tensor %q: %w", t.File, t.Name, err)
+	if want := int64(len(dst)) * int64(size); sec.Size() != want {
+		return fmt.Errorf("%s: tensor %q: %d bytes of data, want %d for %v %s", t.File, t.Name, sec.Size(), want, t.Shape, t.DType)
+	}
+	per := max(chunk/size, 1)
+	if t.DType == dtype.F32 && hostLittleEndian {
+		// The file's bytes are dst's: read them in place.
+		b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), 4*len(dst))
+		for done := 0; done < len(b); done += per * 4 {
+			if _, err := sec.ReadAt(b[done:min(done+per*4, len(b))], int64(done)); err != nil {
+				return fmt.Errorf("%s: tensor %q: %w", t.File, t.Name, err)
+			}
+		}
+		return nil
+	}
+	buf := make([]byte, min(per, len(dst))*size)
+	for done := 0; done < len(dst); {
+		n := min(per, len(dst)-done)
+		raw := buf[:n*size]
+		if _, err := sec.ReadAt(raw, int64(done)*int64(size)); err != nil {
+			return fmt.Errorf("%s: tensor %q: %w", t.File, t.Name, err)
+		}
+		if err := dtype.DecodeFloat32(dst[done:done+n], raw, t.DType); err != nil {
+			return fmt.Errorf("%s: tensor %q: %w", t.File, t.Name, err)
+		}
+		done += n
 	}
 	return nil
 }
+
+// hostLittleEndian says whether float32 values are stored as F32 tensors'
+// bytes are.
+var hostLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// decodeChunk is DecodeFloat32's read size: large enough that the reads
+// cost no more than a memory map's page faults, small beside any model.
+const decodeChunk = 4 << 20
 
 // Int64 decodes an integer or BOOL tensor.
 func (t *Tensor) Int64() ([]int64, error) {

@@ -107,6 +107,41 @@ func TestSameValuesAcrossContainers(t *testing.T) {
 	}
 }
 
+// DecodeFloat32 fills a buffer with what Float32 returns, from every
+// container and dtype, whatever its read size (chunks that split the
+// tensor unevenly included), and refuses a buffer of the wrong length.
+func TestDecodeFloat32(t *testing.T) {
+	for _, p := range []string{"dit-original.safetensors", "dit-original-f16.safetensors", "dit-original.pt", "dit-train.pt"} {
+		ck, err := loaders.Open(filepath.Join(testdata, "checkpoints", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"blocks.1.attn.qkv.weight", "y_embedder.embedding_table.weight", "final_layer.linear.bias"} {
+			w, ok := ck.Tensor(name)
+			if !ok {
+				t.Fatalf("%s: %s missing", p, name)
+			}
+			want, err := w.Float32()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, chunk := range []int{0, 7, 4096, 1 << 22} {
+				got := make([]float32, len(want))
+				if err := w.DecodeFloat32Chunked(got, chunk); err != nil {
+					t.Fatalf("%s %s, chunk %d: %v", p, name, chunk, err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("%s %s, chunk %d: values differ from Float32's", p, name, chunk)
+				}
+			}
+			if err := w.DecodeFloat32(make([]float32, len(want)+1)); err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("%s %s: a buffer one too long gave %v, want an error naming the tensor", p, name, err)
+			}
+		}
+		ck.Close()
+	}
+}
+
 // Every malformed input fails with one error naming the file and the problem.
 func TestBadInputs(t *testing.T) {
 	for _, c := range testckpt.BadCases() {

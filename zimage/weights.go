@@ -6,6 +6,7 @@ import (
 
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/params"
 )
 
 // Param is one parameter tensor in float32.
@@ -41,13 +42,74 @@ type LoadOptions struct {
 // q_norm/k_norm, x_embedder/final_layer, optionally under
 // "model.diffusion_model."), and returns its parameters in the internal
 // layout. Missing, unexpected and mis-shaped tensors are reported
-// together, by name.
+// together, by name. To build a model from a checkpoint, LoadModel keeps
+// one copy of the values where Load and New hold two.
 func Load(path string, opts LoadOptions) (*Weights, error) {
+	src, err := openSource(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer src.ck.Close()
+	w := &Weights{Config: src.cfg, Params: map[string]*Param{}, Source: src.describe(), Warnings: src.rep.Warnings}
+	exp := arch.ExpectedZImage(src.cfg, arch.Comfy)
+	for i, name := range exp.Names() {
+		shape := make([]int, len(exp.Shape(i)))
+		n := 1
+		for j, d := range exp.Shape(i) {
+			shape[j] = int(d)
+			n *= int(d)
+		}
+		p := &Param{Shape: shape, Data: make([]float32, n)}
+		if err := src.fill(name, p.Data); err != nil {
+			return nil, err
+		}
+		w.Params[name] = p
+	}
+	return w, nil
+}
+
+// LoadModel reads a checkpoint as Load does and builds its model, decoding
+// every tensor straight into the model's arena (loaders.Tensor's
+// DecodeFloat32 reads the file in chunks, without mapping it): the values
+// are resident once, which is what lets a 6 B Z-Image load where Load and
+// New would hold 2 × 24.6 GB. It returns detection's warnings beside the
+// model.
+func LoadModel(path string, opts LoadOptions) (*Model, []string, error) {
+	src, err := openSource(path, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer src.ck.Close()
+	set, err := params.New(paramSpecs(src.cfg))
+	if err != nil {
+		return nil, nil, fmt.Errorf("zimage: %s: %w", path, err)
+	}
+	m := newModel(src.cfg)
+	m.Params = set
+	for _, p := range set.List() {
+		if err := src.fill(p.Name, p.Values()); err != nil {
+			return nil, nil, err
+		}
+		m.tensors[p.Name] = p
+	}
+	return m, src.rep.Warnings, nil
+}
+
+// source is an opened, checked Z-Image checkpoint.
+type source struct {
+	path string
+	ck   *loaders.Checkpoint
+	rep  *arch.Report
+	cfg  *arch.ZImageConfig
+}
+
+// openSource opens path, detects its naming and configuration, and
+// refuses it unless every expected tensor is there with its shape.
+func openSource(path string, opts LoadOptions) (*source, error) {
 	ck, err := loaders.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("zimage: %w", err)
 	}
-	defer ck.Close()
 	in := arch.Input{Metadata: ck.Metadata, Config: ck.Config}
 	if opts.Config != nil {
 		in.Config = opts.Config
@@ -56,8 +118,12 @@ func Load(path string, opts LoadOptions) (*Weights, error) {
 		in.Tensors = append(in.Tensors, arch.TensorMeta{Name: t.Name, DType: t.DType, Shape: t.Shape})
 	}
 	rep := arch.Detect(in)
+	fail := func(err error) (*source, error) {
+		ck.Close()
+		return nil, err
+	}
 	if rep.Architecture != arch.ZImage {
-		return nil, fmt.Errorf("zimage: %s holds a %s checkpoint, not a Z-Image transformer", path, rep.Architecture)
+		return fail(fmt.Errorf("zimage: %s holds a %s checkpoint, not a Z-Image transformer", path, rep.Architecture))
 	}
 	var problems []string
 	if len(rep.Missing) > 0 {
@@ -70,47 +136,45 @@ func Load(path string, opts LoadOptions) (*Weights, error) {
 		problems = append(problems, fmt.Sprintf("tensor %s has shape %v, want %v", m.Name, m.Found, m.Expected))
 	}
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("zimage: %s (%s naming): %s", path, rep.Layout, strings.Join(problems, "; "))
+		return fail(fmt.Errorf("zimage: %s (%s naming): %s", path, rep.Layout, strings.Join(problems, "; ")))
 	}
 	cfg := rep.Config.(*arch.ZImageConfig)
 	if err := CheckConfig(cfg); err != nil {
-		return nil, fmt.Errorf("zimage: %s: %w", path, err)
+		return fail(fmt.Errorf("zimage: %s: %w", path, err))
 	}
-	w := &Weights{Config: cfg, Params: map[string]*Param{}, Source: fmt.Sprintf("%s (%s naming)", path, rep.Layout), Warnings: rep.Warnings}
-	read := func(name string) (*Param, error) {
-		t, ok := ck.Tensor(rep.Prefix + name)
+	return &source{path: path, ck: ck, rep: rep, cfg: cfg}, nil
+}
+
+// describe names the checkpoint and its naming.
+func (s *source) describe() string { return fmt.Sprintf("%s (%s naming)", s.path, s.rep.Layout) }
+
+// fill decodes the tensor of internal name into dst: in the diffusers
+// naming, a fused tensor's parts (to_q, to_k, to_v) go to consecutive row
+// ranges, which is their concatenation along rows.
+func (s *source) fill(name string, dst []float32) error {
+	parts := []string{name}
+	if s.rep.Layout != arch.Comfy {
+		parts = arch.ZImageDiffusersKey(name, s.cfg).Others
+	}
+	at := 0
+	for _, part := range parts {
+		t, ok := s.ck.Tensor(s.rep.Prefix + part)
 		if !ok {
-			return nil, fmt.Errorf("zimage: %s: tensor %q missing", path, rep.Prefix+name)
+			return fmt.Errorf("zimage: %s: tensor %q missing", s.path, s.rep.Prefix+part)
 		}
-		v, err := t.Float32()
-		if err != nil {
-			return nil, fmt.Errorf("zimage: %s: %w", path, err)
+		n := int(t.NumElements())
+		if at+n > len(dst) {
+			return fmt.Errorf("zimage: %s: tensor %q: %d values overflow %s's %d", s.path, s.rep.Prefix+part, n, name, len(dst))
 		}
-		shape := make([]int, len(t.Shape))
-		for i, d := range t.Shape {
-			shape[i] = int(d)
+		if err := t.DecodeFloat32(dst[at : at+n]); err != nil {
+			return fmt.Errorf("zimage: %w", err)
 		}
-		// Copy: the view may alias a read-only map that Close releases.
-		return &Param{Shape: shape, Data: append([]float32(nil), v...)}, nil
+		at += n
 	}
-	for _, name := range arch.ExpectedZImage(cfg, arch.Comfy).Names() {
-		if rep.Layout == arch.Comfy {
-			if w.Params[name], err = read(name); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		var parts []*Param
-		for _, src := range arch.ZImageDiffusersKey(name, cfg).Others {
-			p, err := read(src)
-			if err != nil {
-				return nil, err
-			}
-			parts = append(parts, p)
-		}
-		w.Params[name] = loaders.ConcatRows(parts)
+	if at != len(dst) {
+		return fmt.Errorf("zimage: %s: the tensors of %s hold %d values, want %d", s.path, name, at, len(dst))
 	}
-	return w, nil
+	return nil
 }
 
 // CheckConfig rejects configurations the model cannot run, naming the

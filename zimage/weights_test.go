@@ -101,6 +101,7 @@ func TestLoadComfyNaming(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		sameModel(t, orig, c.Config, ref)
 		src := readAll(t, orig)
 		refOut := fixtureOutputs(t, c, orig)
 		for _, prefix := range []string{"", "model.diffusion_model."} {
@@ -119,6 +120,7 @@ func TestLoadComfyNaming(t *testing.T) {
 				if !strings.Contains(w.Source, "comfy naming") {
 					t.Errorf("source %q, want the comfy naming named", w.Source)
 				}
+				sameModel(t, path, c.Config, w)
 				if len(w.Params) != len(ref.Params) {
 					t.Fatalf("%d parameters from the ComfyUI naming, %d from diffusers", len(w.Params), len(ref.Params))
 				}
@@ -137,6 +139,32 @@ func TestLoadComfyNaming(t *testing.T) {
 			})
 		}
 	})
+}
+
+// sameModel checks that LoadModel on path builds the model New builds
+// from w, value for value.
+func sameModel(t *testing.T, path string, cfg map[string]any, w *Weights) {
+	t.Helper()
+	want, err := New(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := LoadModel(path, LoadOptions{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Config, want.Config) {
+		t.Errorf("LoadModel's config %+v, New's %+v", got.Config, want.Config)
+	}
+	wl, gl := want.Params.List(), got.Params.List()
+	if len(gl) != len(wl) {
+		t.Fatalf("LoadModel: %d parameters, New: %d", len(gl), len(wl))
+	}
+	for i, p := range wl {
+		if gl[i].Name != p.Name || !reflect.DeepEqual(gl[i].Values(), p.Values()) {
+			t.Errorf("LoadModel's %s differs from New's %s", gl[i].Name, p.Name)
+		}
+	}
 }
 
 // fixtureOutputs runs the model loaded from path on the case's inputs.
@@ -225,12 +253,15 @@ func TestLoadRejectsBrokenCheckpoints(t *testing.T) {
 					cfg = c.Config
 				}
 				_, err := Load(path, LoadOptions{Config: cfg})
-				if err == nil {
-					t.Fatal("loaded a broken checkpoint")
-				}
-				for _, w := range tc.want {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("error %q does not mention %q", err, w)
+				_, _, errModel := LoadModel(path, LoadOptions{Config: cfg})
+				for i, err := range []error{err, errModel} {
+					if err == nil {
+						t.Fatalf("loader %d loaded a broken checkpoint", i)
+					}
+					for _, w := range tc.want {
+						if !strings.Contains(err.Error(), w) {
+							t.Errorf("error %q does not mention %q", err, w)
+						}
 					}
 				}
 			})

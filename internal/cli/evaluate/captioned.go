@@ -75,11 +75,7 @@ func validateCaptioned(cmd *cobra.Command, o *Options) error {
 // --shift, guided by Z-Image's pos + s·(pos − neg) against the empty
 // prompt for --cfg > 1) and scores the samples (eval.ScoreCaptioned).
 func runCaptioned(opts *Options) error {
-	w, err := zimage.Load(opts.Checkpoint, zimage.LoadOptions{})
-	if err != nil {
-		return err
-	}
-	m, err := zimage.New(w)
+	m, _, err := zimage.LoadModel(opts.Checkpoint, zimage.LoadOptions{})
 	if err != nil {
 		return err
 	}

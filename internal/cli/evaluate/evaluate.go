@@ -457,11 +457,7 @@ func zimageTeacher(opts *Options, m *dc.Model) (eval.Teacher, error) {
 	case !found:
 		return nil, fmt.Errorf("%s records no caption table (metadata %q): dcdit evaluates the DC-Z-Images it upcycled from Z-Images trained on the shapes captions", opts.Checkpoint, shapes.CaptionTableKey)
 	}
-	w, err := zimage.Load(opts.Teacher, zimage.LoadOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("--teacher: %w", err)
-	}
-	t, err := zimage.New(w)
+	t, _, err := zimage.LoadModel(opts.Teacher, zimage.LoadOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("--teacher: %w", err)
 	}

@@ -304,14 +304,14 @@ func runZImage(opts *Options) error {
 			return err
 		}
 	}
-	wts, err := zimage.Load(opts.Checkpoint, zimage.LoadOptions{Config: cfgJSON})
+	m, warnings, err := zimage.LoadModel(opts.Checkpoint, zimage.LoadOptions{Config: cfgJSON})
 	if err != nil {
 		if opts.Config == "" && strings.Contains(err.Error(), "axes_dims") {
 			return fmt.Errorf("%w; pass the model's config.json with --config", err)
 		}
 		return err
 	}
-	cfg := wts.Config
+	cfg := m.Config
 	if h%cfg.PatchSize != 0 || w%cfg.PatchSize != 0 {
 		return fmt.Errorf("--size %dx%d: %s takes %d×%d patches, so both sides must be multiples of %d", h, w, opts.Checkpoint, cfg.PatchSize, cfg.PatchSize, cfg.PatchSize)
 	}
@@ -323,13 +323,9 @@ func runZImage(opts *Options) error {
 		return err
 	}
 	if !opts.Quiet {
-		for _, warn := range wts.Warnings {
+		for _, warn := range warnings {
 			fmt.Fprintf(opts.IO.Err, "warning: %s\n", warn)
 		}
-	}
-	m, err := zimage.New(wts)
-	if err != nil {
-		return err
 	}
 	// Inference: no parameter tracks gradients, so the ops keep no graph.
 	m.Params.SetRequiresGrad(false)
