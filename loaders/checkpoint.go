@@ -195,8 +195,9 @@ func (t *Tensor) decodeFloat32(dst []float32, chunk int) error {
 	return nil
 }
 
-// hostLittleEndian says whether float32 values are stored as F32 tensors'
-// bytes are.
+// hostLittleEndian says whether the host stores a float32 in the byte order
+// of an F32 tensor (little-endian), so that its bytes can be read into a
+// []float32 as they are.
 var hostLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // decodeChunk is DecodeFloat32's read size: large enough that the reads
