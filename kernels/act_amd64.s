@@ -28,6 +28,33 @@ DATA actcst<>+76(SB)/4, $0x0000003f // 63, the table index mask
 DATA actcst<>+80(SB)/4, $0xbfb8aa3b // −log₂e
 GLOBL actcst<>(SB), RODATA|NOPTR, $84
 
+// EXP2 sets Y5 = 2^z = 2ⁿ·(1 + q) for z in Y1, as actExp2f does (z
+// clamped to ±126, the polynomial's products rounded one by one), with
+// Y10–Y15 and Y7 holding the constants the loops below broadcast;
+// Y2–Y4 and Y6 are scratch.
+#define EXP2 \
+	VMAXPS  Y1, Y10, Y1 \ // max(−126, z), NaN kept
+	VMINPS  Y1, Y11, Y1 \ // min(126, z), NaN kept
+	VADDPS  Y12, Y1, Y2 \ // t = z + 1.5·2²³
+	VSUBPS  Y12, Y2, Y3 \ // t − 1.5·2²³ = round(z)
+	VSUBPS  Y3, Y1, Y3 \ // r = z − round(z)
+	VPADDD  Y14, Y2, Y4 \
+	VPSLLD  $23, Y4, Y4 \ // s = 2ⁿ
+	VMULPS  Y15, Y3, Y5 \ // r·P5
+	VADDPS  Y5, Y7, Y5 \ // P4 + …
+	VMULPS  Y5, Y3, Y5 \
+	VBROADCASTSS actcst<>+36(SB), Y6 \
+	VADDPS  Y5, Y6, Y5 \ // P3 + …
+	VMULPS  Y5, Y3, Y5 \
+	VBROADCASTSS actcst<>+32(SB), Y6 \
+	VADDPS  Y5, Y6, Y5 \ // P2 + …
+	VMULPS  Y5, Y3, Y5 \
+	VBROADCASTSS actcst<>+28(SB), Y6 \
+	VADDPS  Y5, Y6, Y5 \ // P1 + …
+	VMULPS  Y5, Y3, Y5 \ // q
+	VADDPS  Y5, Y13, Y5 \ // 1 + q
+	VMULPS  Y5, Y4, Y5 // s·(1 + q)
+
 // func geluAVX2(y, x *float32, n int)
 //
 // f = x, z = f·(geluA + geluB·f·f), clamped to ±126, 2^z = 2ⁿ·(1 + q) as in
@@ -57,27 +84,7 @@ geluloop:
 	VMULPS  Y0, Y1, Y1                // ·f
 	VADDPS  Y1, Y8, Y1                // geluA + …
 	VMULPS  Y1, Y0, Y1                // z = f·(…)
-	VMAXPS  Y1, Y10, Y1               // max(−126, z), NaN kept
-	VMINPS  Y1, Y11, Y1               // min(126, z), NaN kept
-	VADDPS  Y12, Y1, Y2               // t = z + 1.5·2²³
-	VSUBPS  Y12, Y2, Y3               // t − 1.5·2²³ = round(z)
-	VSUBPS  Y3, Y1, Y3                // r = z − round(z)
-	VPADDD  Y14, Y2, Y4
-	VPSLLD  $23, Y4, Y4               // s = 2ⁿ
-	VMULPS  Y15, Y3, Y5               // r·P5
-	VADDPS  Y5, Y7, Y5                // P4 + …
-	VMULPS  Y5, Y3, Y5
-	VBROADCASTSS actcst<>+36(SB), Y6
-	VADDPS  Y5, Y6, Y5                // P3 + …
-	VMULPS  Y5, Y3, Y5
-	VBROADCASTSS actcst<>+32(SB), Y6
-	VADDPS  Y5, Y6, Y5                // P2 + …
-	VMULPS  Y5, Y3, Y5
-	VBROADCASTSS actcst<>+28(SB), Y6
-	VADDPS  Y5, Y6, Y5                // P1 + …
-	VMULPS  Y5, Y3, Y5                // q
-	VADDPS  Y5, Y13, Y5               // 1 + q
-	VMULPS  Y5, Y4, Y5                // s·(1 + q)
+	EXP2
 	VADDPS  Y5, Y13, Y5               // 1 + e^{−2u}
 	VDIVPS  Y5, Y0, Y6                // f / (…)
 	VMOVUPS Y6, (AX)(DX*1)
@@ -278,27 +285,7 @@ sigloop:
 
 signum:
 	VMULPS  Y0, Y8, Y1                // z = −log₂e·f
-	VMAXPS  Y1, Y10, Y1               // max(−126, z), NaN kept
-	VMINPS  Y1, Y11, Y1               // min(126, z), NaN kept
-	VADDPS  Y12, Y1, Y2               // t = z + 1.5·2²³
-	VSUBPS  Y12, Y2, Y3               // t − 1.5·2²³ = round(z)
-	VSUBPS  Y3, Y1, Y3                // r = z − round(z)
-	VPADDD  Y14, Y2, Y4
-	VPSLLD  $23, Y4, Y4               // s = 2ⁿ
-	VMULPS  Y15, Y3, Y5               // r·P5
-	VADDPS  Y5, Y7, Y5                // P4 + …
-	VMULPS  Y5, Y3, Y5
-	VBROADCASTSS actcst<>+36(SB), Y6
-	VADDPS  Y5, Y6, Y5                // P3 + …
-	VMULPS  Y5, Y3, Y5
-	VBROADCASTSS actcst<>+32(SB), Y6
-	VADDPS  Y5, Y6, Y5                // P2 + …
-	VMULPS  Y5, Y3, Y5
-	VBROADCASTSS actcst<>+28(SB), Y6
-	VADDPS  Y5, Y6, Y5                // P1 + …
-	VMULPS  Y5, Y3, Y5                // q
-	VADDPS  Y5, Y13, Y5               // 1 + q
-	VMULPS  Y5, Y4, Y5                // s·(1 + q)
+	EXP2
 	VADDPS  Y5, Y13, Y5               // 1 + e^{−f}
 	VDIVPS  Y5, Y9, Y6                // numerator / (…)
 	VMOVUPS Y6, (AX)(DX*1)
