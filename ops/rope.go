@@ -6,6 +6,8 @@ import (
 	"github.com/nlpodyssey/spago/ag"
 	"github.com/nlpodyssey/spago/mat"
 	"github.com/nlpodyssey/spago/mat/float"
+
+	"github.com/dcdit/dcdit/kernels"
 )
 
 // RoPE applies rotary position embeddings with interleaved pairs to x
@@ -39,52 +41,16 @@ func newRoPE(x, freqs mat.Tensor, heads int) ag.AutoGradFunction {
 func (f *rope[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x, f.freqs} }
 
 func (f *rope[T]) Forward() (mat.Tensor, error) {
-	x, fr := data[T](f.x), data[T](f.freqs)
-	width := f.heads * f.dim
-	y := getBuffer[T](f.rows * width)
-	for r := range f.rows {
-		fq := fr[r*f.dim : (r+1)*f.dim]
-		for h := range f.heads {
-			o := r*width + h*f.dim
-			xr, yr := x[o:o+f.dim], y[o:o+f.dim]
-			for i := 0; i < f.dim; i += 2 {
-				c, s := fq[i], fq[i+1]
-				a, b := xr[i], xr[i+1]
-				yr[i] = a*c - b*s
-				yr[i+1] = a*s + b*c
-			}
-		}
-	}
-	return output(f.rows, width, y), nil
+	y := getBuffer[T](f.rows * f.heads * f.dim)
+	kernels.RoPEForward(y, data[T](f.x), data[T](f.freqs), f.rows, f.heads, f.dim)
+	return output(f.rows, f.heads*f.dim, y), nil
 }
 
 // Backward multiplies by the conjugate rotation for x; the factors'
 // gradient is the sum over heads of dy·conj(x) in the same pairing.
 func (f *rope[T]) Backward(gy mat.Tensor) error {
-	dy, x, fr := data[T](gy), data[T](f.x), data[T](f.freqs)
 	dx, df := gradBuffer[T](f.x), gradBuffer[T](f.freqs)
-	width := f.heads * f.dim
-	if df != nil {
-		clear(df)
-	}
-	for r := range f.rows {
-		fq := fr[r*f.dim : (r+1)*f.dim]
-		for h := range f.heads {
-			o := r*width + h*f.dim
-			g, xr := dy[o:o+f.dim], x[o:o+f.dim]
-			for i := 0; i < f.dim; i += 2 {
-				c, s := fq[i], fq[i+1]
-				if dx != nil {
-					dx[o+i] = g[i]*c + g[i+1]*s
-					dx[o+i+1] = g[i+1]*c - g[i]*s
-				}
-				if df != nil {
-					df[r*f.dim+i] += g[i]*xr[i] + g[i+1]*xr[i+1]
-					df[r*f.dim+i+1] += g[i+1]*xr[i] - g[i]*xr[i+1]
-				}
-			}
-		}
-	}
+	kernels.RoPEBackward(dx, df, data[T](gy), data[T](f.x), data[T](f.freqs), f.rows, f.heads, f.dim)
 	accGrad(f.x, dx)
 	accGrad(f.freqs, df)
 	return nil
