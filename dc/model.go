@@ -78,15 +78,15 @@ func (m *Model) Forward(x mat.Tensor, cv cond.Value, frac []float32) (*Result, e
 	res := &Result{batch: g.batch}
 	// The vector the scaffold's own blocks read: through the adaptor
 	// when there is one (a [B, CondDim] tensor is B groups of one row).
-	cs := c
+	cScaffold := c
 	if cfg.CondNorm {
-		cs = ops.GroupNorm(c, m.p("cond_norm.weight"), m.p("cond_norm.bias"), g.batch, 1, CondNormEps)
+		cScaffold = ops.GroupNorm(c, m.p("cond_norm.weight"), m.p("cond_norm.bias"), g.batch, 1, CondNormEps)
 	}
 
 	// Encoder: latent embedder, conv blocks, RMSNorm → [B·L, D].
 	h := g.conv3x3(x, m.p("x_embedder.proj.weight"), m.p("x_embedder.proj.bias")) // [B·L, E]
 	for i := range cfg.EncoderBlocks {
-		h = convBlock(m.Params, fmt.Sprintf("hnet.encoder.layers.%d.", i), h, cs, g, cfg.NormGroups)
+		h = convBlock(m.Params, fmt.Sprintf("hnet.encoder.layers.%d.", i), h, cScaffold, g, cfg.NormGroups)
 	}
 	enc := h
 	if !cfg.NoEncoderNorm {
@@ -142,10 +142,10 @@ func (m *Model) Forward(x mat.Tensor, cv cond.Value, frac []float32) (*Result, e
 
 	// Decoder and final layer.
 	for i := range cfg.DecoderBlocks {
-		h = convBlock(m.Params, fmt.Sprintf("hnet.decoder.layers.%d.", i), h, cs, g, cfg.NormGroups)
+		h = convBlock(m.Params, fmt.Sprintf("hnet.decoder.layers.%d.", i), h, cScaffold, g, cfg.NormGroups)
 	}
 	h = ops.RMSNorm(h, m.p("hnet.decoder.rmsnorm.weight"), RMSNormEps)
-	res.Out = finalLayer(m.Params, "final_layer.", h, cs, g)
+	res.Out = finalLayer(m.Params, "final_layer.", h, cScaffold, g)
 	if wide != nil {
 		res.Out = ops.Add(res.Out, wide)
 	}

@@ -564,10 +564,10 @@ func weighSamples(grad, out, target []float32, ws []float64, cols, k int, epsOnl
 // guidedDistance adds to grad the gradient of the mean distance between
 // the guided predictions u + s·(c − u) of out and target, divided by s
 // (Teacher.Guidance's factor), over the first k of every row's cols
-// values, and returns it. The first
-// half rows of out and target are the conditional predictions, the
-// second half their unconditional twins; ws (nil: 1) weighs each sample
-// of the whole batch, a pair by its conditional sample's weight.
+// values, and returns it. The first half rows of out and target are the
+// conditional predictions, the second half their unconditional twins; ws
+// (nil: 1) weighs each sample of the whole batch, a pair by its
+// conditional sample's weight.
 func guidedDistance(grad, out, target []float32, ws []float64, half, cols, k int, s float64, l1 bool) float64 {
 	n := float64(half * k)
 	perSample := half
