@@ -149,6 +149,9 @@ func writeFolder(p *Plan, src Source, out string, shardSize int64, cw *countingW
 			return fmt.Errorf("convert: %w", err)
 		}
 	}
+	if p.Config == nil {
+		return fmt.Errorf("convert: the %s has no known configuration, which a model folder needs as config.json; write one .safetensors file instead", p.Architecture)
+	}
 	if err := writeConfig(filepath.Join(tmp, "config.json"), p.Config); err != nil {
 		return err
 	}

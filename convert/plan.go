@@ -148,6 +148,11 @@ func NewPlan(in arch.Input, opts Options) (*Plan, error) {
 		return nil, fmt.Errorf("convert: unknown layout %q (want original, diffusers or comfy)", opts.Layout)
 	}
 	rep := arch.Detect(in)
+	if rep.Architecture == arch.Unknown {
+		if p, ok, err := vaePlan(in, opts); ok {
+			return p, err
+		}
+	}
 	switch rep.Architecture {
 	case arch.DiT, arch.ZImage:
 	case arch.DCDiT:

@@ -51,6 +51,7 @@ package eval
 import (
 	"errors"
 	"fmt"
+	"image"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -98,6 +99,21 @@ type FeatureNet interface {
 	Dim() int
 }
 
+// PictureScorer scores samples as pictures.
+type PictureScorer interface {
+	// Score decodes n latents [n, c, h, w] into pictures and returns their
+	// FID against its reference and their Inception Score. name is the
+	// row's file-safe name ("teacher", "rho0.6", "lite0-0.8"), under
+	// which the scorer may save the pictures.
+	Score(name string, latents []float32, n, c, h, w int) (fid, is float64, err error)
+}
+
+// LatentRenderer draws one latent [c, h, w] as a picture whose sides are
+// a whole multiple of h and w.
+type LatentRenderer interface {
+	Render(latent []float32, c, h, w int) (*image.RGBA, error)
+}
+
 // Lite configures the Lite-CFG row: the conditional branch at tail-drop
 // fraction Cond, the unconditional one at Uncond, guidance scale Scale.
 type Lite struct {
@@ -133,6 +149,13 @@ type Options struct {
 	// Features, when set, scores the samples as a distribution (Fréchet
 	// distance to the data, class accuracy).
 	Features FeatureNet
+	// Pictures, when set, also scores every row's samples as pictures:
+	// decoded by a VAE, FID against a reference (package pictures).
+	Pictures PictureScorer
+	// Renderer, when set, draws the report's pictures (elastic grid,
+	// boundary maps, trajectory) from the latents, e.g. through a VAE;
+	// without one they are linear latent-to-RGB previews.
+	Renderer LatentRenderer
 	// Steps is the number of sampling steps (DiffusionSteps respaced);
 	// default 10.
 	Steps int
@@ -192,6 +215,10 @@ type Quality struct {
 	FD            *float64 `json:"fd"`
 	ClassAccuracy *float64 `json:"class_accuracy"`
 	RMS           *float64 `json:"sample_rms"`
+	// FID and IS are the decoded samples' Fréchet Inception Distance to
+	// the reference and their Inception Score (Options.Pictures).
+	FID *float64 `json:"fid,omitempty"`
+	IS  *float64 `json:"inception_score,omitempty"`
 	// PromptFollowing is the share of samples whose class and foreground
 	// colour are their caption's (shapes.PromptFollowing), for a
 	// caption-conditioned teacher.
@@ -291,6 +318,9 @@ type Report struct {
 // pictures holds what the PNG writers draw.
 type pictures struct {
 	c, h, w int
+	// render draws a latent (Options.Renderer); nil uses the linear
+	// preview.
+	render LatentRenderer
 	// grid holds each grid row's samples [NumSamples, C, H, W].
 	grid [][]float32
 	// boundary: NumBoundary data samples × len(boundaryT) timesteps.
@@ -410,6 +440,7 @@ func Run(m *dc.Model, teacher Teacher, data *datasets.Set, opts Options) (*Repor
 		DataRange: [2]float64{float64(lo), float64(hi)},
 	}
 	r.pics.c, r.pics.h, r.pics.w = e.cfg.InChannels, e.cfg.GridRows, e.cfg.GridCols
+	r.pics.render = e.o.Renderer
 	e.r = r
 	if e.train, e.sampler, r.SamplingTimesteps, err = teacher.processes(o); err != nil {
 		return nil, err
@@ -486,6 +517,14 @@ type reference struct {
 type setting struct{ cond, uncond, scale float64 }
 
 func (s setting) guided(t Teacher) bool { return t.guided(s.scale) }
+
+// name is the setting's file-safe name, for the pictures of its samples.
+func (s setting) name() string {
+	if s.cond == s.uncond {
+		return "rho" + scaleName(s.cond) + "-cfg" + scaleName(s.scale)
+	}
+	return "lite" + scaleName(s.cond) + "-" + scaleName(s.uncond) + "-cfg" + scaleName(s.scale)
+}
 
 // measured is a setting's results.
 type measured struct {
@@ -620,7 +659,7 @@ func (e *evaluator) reference(scale float64) (*reference, error) {
 	if ref.samples, err = e.sample(e.tc.samplingModel(e.tc.sampleKeys(e.o.NumSamples)), scale); err != nil {
 		return nil, fmt.Errorf("eval: teacher: %w", err)
 	}
-	if ref.quality, err = e.score(ref.samples); err != nil {
+	if ref.quality, err = e.score("teacher-cfg"+scaleName(scale), ref.samples); err != nil {
 		return nil, fmt.Errorf("eval: teacher: %w", err)
 	}
 	e.refs[scale] = ref
@@ -794,7 +833,7 @@ func (e *evaluator) measure(s setting, record func([]bool)) (*measured, error) {
 	// (and DenseBelow) spend differently at each step.
 	m.gflops = mean(m.stepGFLOPs)
 	m.psnr = psnr(m.samples, ref.samples, e.r.DataRange[1]-e.r.DataRange[0])
-	if m.quality, err = e.score(m.samples); err != nil {
+	if m.quality, err = e.score(s.name(), m.samples); err != nil {
 		return nil, err
 	}
 	return m, nil

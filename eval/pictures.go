@@ -30,8 +30,12 @@ const (
 
 var background = color.RGBA{24, 24, 24, 255}
 
-// fit returns the latent-to-RGB map for the report's channels.
+// fit returns the latent-to-RGB map for the report's channels (none when
+// a renderer draws the latents).
 func (r *Report) fit() (preview.Fit, error) {
+	if r.pics.render != nil {
+		return preview.Fit{}, nil
+	}
 	return preview.ForChannels(r.pics.c)
 }
 
@@ -40,7 +44,17 @@ func (r *Report) fit() (preview.Fit, error) {
 // at their centre (white on dark cells, black on light ones), so the map
 // reads on any colour.
 func (r *Report) tile(f preview.Fit, latent []float32, kept []bool) (*image.RGBA, error) {
-	img, err := f.Image(latent, r.pics.h, r.pics.w, CellPixels)
+	var img *image.RGBA
+	var err error
+	cell := CellPixels
+	if r.pics.render != nil {
+		img, err = r.pics.render.Render(latent, r.pics.c, r.pics.h, r.pics.w)
+		if err == nil {
+			cell = img.Bounds().Dx() / r.pics.w
+		}
+	} else {
+		img, err = f.Image(latent, r.pics.h, r.pics.w, CellPixels)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -49,14 +63,14 @@ func (r *Report) tile(f preview.Fit, latent []float32, kept []bool) (*image.RGBA
 	}
 	for i := range r.pics.h {
 		for j := range r.pics.w {
-			x0, y0 := j*CellPixels, i*CellPixels
+			x0, y0 := j*cell, i*cell
 			c := img.RGBAAt(x0, y0)
 			if kept[i*r.pics.w+j] {
 				dot := color.RGBA{255, 255, 255, 255}
 				if 299*int(c.R)+587*int(c.G)+114*int(c.B) > 128*1000 {
 					dot = color.RGBA{0, 0, 0, 255}
 				}
-				m := CellPixels/2 - 1
+				m := cell/2 - 1
 				for y := y0 + m; y < y0+m+2; y++ {
 					for x := x0 + m; x < x0+m+2; x++ {
 						img.SetRGBA(x, y, dot)
@@ -65,8 +79,8 @@ func (r *Report) tile(f preview.Fit, latent []float32, kept []bool) (*image.RGBA
 				continue
 			}
 			d := color.RGBA{uint8(float64(c.R) * dim), uint8(float64(c.G) * dim), uint8(float64(c.B) * dim), 255}
-			for y := y0; y < y0+CellPixels; y++ {
-				for x := x0; x < x0+CellPixels; x++ {
+			for y := y0; y < y0+cell; y++ {
+				for x := x0; x < x0+cell; x++ {
 					img.SetRGBA(x, y, d)
 				}
 			}

@@ -108,8 +108,23 @@ func (e *evaluator) balancedIndices() (ref, second []int, err error) {
 
 // score measures samples drawn for sampleLabels against the data:
 // Fréchet distance and class accuracy (both null without a feature
-// network).
-func (e *evaluator) score(samples []float32) (Quality, error) {
+// network), and FID of the decoded pictures with Options.Pictures. name
+// names the row (setting.name).
+func (e *evaluator) score(name string, samples []float32) (Quality, error) {
+	q, err := e.scoreFeatures(samples)
+	if err != nil || e.o.Pictures == nil {
+		return q, err
+	}
+	fid, is, err := e.o.Pictures.Score(name, samples, e.o.NumSamples, e.cfg.InChannels, e.cfg.GridRows, e.cfg.GridCols)
+	if err != nil {
+		return Quality{}, fmt.Errorf("pictures: %w", err)
+	}
+	q.FID, q.IS = &fid, &is
+	return q, nil
+}
+
+// scoreFeatures is score's feature-network part.
+func (e *evaluator) scoreFeatures(samples []float32) (Quality, error) {
 	net := e.o.Features
 	if net == nil {
 		return Quality{}, nil

@@ -19,17 +19,28 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		return optional(q.PromptFollowing, "%.3f") + "\t"
 	}
-	head := "ρ\tkept tokens\tGFLOPs/img\tms/img\tε rel MSE\tsample PSNR dB\tFD\tclass acc\t"
+	fids := r.Teacher.FID != nil
+	fid := func(q Quality) string {
+		if !fids {
+			return ""
+		}
+		return optional(q.FID, "%.2f") + "\t" + optional(q.IS, "%.2f") + "\t"
+	}
+	head := "ρ\tkept tokens\tGFLOPs/img\tms/img\tε rel MSE\tsample PSNR dB\t"
+	if fids {
+		head += "FID\tIS\t"
+	}
+	head += "FD\tclass acc\t"
 	if prompts {
 		head += "prompt\t"
 	}
 	fmt.Fprintf(tw, "%sRMS\t\n", head)
 	for _, row := range r.Rows {
-		fmt.Fprintf(tw, "%g\t%.1f / %d\t%.4g\t%.3g\t%.4g\t%.2f\t%s\t%s\t%s%s\t\n", row.Rho, row.KeptTokens, r.Tokens, row.GFLOPsPerImage, row.MsPerImage, row.EpsRelMSE, row.SamplePSNR,
-			optional(row.FD, "%.2f"), optional(row.ClassAccuracy, "%.3f"), prompt(row.Quality), optional(row.RMS, "%.3f"))
+		fmt.Fprintf(tw, "%g\t%.1f / %d\t%.4g\t%.3g\t%.4g\t%.2f\t%s%s\t%s\t%s%s\t\n", row.Rho, row.KeptTokens, r.Tokens, row.GFLOPsPerImage, row.MsPerImage, row.EpsRelMSE, row.SamplePSNR,
+			fid(row.Quality), optional(row.FD, "%.2f"), optional(row.ClassAccuracy, "%.3f"), prompt(row.Quality), optional(row.RMS, "%.3f"))
 	}
-	fmt.Fprintf(tw, "teacher\t%d / %d\t%.4g\t%.3g\t\t\t%s\t%s\t%s%s\t\n", r.Teacher.Tokens, r.Tokens, r.Teacher.GFLOPsPerImage, r.Teacher.MsPerImage,
-		optional(r.Teacher.FD, "%.2f"), optional(r.Teacher.ClassAccuracy, "%.3f"), prompt(r.Teacher.Quality), optional(r.Teacher.RMS, "%.3f"))
+	fmt.Fprintf(tw, "teacher\t%d / %d\t%.4g\t%.3g\t\t\t%s%s\t%s\t%s%s\t\n", r.Teacher.Tokens, r.Tokens, r.Teacher.GFLOPsPerImage, r.Teacher.MsPerImage,
+		fid(r.Teacher.Quality), optional(r.Teacher.FD, "%.2f"), optional(r.Teacher.ClassAccuracy, "%.3f"), prompt(r.Teacher.Quality), optional(r.Teacher.RMS, "%.3f"))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -39,6 +50,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if l.FD != nil {
 			fmt.Fprintf(w, ", FD %.2f (teacher %s), class accuracy %s (teacher %s)", *l.FD, optional(l.TeacherQuality.FD, "%.2f"),
 				optional(l.ClassAccuracy, "%.3f"), optional(l.TeacherQuality.ClassAccuracy, "%.3f"))
+		}
+		if l.FID != nil {
+			fmt.Fprintf(w, ", FID %.2f (teacher %s)", *l.FID, optional(l.TeacherQuality.FID, "%.2f"))
 		}
 		if l.PromptFollowing != nil {
 			fmt.Fprintf(w, ", prompt following %.3f (teacher %s)", *l.PromptFollowing, optional(l.TeacherQuality.PromptFollowing, "%.3f"))
@@ -86,17 +100,25 @@ func (r *Report) WriteTable(w io.Writer) error {
 // teacher), for each ρ, the Lite-CFG pair and the teacher.
 func (r *Report) WriteMarkdown(w io.Writer) {
 	prompts := r.Teacher.PromptFollowing != nil
-	prompt := func(q Quality) string {
-		if !prompts {
-			return ""
+	fids := r.Teacher.FID != nil
+	extra := func(q Quality) string {
+		s := ""
+		if fids {
+			s += " " + optional(q.FID, "%.2f") + " |"
 		}
-		return " " + optional(q.PromptFollowing, "%.2f") + " |"
+		if prompts {
+			s += " " + optional(q.PromptFollowing, "%.2f") + " |"
+		}
+		return s
+	}
+	head, rule := "| model | ρ | kept tokens | GFLOPs/img | × teacher | FD | class accuracy |", "|---|---|---|---|---|---|---|"
+	if fids {
+		head, rule = head+" FID |", rule+"---|"
 	}
 	if prompts {
-		fmt.Fprintf(w, "| model | ρ | kept tokens | GFLOPs/img | × teacher | FD | class accuracy | prompt following |\n|---|---|---|---|---|---|---|---|\n")
-	} else {
-		fmt.Fprintf(w, "| model | ρ | kept tokens | GFLOPs/img | × teacher | FD | class accuracy |\n|---|---|---|---|---|---|---|\n")
+		head, rule = head+" prompt following |", rule+"---|"
 	}
+	fmt.Fprintf(w, "%s\n%s\n", head, rule)
 	t := r.Teacher.GFLOPsPerImage
 	ratio := func(g float64) string {
 		if t > 0 {
@@ -105,12 +127,12 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		return "-"
 	}
 	for _, row := range r.Rows {
-		fmt.Fprintf(w, "| DC | %g | %.1f / %d | %.4g | %s | %s | %s |%s\n", row.Rho, row.KeptTokens, r.Tokens, row.GFLOPsPerImage, ratio(row.GFLOPsPerImage), optional(row.FD, "%.2f"), optional(row.ClassAccuracy, "%.2f"), prompt(row.Quality))
+		fmt.Fprintf(w, "| DC | %g | %.1f / %d | %.4g | %s | %s | %s |%s\n", row.Rho, row.KeptTokens, r.Tokens, row.GFLOPsPerImage, ratio(row.GFLOPsPerImage), optional(row.FD, "%.2f"), optional(row.ClassAccuracy, "%.2f"), extra(row.Quality))
 	}
 	if l := r.LiteCFG; l != nil {
-		fmt.Fprintf(w, "| DC, Lite-CFG | %g / %g | %.1f | %.4g | %s | %s | %s |%s\n", l.RhoCond, l.RhoUncond, l.KeptTokens, l.GFLOPsPerImage, ratio(l.GFLOPsPerImage), optional(l.FD, "%.2f"), optional(l.ClassAccuracy, "%.2f"), prompt(l.Quality))
+		fmt.Fprintf(w, "| DC, Lite-CFG | %g / %g | %.1f | %.4g | %s | %s | %s |%s\n", l.RhoCond, l.RhoUncond, l.KeptTokens, l.GFLOPsPerImage, ratio(l.GFLOPsPerImage), optional(l.FD, "%.2f"), optional(l.ClassAccuracy, "%.2f"), extra(l.Quality))
 	}
-	fmt.Fprintf(w, "| teacher | | %d | %.4g | 1 | %s | %s |%s\n", r.Teacher.Tokens, t, optional(r.Teacher.FD, "%.2f"), optional(r.Teacher.ClassAccuracy, "%.2f"), prompt(r.Teacher.Quality))
+	fmt.Fprintf(w, "| teacher | | %d | %.4g | 1 | %s | %s |%s\n", r.Teacher.Tokens, t, optional(r.Teacher.FD, "%.2f"), optional(r.Teacher.ClassAccuracy, "%.2f"), extra(r.Teacher.Quality))
 }
 
 // optional formats a measured value, or "-" when it was not measured.

@@ -20,6 +20,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dcdit/dcdit/pictures"
+	"github.com/dcdit/dcdit/vae"
 	"io"
 	"io/fs"
 	"os"
@@ -184,6 +186,7 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 	sum := &Summary{Out: out}
 	var held *datasets.Set
 	var features eval.FeatureNet
+	var renderer eval.LatentRenderer
 	if m.dc != nil && teacher != nil {
 		if held, err = evalData(r, set, teacher.inputSize(), seed); err != nil {
 			return nil, err
@@ -194,6 +197,9 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 				return nil, fmt.Errorf("pipeline: eval.feature_net: %w", err)
 			}
 			features = net
+		}
+		if renderer, err = evalRenderer(r, m.dc.Config.InChannels); err != nil {
+			return nil, err
 		}
 	}
 	teacherID := teacher.identity()
@@ -219,7 +225,7 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 		}
 		var periodic *periodicEval
 		if r.Eval.Every > 0 && held != nil {
-			periodic = &periodicEval{every: r.Eval.Every, model: m, teacher: teacher.evalTeacher(r), data: held, opts: evalOptions(r, features),
+			periodic = &periodicEval{every: r.Eval.Every, model: m, teacher: teacher.evalTeacher(r), data: held, opts: evalOptions(r, features, renderer),
 				trainer: tr, path: filepath.Join(out, EvalLogFile), logf: logf, onStep: opts.OnStep}
 			tr.OnStep = periodic.step
 		}
@@ -252,7 +258,7 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: evaluation: the model on the device: %w", err)
 		}
-		sum.Eval, err = eval.Run(m.dc, teacher.evalTeacher(r), held, evalOptions(r, features))
+		sum.Eval, err = eval.Run(m.dc, teacher.evalTeacher(r), held, evalOptions(r, features, renderer))
 		if cerr := bound.Close(); err == nil {
 			err = cerr
 		}
@@ -293,12 +299,13 @@ func evalData(r *recipes.Recipe, train *datasets.Set, size int, seed uint64) (*d
 }
 
 // evalOptions maps the recipe's [eval] onto package eval's options, with
-// the feature network eval.feature_net names (nil: none).
-func evalOptions(r *recipes.Recipe, features eval.FeatureNet) eval.Options {
+// the feature network eval.feature_net names and the VAE renderer of
+// eval.vae (nil: none).
+func evalOptions(r *recipes.Recipe, features eval.FeatureNet, renderer eval.LatentRenderer) eval.Options {
 	e := r.Eval
 	o := eval.Options{Rhos: e.Rho, NumInputs: e.HeldOut, NumSamples: e.Samples, Steps: e.SamplingSteps,
 		CFG: e.CFG, Seed: uint64(e.Seed), BoundaryTimesteps: e.BoundaryMapTimesteps,
-		DiffusionSteps: r.Diffusion.Steps, Features: features, DenseBelow: e.DenseBelow}
+		DiffusionSteps: r.Diffusion.Steps, Features: features, DenseBelow: e.DenseBelow, Renderer: renderer}
 	if len(e.LiteCFG) == 2 {
 		o.Lite = &eval.Lite{Cond: e.LiteCFG[0], Uncond: e.LiteCFG[1], Scale: e.LiteCFGScale}
 	}
@@ -576,4 +583,22 @@ func removeEmptyDirs(dir string) {
 		}
 	}
 	os.Remove(dir) // fails, as it should, when something is left
+}
+
+// evalRenderer opens the VAE eval.vae names (nil when unset) and checks
+// that it decodes the model's latent channels.
+func evalRenderer(r *recipes.Recipe, channels int) (eval.LatentRenderer, error) {
+	path := r.VAEPath()
+	if path == "" {
+		return nil, nil
+	}
+	m, err := vae.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: eval.vae: %w", err)
+	}
+	c := &pictures.Codec{VAE: m}
+	if err := c.CheckLatents(channels); err != nil {
+		return nil, fmt.Errorf("pipeline: eval.vae %s: %w", path, err)
+	}
+	return c, nil
 }

@@ -426,6 +426,11 @@ func checkEval(p *problems, r *Recipe) {
 			p.add("eval.feature_net", "the feature network %s does not exist (resolved: %s)", e.FeatureNet, r.FeatureNetPath())
 		}
 	}
+	if e.VAE != "" {
+		if _, err := os.Stat(r.VAEPath()); err != nil {
+			p.add("eval.vae", "the VAE %s does not exist (resolved: %s)", e.VAE, r.VAEPath())
+		}
+	}
 }
 
 // defaultNote says whether a value came from the file or a default.

@@ -255,6 +255,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 	setDefault(d, "eval.every", &r.Eval.Every, 0)
 	setDefault(d, "eval.seed", &r.Eval.Seed, r.Seed)
 	setDefault(d, "eval.feature_net", &r.Eval.FeatureNet, "")
+	setDefault(d, "eval.vae", &r.Eval.VAE, "")
 }
 
 // BasePath returns base.path resolved against the recipe's folder ("" when

@@ -593,6 +593,21 @@ type Eval struct {
 	// class accuracy, with pareto.png. Relative to the recipe's folder.
 	// Default: "" (no distribution measures).
 	FeatureNet string `toml:"feature_net"`
+	// VAE is a VAE (a diffusers folder or an LDM single file, see package
+	// vae) that draws the evaluation's pictures — the elastic grid, the
+	// boundary maps, the trajectory — decoded instead of as linear
+	// latent-to-RGB previews. Relative to the recipe's folder. Default: ""
+	// (previews).
+	VAE string `toml:"vae"`
+}
+
+// VAEPath returns eval.vae resolved against the recipe's folder ("" when
+// unset).
+func (r *Recipe) VAEPath() string {
+	if r.Eval.VAE == "" {
+		return ""
+	}
+	return r.resolve(r.Eval.VAE)
 }
 
 // FeatureNetPath returns eval.feature_net resolved against the recipe's

@@ -17,8 +17,10 @@ import (
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/convert"
 	"github.com/dcdit/dcdit/internal/cli/data"
+	"github.com/dcdit/dcdit/internal/cli/decode"
 	"github.com/dcdit/dcdit/internal/cli/evaluate"
 	"github.com/dcdit/dcdit/internal/cli/featnet"
+	"github.com/dcdit/dcdit/internal/cli/fidcmd"
 	"github.com/dcdit/dcdit/internal/cli/flops"
 	"github.com/dcdit/dcdit/internal/cli/inspect"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
@@ -88,6 +90,7 @@ compute budget chosen at inference time.`,
 	root.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
 	root.AddCommand(inspect.NewCmd(io, nil), sample.NewCmd(io, nil), bench.NewCmd(io, nil), newVersionCmd(io))
 	root.AddCommand(data.NewCmd(io, nil))
+	root.AddCommand(decode.NewCmd(io, nil), fidcmd.NewCmd(io, nil))
 	root.AddCommand(evaluate.NewCmd(io, nil))
 	root.AddCommand(featnet.NewCmd(io, nil, nil))
 	root.AddCommand(flops.NewCmd(io, nil))

@@ -93,7 +93,7 @@ func TestDataShapesErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, stderr, c.code, c.want)
 		}
 	}
-	if code, _, stderr := run(t, "data", "mnist"); code != exitUsage || !strings.Contains(stderr, `unknown data set "mnist"`) {
+	if code, _, stderr := run(t, "data", "mnist"); code != exitUsage || !strings.Contains(stderr, `unknown data command "mnist"`) {
 		t.Errorf("data mnist: exit %d, %q", code, stderr)
 	}
 }

@@ -302,7 +302,7 @@ func TestSampleErrors(t *testing.T) {
 		{"cfg not finite", []string{tiny, "--cfg", "inf"}, 2, []string{"--cfg"}},
 		{"png is out", []string{tiny, "--png", filepath.Join(dir, "same"), "--out", filepath.Join(dir, "same")}, 2, []string{"--png and --out"}},
 		{"no checkpoint", nil, 2, []string{"sample takes 1 argument(s), the CHECKPOINT; got 0"}},
-		{"unknown flag", []string{tiny, "--vae", "x"}, 2, []string{"unknown flag: --vae"}},
+		{"unknown flag", []string{tiny, "--vea", "x"}, 2, []string{"unknown flag: --vea"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -336,7 +336,7 @@ func TestSampleHelp(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"VAE is not supported yet", "comes later", "linear latent-to-RGB", "--cfg-all-channels", "--num-heads", "samples per --class label", "(default 250)", "(default 4)"} {
+	for _, want := range []string{"decoded into pictures by the VAE", "--vae", "linear latent-to-RGB", "--cfg-all-channels", "--num-heads", "samples per --class label", "(default 250)", "(default 4)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("help lacks %q", want)
 		}

@@ -21,9 +21,13 @@ type Architecture string
 
 // The recognised families.
 const (
-	DiT     Architecture = "dit"
-	ZImage  Architecture = "zimage"
-	DCDiT   Architecture = "dcdit"
+	DiT    Architecture = "dit"
+	ZImage Architecture = "zimage"
+	DCDiT  Architecture = "dcdit"
+	// VAE is an AutoencoderKL, a component rather than a backbone: Detect
+	// does not report it (package vae recognises its namings), but
+	// inspect and convert name it.
+	VAE     Architecture = "vae"
 	Unknown Architecture = "unknown"
 )
 

@@ -1,5 +1,6 @@
 // Package data implements `dcdit data`: generating data sets of latents
-// and labels (datasets' file format) for training and evaluation.
+// and labels (datasets' file format) for training and evaluation, from the
+// procedural shapes or from folders of real images through a VAE.
 package data
 
 import (
@@ -37,16 +38,16 @@ const previewScale = 8
 func NewCmd(ios *iostreams.IO, runShapes func(*ShapesOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "data",
-		Short: "Generate data sets of latents and labels",
+		Short: "Generate data sets of latents and labels: procedural shapes, or real images encoded by a VAE",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return cmdutil.Usagef(cmd, "unknown data set %q (have: shapes)", args[0])
+				return cmdutil.Usagef(cmd, "unknown data command %q (have: shapes, encode)", args[0])
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newShapesCmd(ios, runShapes))
+	cmd.AddCommand(newShapesCmd(ios, runShapes), newEncodeCmd(ios, nil))
 	return cmd
 }
 

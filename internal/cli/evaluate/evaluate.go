@@ -59,6 +59,10 @@ type Options struct {
 	Sigma        float64
 	Shift        float64 // flow matching's shift (a caption-conditioned Z-Image)
 	Quiet        bool
+	// VAE decodes the pictures (and the samples FID scores); Inception
+	// and Ref add FID per row against the reference pictures or
+	// statistics Ref names.
+	VAE, Inception, Ref string
 	// Device and Precision choose where the models run (cmdutil.OnDevice).
 	Device, Precision string
 }
@@ -188,6 +192,9 @@ caption's. --data must carry captions ('dcdit data shapes --captions').`,
 	f.IntVar(&opts.TeacherHeads, "teacher-heads", 0, "attention heads of a teacher that matches no DiT preset")
 	f.Float64Var(&opts.Sigma, "dechunk-sigma", 1, "de-chunk σ of a reference DC-DiT state_dict (DC checkpoints store it)")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress or file list (the table or JSON is still printed)")
+	f.StringVar(&opts.VAE, "vae", "", "VAE that decodes the pictures (see 'dcdit decode --help'); with --inception and --ref also FID per row")
+	f.StringVar(&opts.Inception, "inception", "", "FID Inception weights (pytorch-fid's .pth or a safetensors copy), with --vae and --ref")
+	f.StringVar(&opts.Ref, "ref", "", "FID reference: a folder of pictures, an .npz sample batch or statistics (mu, sigma)")
 	cmdutil.DeviceFlags(cmd, &opts.Device, &opts.Precision)
 	return cmd
 }
@@ -216,6 +223,12 @@ func validate(cmd *cobra.Command, o *Options) error {
 		return cmdutil.Usagef(cmd, "--num-heads %d, --teacher-heads %d: want positive head counts", o.NumHeads, o.TeacherHeads)
 	case !(o.Sigma > 0):
 		return cmdutil.Usagef(cmd, "--dechunk-sigma %v: want > 0", o.Sigma)
+	case (o.Inception != "") != (o.Ref != ""):
+		return cmdutil.Usagef(cmd, "--inception and --ref go together: FID needs the network and a reference")
+	case o.Inception != "" && o.VAE == "":
+		return cmdutil.Usagef(cmd, "--inception: FID scores pictures; give --vae to decode the samples")
+	case o.Inception != "" && o.Samples < 2:
+		return cmdutil.Usagef(cmd, "--samples %d: FID needs at least 2 samples per row", o.Samples)
 	}
 	fracs := o.Rhos
 	if !o.NoLite {
@@ -346,6 +359,9 @@ func Run(opts *Options) error {
 	}
 	if !opts.NoLite {
 		eo.Lite = &eval.Lite{Cond: opts.Lite[0], Uncond: opts.Lite[1], Scale: opts.LiteCFG}
+	}
+	if err := pictureOptions(opts, &eo); err != nil {
+		return err
 	}
 	var bar *progress.Bar
 	if !opts.Quiet {

@@ -236,6 +236,9 @@ func inspect(opts *Options) (*Result, error) {
 	if rep.Architecture == arch.DCDiT {
 		describeDC(res, ck, rep.Layout, numHeads)
 	}
+	if rep.Architecture == arch.Unknown {
+		describeVAE(res, ck)
+	}
 	if ck.Training != nil {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("training checkpoint: using the %q state dict (top-level keys: %s)", ck.Training.Selected, arch.JoinCapped(ck.Training.TopLevel, ", ", 8)))
 	}

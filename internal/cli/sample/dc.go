@@ -17,7 +17,6 @@ import (
 	"github.com/dcdit/dcdit/internal/cli/progress"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
-	"github.com/dcdit/dcdit/preview"
 	"github.com/dcdit/dcdit/zimage"
 )
 
@@ -131,11 +130,9 @@ func runDC(opts *Options, layout arch.Layout) error {
 	if want := proc.OutChannels(cfg.InChannels); cfg.OutChannels != want {
 		return fmt.Errorf("sample: %s predicts %d channels for %d latent channels; the DDPM sampler needs the learned-sigma output (%d)", opts.Checkpoint, cfg.OutChannels, cfg.InChannels, want)
 	}
-	var fit preview.Fit
-	if opts.PNG != "" {
-		if fit, err = preview.ForChannels(cfg.InChannels); err != nil {
-			return fmt.Errorf("--png %s: %w", opts.PNG, err)
-		}
+	pic, err := newPictureOut(opts, cfg.InChannels)
+	if err != nil {
+		return err
 	}
 	if !opts.Quiet && opts.NumHeads > 0 {
 		fmt.Fprintf(opts.IO.Err, "warning: --num-heads is ignored: %s stores its head count (%d)\n", opts.Checkpoint, heads)
@@ -201,13 +198,13 @@ func runDC(opts *Options, layout arch.Layout) error {
 	md["dcdit.tokens"] = strconv.Itoa(L)
 	md["dcdit.kept_per_step"] = joinFloats(stats.Cond)
 	md["dcdit.flops_per_image"] = strconv.FormatFloat(perImage, 'g', 8, 64)
-	if err := writeOutputs(opts, x, sh, rows, cols, md, fit); err != nil {
+	if err := writeOutputs(opts, x, sh, rows, cols, md, pic); err != nil {
 		return err
 	}
 	if opts.Quiet {
 		return nil
 	}
-	printWritten(opts, sh, rows, cols, sched.Steps(), guide, guided, elapsed, stats.FLOPs/1e12, fit)
+	printWritten(opts, sh, rows, cols, sched.Steps(), guide, guided, elapsed, stats.FLOPs/1e12, pic)
 	fmt.Fprintln(opts.IO.Err, dcSummary(opts, guide.Enabled(), rhoCond, rhoUncond, L, stats, perImage))
 	return nil
 }

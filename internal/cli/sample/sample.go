@@ -25,7 +25,6 @@ import (
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
-	"github.com/dcdit/dcdit/preview"
 	"github.com/dcdit/dcdit/zimage/flowmatch"
 )
 
@@ -41,8 +40,10 @@ type Options struct {
 	Seed       uint64
 	Out        string
 	PNG        string
-	NumHeads   int
-	Quiet      bool
+	// VAE, when set, decodes the --png grid (see pictureOut).
+	VAE      string
+	NumHeads int
+	Quiet    bool
 	// Device and Precision choose where the model runs (cmdutil.OnDevice).
 	Device, Precision string
 	// Rho is the tail-drop fraction ρ of a DC checkpoint's conditional
@@ -132,10 +133,12 @@ dcdit.steps, dcdit.cfg, dcdit.cfg_channels, dcdit.seed and dcdit.sampler.
 The same checkpoint, seed and flags give bit-identical latents on the same
 machine.
 
-Decoding with the VAE is not supported yet; it comes later. Until then --png
-writes a preview through a linear latent-to-RGB approximation (a grid: one
-row per --class label, --num columns, each latent pixel drawn 8×8), which
-shows layout and colour, not a real image.
+--png writes a grid of the samples (one row per --class label, --num
+columns): decoded into pictures by the VAE that --vae names (a diffusers VAE
+folder or an LDM single file, as 'dcdit decode' takes), else through a linear
+latent-to-RGB approximation, each latent pixel drawn 8×8, which shows layout
+and colour, not a real image. 'dcdit decode' turns the latents file into one
+PNG per sample or an .npz sample batch later.
 
 DC checkpoints run at the tail-drop fraction --rho (default 0): in each
 sample, the lowest-probability floor(n·ρ) of the router's n boundaries are
@@ -227,7 +230,8 @@ terminal; otherwise a plain line appears every 10 seconds.`,
 	f.BoolVar(&opts.CFGAll, "cfg-all-channels", false, "guide all latent channels (diffusers) instead of DiT's first 3")
 	f.Uint64Var(&opts.Seed, "seed", 0, "random seed of the initial and per-step noise")
 	f.StringVar(&opts.Out, "out", "samples.safetensors", "safetensors file to write the latents to")
-	f.StringVar(&opts.PNG, "png", "", "also write a linear latent-to-RGB preview grid (not a VAE decode) to this PNG")
+	f.StringVar(&opts.PNG, "png", "", "also write a grid of the samples to this PNG: decoded by --vae, else a linear latent-to-RGB preview")
+	f.StringVar(&opts.VAE, "vae", "", "VAE folder or file that --png decodes the samples with (see 'dcdit decode --help')")
 	f.IntVar(&opts.NumHeads, "num-heads", 0, "attention heads, for DiT checkpoints that match no preset (they do not store it)")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "print nothing but errors: no progress, warnings or summary")
 	cmdutil.DeviceFlags(cmd, &opts.Device, &opts.Precision)
@@ -350,11 +354,9 @@ func runDiT(opts *Options) error {
 	if !cfg.LearnSigma {
 		return fmt.Errorf("sample: %s predicts eps only (learn_sigma false); the DDPM sampler needs DiT's learned-sigma output", opts.Checkpoint)
 	}
-	var fit preview.Fit
-	if opts.PNG != "" {
-		if fit, err = preview.ForChannels(cfg.InChannels); err != nil {
-			return fmt.Errorf("--png %s: %w", opts.PNG, err)
-		}
+	pic, err := newPictureOut(opts, cfg.InChannels)
+	if err != nil {
+		return err
 	}
 	if !opts.Quiet {
 		for _, warn := range w.Warnings {
@@ -402,14 +404,14 @@ func runDiT(opts *Options) error {
 	elapsed := time.Since(start)
 
 	md := outputMeta(opts, labels, guide, guided)
-	if err := writeOutputs(opts, x, sh, side, side, md, fit); err != nil {
+	if err := writeOutputs(opts, x, sh, side, side, md, pic); err != nil {
 		return err
 	}
 	if opts.Quiet {
 		return nil
 	}
 	tflop := dit.SamplingFLOPs(dit.ForwardFLOPs(cfg, cfg.NumTokens()).Total(), sched.Steps(), guide.Enabled()) * float64(sh.B) / 1e12
-	printWritten(opts, sh, side, side, sched.Steps(), guide, guided, elapsed, tflop, fit)
+	printWritten(opts, sh, side, side, sched.Steps(), guide, guided, elapsed, tflop, pic)
 	return nil
 }
 
@@ -465,30 +467,25 @@ func outputMeta(opts *Options, labels []int, guide ddpm.Guidance, guided int) ma
 
 // writeOutputs writes the latents [B, C, rows, cols] with md, and the
 // preview when asked for.
-func writeOutputs(opts *Options, x []float32, sh ddpm.Shape, rows, cols int, md map[string]string, fit preview.Fit) error {
+func writeOutputs(opts *Options, x []float32, sh ddpm.Shape, rows, cols int, md map[string]string, pic *pictureOut) error {
 	data := dtype.F32Bytes(x)
 	shape := []int64{int64(sh.B), int64(sh.C), int64(rows), int64(cols)}
 	if err := safetensors.Write(opts.Out, []safetensors.WriteTensor{{Name: "latents", DType: dtype.F32, Shape: shape, Data: data}}, md); err != nil {
 		return err
 	}
-	if opts.PNG != "" {
-		if err := fit.WriteGridPNG(opts.PNG, x, sh.B, opts.Num, rows, cols, previewScale); err != nil {
-			return err
-		}
-	}
-	return nil
+	return pic.write(opts.PNG, x, sh.B, opts.Num, rows, cols)
 }
 
 // printWritten reports the written files on stdout.
-func printWritten(opts *Options, sh ddpm.Shape, rows, cols, steps int, guide ddpm.Guidance, guided int, elapsed time.Duration, tflop float64, fit preview.Fit) {
+func printWritten(opts *Options, sh ddpm.Shape, rows, cols, steps int, guide ddpm.Guidance, guided int, elapsed time.Duration, tflop float64, pic *pictureOut) {
 	cfgNote := "no guidance"
 	if guide.Enabled() {
 		cfgNote = fmt.Sprintf("cfg %g on %d channels", opts.CFG, guided)
 	}
 	fmt.Fprintf(opts.IO.Out, "wrote %s: latents [%d %d %d %d], %d steps, %s, seed %d, %s (%.3g TFLOP)\n",
 		opts.Out, sh.B, sh.C, rows, cols, steps, cfgNote, opts.Seed, progress.Duration(elapsed), tflop)
-	if opts.PNG != "" {
-		fmt.Fprintf(opts.IO.Out, "wrote %s: linear latent-to-RGB preview (%s fit), not a VAE decode\n", opts.PNG, fit.Name)
+	if pic != nil {
+		fmt.Fprintf(opts.IO.Out, "wrote %s: %s\n", opts.PNG, pic.describe())
 	}
 }
 

@@ -20,7 +20,6 @@ import (
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
-	"github.com/dcdit/dcdit/preview"
 	"github.com/dcdit/dcdit/zimage"
 	"github.com/dcdit/dcdit/zimage/flowmatch"
 )
@@ -404,12 +403,9 @@ func newZImageJob(opts *Options, pipeline flowmatch.Pipeline, capDim int) (*zima
 // over an h×w grid of C channels and writes the latents (with what md
 // returns after sampling added to their metadata) and the preview.
 func (j *zimageJob) sample(opts *Options, model flowmatch.Model, C, h, w int, run *zimageRun, md func() map[string]string) error {
-	var fit preview.Fit
-	var err error
-	if opts.PNG != "" {
-		if fit, err = preview.ForChannels(C); err != nil {
-			return fmt.Errorf("--png %s: %w", opts.PNG, err)
-		}
+	pic, err := newPictureOut(opts, C)
+	if err != nil {
+		return err
 	}
 	N := len(j.pos.feats)
 	// Z-Image's process: the initial latents are drawn from the seed.
@@ -436,10 +432,8 @@ func (j *zimageJob) sample(opts *Options, model flowmatch.Model, C, h, w int, ru
 	if err := safetensors.Write(opts.Out, []safetensors.WriteTensor{{Name: "latents", DType: dtype.F32, Shape: shape, Data: dtype.F32Bytes(x)}}, meta); err != nil {
 		return err
 	}
-	if opts.PNG != "" {
-		if err := fit.WriteGridPNG(opts.PNG, x, N, N, h, w, previewScale); err != nil {
-			return err
-		}
+	if err := pic.write(opts.PNG, x, N, N, h, w); err != nil {
+		return err
 	}
 	if opts.Quiet {
 		return nil
@@ -453,8 +447,8 @@ func (j *zimageJob) sample(opts *Options, model flowmatch.Model, C, h, w int, ru
 	}
 	fmt.Fprintf(opts.IO.Out, "wrote %s: latents [%d %d %d %d], %d steps (%s schedule, shift %g), %s, seed %d, %s (%.3g TFLOP)\n",
 		opts.Out, N, C, h, w, j.sched.Steps(), j.pipeline, j.shift, cfgNote, opts.Seed, progress.Duration(elapsed), run.flops/1e12)
-	if opts.PNG != "" {
-		fmt.Fprintf(opts.IO.Out, "wrote %s: linear latent-to-RGB preview (%s fit), not a VAE decode\n", opts.PNG, fit.Name)
+	if pic != nil {
+		fmt.Fprintf(opts.IO.Out, "wrote %s: %s\n", opts.PNG, pic.describe())
 	}
 	return nil
 }
