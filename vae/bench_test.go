@@ -115,6 +115,27 @@ func BenchmarkDecodeSD256(b *testing.B) {
 	}
 }
 
+// BenchmarkEncodeSD256 encodes 256² images into 32×32×4 latents with the
+// Stable Diffusion VAE's configuration (random weights), the work of
+// `dcdit data encode`, one at a time and four together; images/s.
+func BenchmarkEncodeSD256(b *testing.B) {
+	cfg := sdConfig
+	m := randomModel(b, &cfg, 12, nil)
+	const side = 256
+	for _, batch := range []int{1, 4} {
+		b.Run(fmt.Sprintf("batch%d", batch), func(b *testing.B) {
+			x := randomLatent(batch*side*side*cfg.InChannels, 6)
+			start := time.Now()
+			for b.Loop() {
+				if _, err := m.Encode(x, batch, side, side); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(batch*b.N)/time.Since(start).Seconds(), "images/s")
+		})
+	}
+}
+
 // TestPeakRSSFluxDecode (DCDIT_VAE_BIG=1) decodes a 128×128×16 latent into
 // a 1024² image with FLUX.1's VAE configuration (random weights) and
 // reports the time and the peak resident memory the decode adds: the high
