@@ -14,7 +14,7 @@ import (
 const maxListed = 8
 
 // Load reads the network from path: pytorch-fid's published
-// pt_inception-2015-12-05-6726825d.pth (a zip-format PyTorch state dict,
+// pt_inception-2015-12-05-6726825d.pth (a PyTorch state dict, zip or legacy,
 // read without executing its pickle) or a safetensors file with the same
 // tensor names, in F32, F16 or BF16. Every tensor of the state dict must be
 // there with its exact shape and finite values; the BatchNorm

@@ -384,7 +384,8 @@ func openFile(path string) (*Checkpoint, error) {
 		return nil, fmt.Errorf("open checkpoint: %s: file is empty", path)
 	}
 	if pytorch.IsZipCheckpoint(head[:n]) || hasAnySuffix(path, ".pt", ".pth", ".bin", ".ckpt") {
-		// The PyTorch reader explains legacy and TorchScript files itself.
+		// The PyTorch reader reads zip and legacy files and explains
+		// TorchScript ones.
 		return openPyTorch(path)
 	}
 	// A safetensors file under another name is recognised by its header.

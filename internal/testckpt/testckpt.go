@@ -229,7 +229,7 @@ func BadCases() []BadCase {
 		{"garbage.dat", []string{"garbage.dat", "not a safetensors file, an index or a PyTorch zip checkpoint"}},
 		{"pickle-global.pt", []string{"pickle-global.pt", "os.system"}},
 		{"truncated.pt", []string{"truncated.pt", "zip"}},
-		{"legacy.pt", []string{"legacy.pt", "legacy (pre-1.6, non-zip) PyTorch checkpoint is not supported"}},
+		{"legacy.pt", []string{"legacy.pt", "legacy checkpoint", "magic-number pickle"}},
 	}
 }
 

@@ -70,6 +70,14 @@ type tspec struct {
 	fn      string         // rebuild function, default "_rebuild_tensor_v2"
 	extra   func(*pickler) // extra trailing arguments
 	wrapper string         // e.g. "_rebuild_parameter"
+	legacy  bool           // a legacy persistent id: view_metadata follows numel
+	view    *viewSpec      // that view_metadata; nil writes None
+}
+
+// viewSpec is the view_metadata of a legacy persistent id.
+type viewSpec struct {
+	key           string
+	offset, numel int64
 }
 
 func (p *pickler) testTensor(s tspec) {
@@ -95,6 +103,14 @@ func (p *pickler) testTensor(s tspec) {
 	p.str(s.key)
 	p.str("cpu")
 	p.int(s.numel)
+	if s.view != nil {
+		p.str(s.view.key)
+		p.int(s.view.offset)
+		p.int(s.view.numel)
+		p.op(opTuple3)
+	} else if s.legacy {
+		p.op(opNone)
+	}
 	p.op(opTuple)
 	p.op(opBinPersID)
 	p.int(s.offset)
@@ -177,15 +193,14 @@ func badCorpus(t testing.TB) []struct {
 		return pk.buf.Bytes()
 	}
 	deepMarks := bytes.Repeat([]byte{opMark}, maxMarkDepth+1)
-	return []struct {
+	cases := []struct {
 		name string
 		data []byte
 		want []string
 	}{
 		{"truncated-zip", good[:len(good)/2], []string{"reading zip archive"}},
 		{"empty-file", nil, []string{"file is empty"}},
-		{"not-zip", []byte("hello, world, this is not a zip"), []string{"not a zip-format", "68 65 6c"}},
-		{"legacy-magic", append(append([]byte{}, legacyMagic...), 0x2e, 0x80, 0x02), []string{"legacy", "not supported", "torch.save"}},
+		{"not-zip", []byte("hello, world, this is not a zip"), []string{"not a zip-format PyTorch checkpoint, nor a legacy one", "68 65 6c"}},
 		{"no-data-pkl", makeZip(t, []zrec{{name: "archive/version", data: []byte("3\n")}}), []string{`no record "archive/data.pkl"`}},
 		{"no-folder", makeZip(t, []zrec{{name: "data.pkl", data: raw()}}), []string{`first record "data.pkl" is not inside a folder`}},
 		{"compressed-data-pkl", makeZip(t, []zrec{{name: "archive/data.pkl", data: sdPickle(w4()), deflate: true}}), []string{`record "archive/data.pkl" is compressed (method 8)`}},
@@ -328,6 +343,7 @@ func badCorpus(t testing.TB) []struct {
 			p.op(opReduce)
 		}), four), []string{"argument 4 (state) is a dict with 1 entries"}},
 	}
+	return append(cases, legacyBadCorpus(t)...)
 }
 
 func TestBadInputs(t *testing.T) {

@@ -82,10 +82,12 @@ func FuzzUnpickle(f *testing.F) {
 	})
 }
 
-// FuzzOpen runs Open's zip handling and parsing on arbitrary file bytes.
+// FuzzOpen runs Open's zip and legacy handling and parsing on arbitrary
+// file bytes.
 func FuzzOpen(f *testing.F) {
 	names, _ := filepath.Glob(filepath.Join(torchDir, "*.pt"))
-	for _, n := range names {
+	legacy, _ := filepath.Glob(filepath.Join("testdata", "*.pth"))
+	for _, n := range append(names, legacy...) {
 		if b, err := os.ReadFile(n); err == nil {
 			f.Add(b)
 		}

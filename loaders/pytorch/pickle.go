@@ -74,7 +74,8 @@ type (
 		attrs *pyDict
 	}
 
-	// storageRef is a resolved persistent id ('storage', cls, key, location, numel).
+	// storageRef is a resolved persistent id ('storage', cls, key, location,
+	// numel), or in a legacy file the view that its view_metadata names.
 	storageRef struct {
 		key      string
 		class    string
@@ -83,6 +84,10 @@ type (
 		untyped  bool
 		numel    int64 // in elements of dt, as stated in the persistent id
 		record   record
+		// root is the viewed storage of a legacy storage view, whose
+		// elements start at element viewOffset of root; nil otherwise.
+		root       *storageRef
+		viewOffset int64
 	}
 
 	// tensorVal is the result of a _rebuild_tensor_* call, not yet validated
@@ -265,9 +270,26 @@ type unpickler struct {
 
 // unpickle runs the pickle in data and returns the object STOP leaves.
 func unpickle(data []byte, persistentLoad func(pid any) (any, error)) (any, error) {
-	u := &unpickler{data: data, memo: map[uint64]any{}, persistentLoad: persistentLoad}
-	return u.run()
+	v, _, err := unpickleNext(data, persistentLoad)
+	return v, err
 }
+
+// unpickleNext runs the pickle at the start of data, which may be followed
+// by more bytes (a legacy checkpoint is several pickles back to back), and
+// returns the object STOP leaves and the number of bytes up to and including
+// that STOP.
+func unpickleNext(data []byte, persistentLoad func(pid any) (any, error)) (any, int, error) {
+	u := &unpickler{data: data, memo: map[uint64]any{}, persistentLoad: persistentLoad}
+	v, err := u.run()
+	return v, u.pos, err
+}
+
+// truncatedError is an error caused by data ending inside the pickle. A
+// caller that passed only a prefix of a longer stream can read more and run
+// the pickle again.
+type truncatedError struct{ msg string }
+
+func (e *truncatedError) Error() string { return e.msg }
 
 // errf returns an error located at the current opcode.
 func (u *unpickler) errf(format string, args ...any) error {
@@ -281,7 +303,7 @@ func (u *unpickler) wrapf(err error) error {
 
 func (u *unpickler) read(n uint64) ([]byte, error) {
 	if rem := uint64(len(u.data) - u.pos); n > rem {
-		return nil, u.errf("needs %d bytes, only %d remain", n, rem)
+		return nil, &truncatedError{u.errf("needs %d bytes, only %d remain", n, rem).Error()}
 	}
 	b := u.data[u.pos : u.pos+int(n)]
 	u.pos += int(n)
@@ -309,7 +331,11 @@ func (u *unpickler) readLine() (string, error) {
 			return string(rest[:i]), nil
 		}
 	}
-	return "", u.errf("no newline within %d bytes", min(len(rest), maxLineLength+1))
+	err := u.errf("no newline within %d bytes", min(len(rest), maxLineLength+1))
+	if len(rest) <= maxLineLength {
+		return "", &truncatedError{err.Error()}
+	}
+	return "", err
 }
 
 func (u *unpickler) push(v any) { u.stack = append(u.stack, v) }
@@ -380,7 +406,7 @@ func (u *unpickler) memoPut(i uint64) error {
 func (u *unpickler) run() (any, error) {
 	for {
 		if u.pos >= len(u.data) {
-			return nil, fmt.Errorf("pickle ends at offset %d without STOP", len(u.data))
+			return nil, &truncatedError{fmt.Sprintf("pickle ends at offset %d without STOP", len(u.data))}
 		}
 		u.opPos, u.op = u.pos, u.data[u.pos]
 		u.pos++
@@ -412,7 +438,7 @@ func (u *unpickler) step() error {
 			return err
 		}
 		if rem := uint64(len(u.data) - u.pos); n > rem {
-			return u.errf("frame of %d bytes, only %d remain", n, rem)
+			return &truncatedError{u.errf("frame of %d bytes, only %d remain", n, rem).Error()}
 		}
 	case opStop:
 		return errStop

@@ -1,10 +1,13 @@
-// Package pytorch reads PyTorch zip-format checkpoints (torch.save since
-// PyTorch 1.6) without executing anything.
+// Package pytorch reads PyTorch checkpoints written by torch.save without
+// executing anything: the zip format (PyTorch 1.6 and later) and the legacy
+// format before it.
 //
-// A checkpoint is a zip archive whose records all sit in one folder
+// A zip checkpoint is an archive whose records all sit in one folder
 // <archive>/: data.pkl is a pickle of the saved object, and data/<key> holds
-// the raw little-endian bytes of storage <key>. Open runs data.pkl through a
-// small pickle interpreter of this package that accepts only the opcodes and
+// the raw little-endian bytes of storage <key>. A legacy checkpoint is a few
+// pickles back to back (see legacy.go), the saved object among them,
+// followed by the storages' bytes. Open runs the pickles through a small
+// pickle interpreter of this package that accepts only the opcodes and
 // globals a state dict or a training checkpoint needs (see allowedSummary in
 // pickle.go); any other global, such as os.system, or opcode is an error, so
 // a malicious checkpoint cannot run code. Open reads no tensor data: each
@@ -18,7 +21,7 @@
 // "state_dict", "model_state_dict" or "module" (the first that holds a state
 // dict), and whose args it exposes as File.Args.
 //
-// Save writes such files (see write.go).
+// Save writes zip-format files (see write.go).
 package pytorch
 
 import (
@@ -74,8 +77,9 @@ type Tensor struct {
 	Strides []int64
 	// StorageOffset is the index in the storage of element [0, 0, ...].
 	StorageOffset int64
-	// Storage is the zip record holding the storage, e.g. "archive/data/0".
-	// Tensors that share storage (tied weights, views) name the same record.
+	// Storage is the zip record holding the storage, e.g. "archive/data/0",
+	// or in a legacy checkpoint the storage's key, e.g. "94532587301376".
+	// Tensors that share storage (tied weights, views) name the same one.
 	Storage string
 	// FileOffset is the absolute offset in the checkpoint file of the
 	// storage's first byte.
@@ -92,11 +96,6 @@ const (
 	maxSmallRecord = 64        // byteorder
 )
 
-// legacyMagic is the pickled LONG1 magic number 0x1950a86a20f9469cfc6c that
-// starts pre-1.6 (non-zip) torch.save files: PROTO 2, LONG1 10, then the
-// number in little-endian order.
-var legacyMagic = []byte{0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19}
-
 // stateDictKeys are the top-level keys of a training checkpoint that may
 // hold the model's state dict, in order of preference.
 var stateDictKeys = []string{"ema", "model", "state_dict", "model_state_dict", "module"}
@@ -107,10 +106,11 @@ func IsZipCheckpoint(header []byte) bool {
 	return bytes.HasPrefix(header, []byte("PK\x03\x04"))
 }
 
-// Open parses the checkpoint at path: its zip directory and its pickle. It
-// reads no tensor data, but checks that every storage the pickle references
-// exists, is stored uncompressed, holds the bytes its persistent id claims,
-// and covers the tensors that view it.
+// Open parses the checkpoint at path: its zip directory and its pickle, or
+// a legacy checkpoint's pickles and storage headers. It reads no tensor
+// data, but checks that every storage the pickle references exists, is
+// stored uncompressed, holds the bytes its persistent id claims, and covers
+// the tensors that view it.
 func Open(path string) (*File, error) {
 	fh, err := os.Open(path)
 	if err != nil {
@@ -137,18 +137,22 @@ func open(r io.ReaderAt, size int64, name string) (f *File, err error) {
 		return fmt.Errorf("pytorch: %s: "+format, append([]any{name}, args...)...)
 	}
 
-	head := make([]byte, len(legacyMagic))
+	head := make([]byte, 8)
 	n, _ := r.ReadAt(head, 0)
 	head = head[:n]
-	if bytes.Equal(head, legacyMagic) {
-		return nil, errf("legacy (pre-1.6, non-zip) PyTorch checkpoint is not supported; " +
-			"load it in Python and re-save it with torch.save in PyTorch 1.6 or later, or convert it to safetensors")
-	}
 	if len(head) == 0 {
-		return nil, errf("file is empty; want a zip-format PyTorch checkpoint")
+		return nil, errf("file is empty; want a PyTorch checkpoint")
+	}
+	if head[0] == opProto {
+		f, err := openLegacy(r, size)
+		if err != nil {
+			return nil, errf("%w", err)
+		}
+		f.Path = name
+		return f, nil
 	}
 	if !IsZipCheckpoint(head) {
-		return nil, errf("not a zip-format PyTorch checkpoint: starts with % x, want 50 4b 03 04 (\"PK\\x03\\x04\")", head)
+		return nil, errf("not a zip-format PyTorch checkpoint, nor a legacy one: starts with % x, want 50 4b 03 04 (\"PK\\x03\\x04\") or a pickle (80)", head)
 	}
 	zr, err := zip.NewReader(r, size)
 	if err != nil {
@@ -271,65 +275,105 @@ type record struct {
 // parse interprets the pickle pkl (the record named pklName), resolving
 // storage keys through lookup, and selects the state dict.
 func parse(pklName string, pkl []byte, lookup func(key string) (record, error)) (*File, error) {
-	storages := map[string]*storageRef{}
-	persistentLoad := func(pid any) (any, error) {
-		t, ok := pid.(*pyTuple)
-		if !ok || len(t.items) != 5 {
-			n := -1
-			if ok {
-				n = len(t.items)
-			}
-			return nil, fmt.Errorf("persistent id is %s (%d items), want ('storage', class, key, location, numel)", typeName(pid), n)
-		}
-		if kind, _ := t.items[0].(string); kind != "storage" {
-			return nil, fmt.Errorf("persistent id kind is %s, want \"storage\"", describeValue(t.items[0]))
-		}
-		cls, ok := t.items[1].(*pyGlobal)
-		if !ok || cls.kind != gStorage {
-			return nil, fmt.Errorf("persistent id storage class is %s, want a torch storage class", typeName(t.items[1]))
-		}
-		key, ok := t.items[2].(string)
-		if !ok {
-			return nil, fmt.Errorf("persistent id key is %s, want a string", typeName(t.items[2]))
-		}
-		loc, ok := t.items[3].(string)
-		if !ok {
-			return nil, fmt.Errorf("storage %q: location is %s, want a string such as \"cpu\"", key, typeName(t.items[3]))
-		}
-		numel, ok := t.items[4].(int64)
-		if !ok || numel < 0 {
-			return nil, fmt.Errorf("storage %q: element count is %s, want a non-negative int", key, describeValue(t.items[4]))
-		}
-		if s, ok := storages[key]; ok {
-			if s.class != cls.name {
-				return nil, fmt.Errorf("storage %q is referenced as %s and as %s", key, s.class, cls.name)
-			}
-			if numel != s.numel {
-				return nil, fmt.Errorf("storage %q is referenced with %d and with %d elements", key, s.numel, numel)
-			}
-			return s, nil
-		}
-		rec, err := lookup(key)
-		if err != nil {
-			return nil, err
-		}
-		es := int64(cls.dt.Size())
-		if numel > math.MaxInt64/es || rec.size < numel*es {
-			return nil, fmt.Errorf("storage %q: record %q has %d bytes, but the persistent id says %d elements of %s (%d bytes each)",
-				key, rec.name, rec.size, numel, cls.dt, es)
-		}
-		s := &storageRef{key: key, class: cls.name, location: loc, dt: cls.dt, untyped: strings.HasSuffix(cls.name, "UntypedStorage"), numel: numel, record: rec}
-		storages[key] = s
-		return s, nil
-	}
-
-	root, err := unpickle(pkl, persistentLoad)
+	st := &storageTable{refs: map[string]*storageRef{}, lookup: lookup}
+	root, err := unpickle(pkl, st.persistentLoad)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", pklName, err)
 	}
+	return selectStateDict(pklName, root)
+}
+
+// storageTable resolves the persistent ids of one checkpoint's pickle.
+type storageTable struct {
+	// refs holds the storages by key; in a legacy file also the views of
+	// storages, by their own keys.
+	refs map[string]*storageRef
+	// lookup locates a zip storage record. It is nil for a legacy file,
+	// whose persistent ids are 6-tuples with view metadata and whose storage
+	// data is located after the whole pickle has been read (see
+	// locateLegacy).
+	lookup func(key string) (record, error)
+}
+
+// persistentLoad resolves ('storage', class, key, location, numel) in a zip
+// checkpoint, and ('storage', class, key, location, numel, view_metadata)
+// in a legacy one.
+func (st *storageTable) persistentLoad(pid any) (any, error) {
+	items := 5
+	want := "('storage', class, key, location, numel)"
+	if st.lookup == nil {
+		items = 6
+		want = "('storage', class, key, location, numel, view_metadata)"
+	}
+	t, ok := pid.(*pyTuple)
+	if !ok || len(t.items) != items {
+		n := -1
+		if ok {
+			n = len(t.items)
+		}
+		return nil, fmt.Errorf("persistent id is %s (%d items), want %s", typeName(pid), n, want)
+	}
+	if kind, _ := t.items[0].(string); kind != "storage" {
+		return nil, fmt.Errorf("persistent id kind is %s, want \"storage\"", describeValue(t.items[0]))
+	}
+	cls, ok := t.items[1].(*pyGlobal)
+	if !ok || cls.kind != gStorage {
+		return nil, fmt.Errorf("persistent id storage class is %s, want a torch storage class", typeName(t.items[1]))
+	}
+	key, ok := t.items[2].(string)
+	if !ok {
+		return nil, fmt.Errorf("persistent id key is %s, want a string", typeName(t.items[2]))
+	}
+	loc, ok := t.items[3].(string)
+	if !ok {
+		return nil, fmt.Errorf("storage %q: location is %s, want a string such as \"cpu\"", key, typeName(t.items[3]))
+	}
+	numel, ok := t.items[4].(int64)
+	if !ok || numel < 0 {
+		return nil, fmt.Errorf("storage %q: element count is %s, want a non-negative int", key, describeValue(t.items[4]))
+	}
+	s, ok := st.refs[key]
+	if ok {
+		if s.root != nil {
+			return nil, fmt.Errorf("storage %q is referenced as a view and as a whole storage", key)
+		}
+		if s.class != cls.name {
+			return nil, fmt.Errorf("storage %q is referenced as %s and as %s", key, s.class, cls.name)
+		}
+		if numel != s.numel {
+			return nil, fmt.Errorf("storage %q is referenced with %d and with %d elements", key, s.numel, numel)
+		}
+	} else {
+		es := int64(cls.dt.Size())
+		if numel > math.MaxInt64/es {
+			return nil, fmt.Errorf("storage %q: the persistent id says %d elements of %s, more bytes than an int64 counts", key, numel, cls.dt)
+		}
+		s = &storageRef{key: key, class: cls.name, location: loc, dt: cls.dt, untyped: strings.HasSuffix(cls.name, "UntypedStorage"), numel: numel}
+		if st.lookup != nil {
+			rec, err := st.lookup(key)
+			if err != nil {
+				return nil, err
+			}
+			if rec.size < numel*es {
+				return nil, fmt.Errorf("storage %q: record %q has %d bytes, but the persistent id says %d elements of %s (%d bytes each)",
+					key, rec.name, rec.size, numel, cls.dt, es)
+			}
+			s.record = rec
+		}
+		st.refs[key] = s
+	}
+	if st.lookup == nil && t.items[5] != nil {
+		return st.view(s, t.items[5])
+	}
+	return s, nil
+}
+
+// selectStateDict finds the state dict in root, the object the pickle
+// (named what in errors) holds, and validates its tensors.
+func selectStateDict(what string, root any) (*File, error) {
 	top, ok := root.(*pyDict)
 	if !ok {
-		return nil, fmt.Errorf("%s: top-level object is %s, want a dict of tensors or a training-checkpoint dict", pklName, typeName(root))
+		return nil, fmt.Errorf("%s: top-level object is %s, want a dict of tensors or a training-checkpoint dict", what, typeName(root))
 	}
 
 	f := &File{}
@@ -371,7 +415,7 @@ func parse(pklName string, pkl []byte, lookup func(key string) (record, error)) 
 			if f.Selected != "" {
 				where = fmt.Sprintf(" (in %q)", f.Selected)
 			}
-			return nil, fmt.Errorf("%s%s: %w", pklName, where, err)
+			return nil, fmt.Errorf("%s%s: %w", what, where, err)
 		}
 		f.Tensors = append(f.Tensors, t)
 	}
