@@ -27,14 +27,18 @@ const (
 
 // registerPlatform adds the assembly kernels, best first. x/sys/cpu only
 // reports AVX-512 and AVX2 when the OS saves their registers; the packing
-// routines need AVX.
+// routines need AVX, those widening bfloat16 AVX2.
 func registerPlatform() {
 	k512 := newKernelSet("avx512", avx512MR, avx512NR, avx512KC, avx512MC, avx512NC, sgemmKernel12x32AVX512)
 	k512.transpose4, k512.copy2D = transpose4AVX, copy2DAVX
+	if cpu.X86.HasAVX2 {
+		k512.transpose4BF16, k512.copy2DBF16 = transpose4BF16AVX2, copy2DBF16AVX2
+	}
 	k512.tails = []tailKernel[float32]{{4, sgemmKernel4of12x32AVX512}, {8, sgemmKernel8of12x32AVX512}}
 	registerSgemm(k512, cpu.X86.HasAVX512F && cpu.X86.HasAVX)
 	k2 := newKernelSet("avx2", avx2MR, avx2NR, avx2KC, avx2MC, avx2NC, sgemmKernel6x16AVX2)
 	k2.transpose4, k2.copy2D = transpose4AVX, copy2DAVX
+	k2.transpose4BF16, k2.copy2DBF16 = transpose4BF16AVX2, copy2DBF16AVX2
 	k2.tails = []tailKernel[float32]{{2, sgemmKernel2of6x16AVX2}, {4, sgemmKernel4of6x16AVX2}}
 	registerSgemm(k2, cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasAVX)
 }

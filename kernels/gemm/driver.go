@@ -57,6 +57,11 @@ type kernelSet[E float32 | float64] struct {
 	//	copy(dst[r*ldd:r*ldd+cols], src[r*lds:]) for r < rows
 	// for packing the operand whose k steps are contiguous.
 	copy2D func(dst []E, ldd int, src []E, lds int, rows, cols int)
+	// transpose4BF16 and copy2DBF16, when set, are transpose4 and copy2D
+	// reading bfloat16 bit patterns, each widened to float32, for the B
+	// operand of GemmBF16.
+	transpose4BF16 func(dst []E, ldd int, src []uint16, lds int, n int)
+	copy2DBF16     func(dst []E, ldd int, src []uint16, lds int, rows, cols int)
 
 	free freeList[E]
 }
@@ -122,6 +127,9 @@ type args[E float32 | float64] struct {
 	alpha, beta    E
 	a, b, c        []E
 	lda, ldb, ldc  int
+	// bh, when set, holds B as bfloat16 bit patterns (GemmBF16) in place
+	// of b.
+	bh []uint16
 }
 
 // minParallelWork is the number of multiply-adds below which a second
@@ -131,14 +139,21 @@ const minParallelWork = 1 << 19
 // gemm runs a checked product with kernel set ks, over all cores when par
 // is set and the product is large enough.
 func gemm[E float32 | float64](ks *kernelSet[E], par, transA, transB bool, m, n, k int, alpha E, a []E, lda int, b []E, ldb int, beta E, c []E, ldc int) {
+	ks.run(par, &args[E]{transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, beta: beta,
+		a: a, b: b, c: c, lda: lda, ldb: ldb, ldc: ldc})
+}
+
+// run computes the checked product p, over all cores when par is set and
+// the product is large enough.
+func (ks *kernelSet[E]) run(par bool, p *args[E]) {
+	m, n, k := p.m, p.n, p.k
 	if m == 0 || n == 0 {
 		return
 	}
-	if k == 0 || alpha == 0 {
-		scale(m, n, beta, c, ldc)
+	if k == 0 || p.alpha == 0 {
+		scale(m, n, p.beta, p.c, p.ldc)
 		return
 	}
-	p := args[E]{transA, transB, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc}
 	workers := 1
 	tiles := ceilDiv(m, ks.mr) * ceilDiv(n, ks.nr)
 	work := float64(m) * float64(n) * float64(k)
@@ -147,7 +162,7 @@ func gemm[E float32 | float64](ks *kernelSet[E], par, transA, transB bool, m, n,
 	}
 	if workers == 1 {
 		ws := ks.get()
-		ks.region(ws, &p, 0, m, 0, n)
+		ks.region(ws, p, 0, m, 0, n)
 		ks.put(ws)
 		return
 	}
@@ -159,7 +174,7 @@ func gemm[E float32 | float64](ks *kernelSet[E], par, transA, transB bool, m, n,
 	if work >= float64(workers*tasksPerWorker)*minTaskWork {
 		tasks = min(workers*tasksPerWorker, tiles)
 	}
-	ks.parallel(&p, workers, tasks)
+	ks.parallel(p, workers, tasks)
 }
 
 // tasksPerWorker regions per worker balance the load on a busy machine;
@@ -296,7 +311,11 @@ func (ks *kernelSet[E]) region(ws *workspace[E], p *args[E], i0, i1, j0, j1 int)
 			ks.packA(ws.a, p.transA, p.a, p.lda, ic, mb, pc, kb, ks.mr)
 			for jc := j0; jc < j1; jc += nc {
 				nb := min(nc, j1-jc)
-				ks.packB(ws.b, p.transB, p.b, p.ldb, pc, kb, jc, nb, ks.nr)
+				if p.bh != nil {
+					ks.packBF16(ws.b, p.transB, p.bh, p.ldb, pc, kb, jc, nb, ks.nr)
+				} else {
+					ks.packB(ws.b, p.transB, p.b, p.ldb, pc, kb, jc, nb, ks.nr)
+				}
 				ks.macro(ws, ws.b, mb, nb, kb, p.alpha, beta, p.c, ic*p.ldc+jc, p.ldc)
 			}
 		}

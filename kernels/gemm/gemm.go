@@ -3,8 +3,9 @@
 // The float32 path is a packed, cache-blocked GEMM in the GotoBLAS/BLIS
 // style (see driver.go) whose innermost register-blocked micro-kernel is
 // chosen at start-up: AVX-512 or AVX2+FMA assembly on amd64, portable Go
-// elsewhere. The float64 path runs the same driver with a Go micro-kernel;
-// it exists for gradient checks.
+// elsewhere. GemmBF16 runs the float32 path on a B held as bfloat16,
+// widened to float32 as it is packed. The float64 path runs the same
+// driver with a Go micro-kernel; it exists for gradient checks.
 //
 // Setting DCDIT_KERNELS=generic in the environment (read once, at start-up)
 // forces the portable Go micro-kernel; DCDIT_KERNELS=avx2 forces the AVX2

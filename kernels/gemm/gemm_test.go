@@ -201,7 +201,8 @@ func viaTasks[E float32 | float64](ks *kernelSet[E], workers, tasks int) func(bo
 			gemm(ks, false, tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 			return
 		}
-		ks.parallel(&args[E]{tA, tB, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc}, workers, tasks)
+		ks.parallel(&args[E]{transA: tA, transB: tB, m: m, n: n, k: k, alpha: alpha, beta: beta,
+			a: a, b: b, c: c, lda: lda, ldb: ldb, ldc: ldc}, workers, tasks)
 	}
 }
 
