@@ -24,6 +24,7 @@ import (
 	"github.com/dcdit/dcdit/internal/cli/flops"
 	"github.com/dcdit/dcdit/internal/cli/inspect"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
+	"github.com/dcdit/dcdit/internal/cli/prompts"
 	"github.com/dcdit/dcdit/internal/cli/recipe"
 	"github.com/dcdit/dcdit/internal/cli/sample"
 	"github.com/dcdit/dcdit/internal/cli/train"
@@ -90,7 +91,7 @@ compute budget chosen at inference time.`,
 	root.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
 	root.AddCommand(inspect.NewCmd(io, nil), sample.NewCmd(io, nil), bench.NewCmd(io, nil), newVersionCmd(io))
 	root.AddCommand(data.NewCmd(io, nil))
-	root.AddCommand(decode.NewCmd(io, nil), fidcmd.NewCmd(io, nil))
+	root.AddCommand(decode.NewCmd(io, nil), fidcmd.NewCmd(io, nil), prompts.NewCmd(io, nil))
 	root.AddCommand(evaluate.NewCmd(io, nil))
 	root.AddCommand(featnet.NewCmd(io, nil, nil))
 	root.AddCommand(flops.NewCmd(io, nil))

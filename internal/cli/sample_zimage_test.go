@@ -264,8 +264,8 @@ func TestSampleZImageHelp(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"The text encoder is not part of dcdit", "--captions", "cap_feats", "cap_lens", "--negative", "--size",
-		"--cfg-truncation", "--cfg-normalization", "--schedule", `(default "tongyi")`, `(default "128x128")`, "README"} {
+	for _, want := range []string{"--prompt (repeated, one sample each) runs the text encoder", "--captions", "cap_feats", "cap_lens", "--negative", "--size",
+		"--cfg-truncation", "--cfg-normalization", "--schedule", `(default "tongyi")`, `(default "128x128")`, "encode-prompts", "--negative-prompt", "--text-encoder"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("help lacks %q", want)
 		}

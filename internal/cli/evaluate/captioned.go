@@ -75,7 +75,7 @@ func validateCaptioned(cmd *cobra.Command, o *Options) error {
 // --shift, guided by Z-Image's pos + s·(pos − neg) against the empty
 // prompt for --cfg > 1) and scores the samples (eval.ScoreCaptioned).
 func runCaptioned(opts *Options) error {
-	m, _, err := zimage.LoadModel(opts.Checkpoint, zimage.LoadOptions{})
+	m, _, err := zimage.LoadModel(opts.Checkpoint, zimage.LoadOptions{KeepBF16: true}) // evaluation trains nothing
 	if err != nil {
 		return err
 	}

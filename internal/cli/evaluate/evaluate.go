@@ -473,7 +473,7 @@ func zimageTeacher(opts *Options, m *dc.Model) (eval.Teacher, error) {
 	case !found:
 		return nil, fmt.Errorf("%s records no caption table (metadata %q): dcdit evaluates the DC-Z-Images it upcycled from Z-Images trained on the shapes captions", opts.Checkpoint, shapes.CaptionTableKey)
 	}
-	t, _, err := zimage.LoadModel(opts.Teacher, zimage.LoadOptions{})
+	t, _, err := zimage.LoadModel(opts.Teacher, zimage.LoadOptions{KeepBF16: true}) // the teacher only predicts
 	if err != nil {
 		return nil, fmt.Errorf("--teacher: %w", err)
 	}

@@ -283,7 +283,11 @@ func runDCZImage(opts *Options, m *dc.Model, zc *arch.ZImageConfig) error {
 	if err != nil {
 		return &cmdutil.UsageError{Err: fmt.Errorf("--schedule: %w", err)}
 	}
-	job, err := newZImageJob(opts, pipeline, zc.CapFeatDim)
+	pos, neg, err := encodePrompts(opts)
+	if err != nil {
+		return err
+	}
+	job, err := newZImageJob(opts, pipeline, zc.CapFeatDim, pos, neg)
 	if err != nil {
 		return err
 	}

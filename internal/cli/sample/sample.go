@@ -63,10 +63,14 @@ type Options struct {
 	// features (cap_feats, cap_lens): one positive caption per sample,
 	// and the negative ones guidance contrasts them with.
 	Captions, Negative string
-	// Prompts are text prompts for a Z-Image trained by dcdit on the
-	// shapes captions, which records its caption table (the text encoder's
-	// stand-in); the unguided branch is the empty prompt.
-	Prompts []string
+	// Prompts are text prompts, encoded by the model repository's text
+	// encoder (or TextEncoder and Tokenizer); for a Z-Image trained by
+	// dcdit on the shapes captions, by the caption table it records (the
+	// text encoder's stand-in). The unguided branch is NegativePrompt
+	// (default empty), as in the pipelines.
+	Prompts                []string
+	NegativePrompt         string
+	TextEncoder, Tokenizer string
 	// Size is the latent grid "HxW"; empty takes defaultZImageSize.
 	Size string
 	// Config is a config.json for what a Z-Image checkpoint's shapes
@@ -159,15 +163,21 @@ class labels:
   dcdit sample ZIMAGE --captions CAPS.safetensors [--negative NEG.safetensors]
       --size HxW --steps N --cfg S --seed K --out X
 
-The text encoder is not part of dcdit: --captions is a safetensors file of
-its output, computed beforehand (README, "Z-Image"). It holds cap_feats, F32
-[N, L, cap_feat_dim]: the text encoder's hidden states of N prompts, padded
-to L rows; and cap_lens, I64 [N]: each prompt's valid rows (1..L), the rows
-past it being ignored. --negative is a file of the same form with the
-negative prompts (N of them, or one for all), needed when guidance is on.
-A Z-Image trained by dcdit on the shapes captions ('dcdit train' with
-model.kind = "zimage") records its caption table instead: --prompt (repeated,
-one sample each) takes text in its vocabulary, and guidance contrasts it
+--prompt (repeated, one sample each) runs the text encoder the way the
+pipelines do: Qwen3 from text_encoder/ and its tokenizer from tokenizer/ of
+the model repository CHECKPOINT belongs to (Z-Image-Turbo/, or its
+transformer/), or from --text-encoder and --tokenizer; the prompts are
+encoded before the transformer is loaded and the encoder is dropped, so the
+two are never in memory together. Guidance contrasts them with
+--negative-prompt (default empty). --captions is the alternative: a
+safetensors file of the text encoder's output, computed beforehand ('dcdit
+encode-prompts'). It holds cap_feats, F32 [N, L, cap_feat_dim]: the hidden
+states of N prompts, padded to L rows; and cap_lens, I64 [N]: each prompt's
+valid rows (1..L), the rows past it being ignored. --negative is a file of
+the same form with the negative prompts (N of them, or one for all), needed
+when guidance is on. A Z-Image trained by dcdit on the shapes captions
+('dcdit train' with model.kind = "zimage") records its caption table
+instead: --prompt takes text in its vocabulary, and guidance contrasts it
 with the empty prompt, as training dropped captions.
 --size is the latent grid (the image is 8× larger; default 128x128, i.e.
 1024×1024 px), a multiple of the patch size. The output "latents" are
@@ -240,7 +250,10 @@ terminal; otherwise a plain line appears every 10 seconds.`,
 	f.Float64Var(&opts.DenseBelow, "dense-below", 0, "DC checkpoints: run the steps below this timestep on every cell (the low-noise steps at full cost; 0: never)")
 	f.StringVar(&opts.Captions, "captions", "", "Z-Image: safetensors file of caption features (cap_feats F32 [N, L, cap_feat_dim], cap_lens I64 [N]) from the text encoder, which dcdit does not run")
 	f.StringVar(&opts.Negative, "negative", "", "Z-Image: caption features of the negative prompts guidance contrasts with (N of them, or 1 for all)")
-	f.StringArrayVar(&opts.Prompts, "prompt", nil, "Z-Image trained by dcdit on the shapes captions: a prompt in its vocabulary (repeat for several samples; instead of --captions)")
+	f.StringArrayVar(&opts.Prompts, "prompt", nil, "Z-Image: a prompt (repeat for several samples; instead of --captions), encoded by the repository's text encoder, or by a dcdit-trained toy's caption table")
+	f.StringVar(&opts.NegativePrompt, "negative-prompt", "", "Z-Image with --prompt: the negative prompt guidance contrasts with (default empty)")
+	f.StringVar(&opts.TextEncoder, "text-encoder", "", "Z-Image with --prompt: the Qwen3 text encoder (default: text_encoder/ of the model repository)")
+	f.StringVar(&opts.Tokenizer, "tokenizer", "", "Z-Image with --prompt: the tokenizer (default: tokenizer/ beside the text encoder)")
 	f.StringVar(&opts.Size, "size", "", "Z-Image: latent grid HxW, a multiple of the patch size (the image is 8× larger)")
 	f.Lookup("size").DefValue = defaultZImageSize
 	f.StringVar(&opts.Config, "config", "", "Z-Image: config.json supplying what the weights do not tell (axes_dims, rope_theta, t_scale); default: the model folder's own")
