@@ -54,6 +54,10 @@
 // Attention and convolution ops follow the same pattern over
 // kernels.AttentionForward/Backward and kernels.Conv3x3Forward/Backward.
 //
+// LinearBF16 is the one op outside it: an inference-only Linear over a
+// constant bfloat16 weight (BF16Matrix, half the bytes of float32), computed
+// eagerly, with no graph node and no backward pass.
+//
 // # Device operands
 //
 // An op whose operands are GPU tensors (package ops/device) runs on the

@@ -87,6 +87,9 @@ func (b *Backbone) CondWidth() int { return b.Model.Config.AdaLNDim }
 // no labels.
 func (b *Backbone) Condition(in cond.Input) (cond.Value, error) {
 	m := b.Model
+	if err := b.inferenceOnly(nil); err != nil {
+		return nil, err
+	}
 	dim := m.Config.CapFeatDim
 	if err := in.CheckCaptions(dim); err != nil {
 		return nil, fmt.Errorf("zimage: %w", err)
@@ -124,6 +127,9 @@ func (b *Backbone) Forward(x mat.Tensor, c cond.Value, offsets []int, pos []floa
 	if !ok || zc.model != m {
 		return nil, fmt.Errorf("zimage: conditioning of type %T was not made by this backbone's Condition", c)
 	}
+	if err := b.inferenceOnly(x); err != nil {
+		return nil, err
+	}
 	xs := x.Shape()
 	if xs[1] != m.Config.Dim {
 		return nil, fmt.Errorf("zimage: tokens are [%d %d], want width %d", xs[0], xs[1], m.Config.Dim)
@@ -149,6 +155,18 @@ func (b *Backbone) Forward(x mat.Tensor, c cond.Value, offsets []int, pos []floa
 	img = m.NoiseRefiner(img, zc.adaln, m.NewStream(l.ImageOffsets, l.ImagePos))
 	u := m.Layers(m.Unify(img, zc.captions, l), zc.adaln, m.NewStream(l.UnifiedOffsets, l.UnifiedPos()))
 	return ops.GatherRows(u, l.OutputRows), nil
+}
+
+// inferenceOnly refuses a model whose Linear weights stay bfloat16
+// (LoadOptions.KeepBF16) when its parameters or the tokens x (nil: none)
+// track gradients: those weights have no backward pass, so a training
+// step must not reach them.
+func (b *Backbone) inferenceOnly(x mat.Tensor) error {
+	m := b.Model
+	if len(m.bf16) == 0 || !m.Params.RequiresGrad() && (x == nil || !x.RequiresGrad()) {
+		return nil
+	}
+	return fmt.Errorf("zimage: the backbone keeps %d matrices as bfloat16 (LoadOptions.KeepBF16), which have no backward pass, yet gradients are tracked; load the checkpoint without KeepBF16 to train", len(m.bf16))
 }
 
 // Parameters returns the model's arena under its internal (ComfyUI)

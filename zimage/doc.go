@@ -12,6 +12,13 @@
 // model folder's own) for what shapes cannot tell: axes_dims, rope_theta,
 // t_scale, and the head count when there are no q/k norms.
 //
+// For inference, LoadModel with LoadOptions.KeepBF16 keeps a BF16
+// checkpoint's Linear weights as bfloat16, outside the parameter arena
+// (6.15 B parameters: 12.3 GB where float32 takes 24.6 GB); the forward
+// pass reads them through ops.LinearBF16, which widens them inside the
+// GEMM's packing, so its outputs are those of the model loaded in float32,
+// bit for bit. Such a model cannot be trained or saved.
+//
 // # Streams
 //
 // The reference model pads every item's image and caption sequences to a

@@ -29,7 +29,10 @@ type Model struct {
 	// tensors maps names to the matrices the ops read: Params' entries,
 	// or float64 matrices in gradient checks (f64).
 	tensors map[string]mat.Tensor
-	f64     bool
+	// bf16 holds the Linear weights kept as bfloat16 outside Params
+	// (LoadOptions.KeepBF16); nil otherwise.
+	bf16 map[string]*ops.BF16Matrix
+	f64  bool
 	// names is the prefix of every name in Params (not in tensors): ""
 	// but for a model stored inside a DC model (PrefixNames).
 	names string
@@ -107,6 +110,15 @@ func (m *Model) p(name string) mat.Tensor {
 	return t
 }
 
+// linear is ops.Linear with the named weight, read as bfloat16 by
+// ops.LinearBF16 where the model keeps it so.
+func (m *Model) linear(x mat.Tensor, weight string, b mat.Tensor) mat.Tensor {
+	if w, ok := m.bf16[weight]; ok {
+		return ops.LinearBF16(x, w, b)
+	}
+	return ops.Linear(x, m.p(weight), b)
+}
+
 // constant wraps host-computed data as a matrix of the model's element
 // type that takes no gradient.
 func (m *Model) constant(rows, cols int, v []float32) mat.Tensor {
@@ -156,16 +168,17 @@ func (m *Model) TimestepFrequencies(t []float32) []float32 {
 // directly; the final layer applies SiLU itself).
 func (m *Model) Timestep(t []float32) mat.Tensor {
 	freq := m.TimestepFrequencies(t)
-	h := ops.Linear(m.constant(len(t), m.Config.FrequencySize, freq), m.p("t_embedder.mlp.0.weight"), m.p("t_embedder.mlp.0.bias"))
-	return ops.Linear(ops.SiLU(h), m.p("t_embedder.mlp.2.weight"), m.p("t_embedder.mlp.2.bias"))
+	h := m.linear(m.constant(len(t), m.Config.FrequencySize, freq), "t_embedder.mlp.0.weight", m.p("t_embedder.mlp.0.bias"))
+	return m.linear(ops.SiLU(h), "t_embedder.mlp.2.weight", m.p("t_embedder.mlp.2.bias"))
 }
 
 // EmbedImage embeds the real image tokens patches [n, pF·pH·pW·C] (all
 // items' Patchify output, concatenated) and lays them out as the image
 // stream of l, pad rows taking x_pad_token: [image stream rows, D].
 func (m *Model) EmbedImage(patches []float32, l *Layout) mat.Tensor {
-	in := int(m.p("x_embedder.weight").Shape()[1])
-	x := ops.Linear(m.constant(len(patches)/in, in, patches), m.p("x_embedder.weight"), m.p("x_embedder.bias"))
+	c := m.Config
+	in := c.FPatchSize * c.PatchSize * c.PatchSize * c.InChannels
+	x := m.linear(m.constant(len(patches)/in, in, patches), "x_embedder.weight", m.p("x_embedder.bias"))
 	return ops.GatherRows(ops.ConcatRows(x, m.p("x_pad_token")), l.ImageRows)
 }
 
@@ -175,7 +188,7 @@ func (m *Model) EmbedImage(patches []float32, l *Layout) mat.Tensor {
 func (m *Model) EmbedCaption(feats []float32, l *Layout) mat.Tensor {
 	in := m.Config.CapFeatDim
 	h := ops.RMSNorm(m.constant(len(feats)/in, in, feats), m.p("cap_embedder.0.weight"), m.Config.NormEps)
-	x := ops.Linear(h, m.p("cap_embedder.1.weight"), m.p("cap_embedder.1.bias"))
+	x := m.linear(h, "cap_embedder.1.weight", m.p("cap_embedder.1.bias"))
 	return ops.GatherRows(ops.ConcatRows(x, m.p("cap_pad_token")), l.CaptionRows)
 }
 
@@ -208,11 +221,12 @@ func (m *Model) Block(prefix string, x, adaln mat.Tensor, s Stream) mat.Tensor {
 func (m *Model) blockWith(prefix string, x, adaln mat.Tensor, offsets []int, attend func(qkv mat.Tensor) mat.Tensor) mat.Tensor {
 	D, eps := m.Config.Dim, m.Config.NormEps
 	w := func(name string) mat.Tensor { return m.p(prefix + name) }
+	linear := func(x mat.Tensor, name string) mat.Tensor { return m.linear(x, prefix+name, nil) }
 	// Scale-only modulation and tanh gates: Linear(adaln) splits into
 	// scale_msa, gate_msa, scale_mlp, gate_mlp (no shift, no SiLU before).
 	var scaleMSA, gateMSA, scaleMLP, gateMLP, noShift mat.Tensor
 	if adaln != nil {
-		mod := ops.Linear(adaln, w("adaLN_modulation.0.weight"), w("adaLN_modulation.0.bias")) // [S, 4D]
+		mod := m.linear(adaln, prefix+"adaLN_modulation.0.weight", w("adaLN_modulation.0.bias")) // [S, 4D]
 		chunk := func(k int) mat.Tensor { return ops.SliceCols(mod, k*D, (k+1)*D) }
 		scaleMSA, gateMSA, scaleMLP, gateMLP = chunk(0), ops.Tanh(chunk(1)), chunk(2), ops.Tanh(chunk(3))
 		S := len(offsets) - 1
@@ -232,14 +246,14 @@ func (m *Model) blockWith(prefix string, x, adaln mat.Tensor, offsets []int, att
 	}
 
 	h := modulate(ops.RMSNorm(x, w("attention_norm1.weight"), eps), scaleMSA)
-	a := attend(ops.Linear(h, w("attention.qkv.weight"), nil)) // [N, D]
-	a = ops.RMSNorm(ops.Linear(a, w("attention.out.weight"), nil), w("attention_norm2.weight"), eps)
+	a := attend(linear(h, "attention.qkv.weight")) // [N, D]
+	a = ops.RMSNorm(linear(a, "attention.out.weight"), w("attention_norm2.weight"), eps)
 	x = residual(x, a, gateMSA)
 
 	h = modulate(ops.RMSNorm(x, w("ffn_norm1.weight"), eps), scaleMLP)
 	// SwiGLU: w2(SiLU(w1·h) ∘ w3·h).
-	f := ops.Mul(ops.SiLU(ops.Linear(h, w("feed_forward.w1.weight"), nil)), ops.Linear(h, w("feed_forward.w3.weight"), nil))
-	f = ops.RMSNorm(ops.Linear(f, w("feed_forward.w2.weight"), nil), w("ffn_norm2.weight"), eps)
+	f := ops.Mul(ops.SiLU(linear(h, "feed_forward.w1.weight")), linear(h, "feed_forward.w3.weight"))
+	f = ops.RMSNorm(linear(f, "feed_forward.w2.weight"), w("ffn_norm2.weight"), eps)
 	return residual(x, f, gateMLP)
 }
 
@@ -280,10 +294,10 @@ func (m *Model) Unify(img, txt mat.Tensor, l *Layout) mat.Tensor {
 // 1 + Linear(SiLU(adaln)) (no shift), then Linear.
 func (m *Model) FinalLayer(x, adaln mat.Tensor, offsets []int) mat.Tensor {
 	D := m.Config.Dim
-	scale := ops.Linear(ops.SiLU(adaln), m.p("final_layer.adaLN_modulation.1.weight"), m.p("final_layer.adaLN_modulation.1.bias"))
+	scale := m.linear(ops.SiLU(adaln), "final_layer.adaLN_modulation.1.weight", m.p("final_layer.adaLN_modulation.1.bias"))
 	S := len(offsets) - 1
 	h := ops.Modulate(ops.LayerNorm(x, finalEps), m.constant(S, D, make([]float32, S*D)), scale, offsets)
-	return ops.Linear(h, m.p("final_layer.linear.weight"), m.p("final_layer.linear.bias"))
+	return m.linear(h, "final_layer.linear.weight", m.p("final_layer.linear.bias"))
 }
 
 // Batch is a prepared forward input: the layout and the host-side data.

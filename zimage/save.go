@@ -22,6 +22,9 @@ const WeightsFile = "model.safetensors"
 // axes, θ, t scale). values, when not nil, replaces the parameter arena's
 // contents (an EMA of it, say).
 func Save(dir string, m *Model, values []float32, metadata map[string]string) error {
+	if len(m.bf16) > 0 {
+		return fmt.Errorf("zimage: save %s: the model keeps %d matrices as bfloat16 outside its arena (LoadOptions.KeepBF16), for inference only; load the checkpoint without KeepBF16 to save it", dir, len(m.bf16))
+	}
 	if values != nil && len(values) != m.Params.Len() {
 		return fmt.Errorf("zimage: save %s: %d values for %d parameters", dir, len(values), m.Params.Len())
 	}

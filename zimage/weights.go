@@ -1,11 +1,14 @@
 package zimage
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/loaders/dtype"
+	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
 )
 
@@ -35,6 +38,17 @@ type LoadOptions struct {
 	// axes_lens, rope_theta, t_scale, norm_eps. A model folder's own
 	// config.json is used when Config is nil.
 	Config map[string]any
+	// KeepBF16 makes LoadModel keep every Linear weight (a 2-D matrix
+	// named *.weight) that the checkpoint stores as BF16 as bfloat16 in
+	// memory, at half the bytes of float32, outside the parameter arena;
+	// the forward pass reads them through ops.LinearBF16, whose outputs
+	// equal those of the model loaded in float32, bit for bit. The pad
+	// tokens, vectors and matrices stored in other dtypes become float32
+	// in the arena as without it. Such a model is for inference only:
+	// none of its ops has a backward pass through those weights, Save
+	// refuses it and Backbone refuses to run it with gradients. Load
+	// ignores the option.
+	KeepBF16 bool
 }
 
 // Load reads a Z-Image transformer checkpoint in the diffusers/Tongyi
@@ -72,19 +86,36 @@ func Load(path string, opts LoadOptions) (*Weights, error) {
 // every tensor straight into the model's arena (loaders.Tensor's
 // DecodeFloat32 reads the file in chunks, without mapping it): the values
 // are resident once, which is what lets a 6 B Z-Image load where Load and
-// New would hold 2 × 24.6 GB. It returns detection's warnings beside the
-// model.
+// New would hold 2 × 24.6 GB. With opts.KeepBF16 a BF16 checkpoint's
+// Linear weights stay bfloat16 (LoadOptions.KeepBF16), which halves that
+// again. It returns detection's warnings beside the model.
 func LoadModel(path string, opts LoadOptions) (*Model, []string, error) {
 	src, err := openSource(path, opts)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer src.ck.Close()
-	set, err := params.New(paramSpecs(src.cfg))
+	m := newModel(src.cfg)
+	var keep map[string]bool
+	if opts.KeepBF16 {
+		keep, m.bf16 = src.bf16Matrices(), map[string]*ops.BF16Matrix{}
+	}
+	var specs []params.Spec
+	for _, s := range paramSpecs(src.cfg) {
+		if !keep[s.Name] {
+			specs = append(specs, s)
+			continue
+		}
+		w := &ops.BF16Matrix{Rows: s.Rows, Cols: s.Cols, Data: make([]uint16, s.Rows*s.Cols)}
+		if err := src.fillBF16(s.Name, w.Data); err != nil {
+			return nil, nil, err
+		}
+		m.bf16[s.Name] = w
+	}
+	set, err := params.New(specs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("zimage: %s: %w", path, err)
 	}
-	m := newModel(src.cfg)
 	m.Params = set
 	for _, p := range set.List() {
 		if err := src.fill(p.Name, p.Values()); err != nil {
@@ -101,6 +132,10 @@ type source struct {
 	ck   *loaders.Checkpoint
 	rep  *arch.Report
 	cfg  *arch.ZImageConfig
+	// buf is readBF16's read buffer, shared by the tensors: a garbage
+	// buffer per tensor would stay resident until the garbage collector's
+	// next cycle, which a heap of billions of weights puts off.
+	buf []byte
 }
 
 // openSource opens path, detects its naming and configuration, and
@@ -148,31 +183,106 @@ func openSource(path string, opts LoadOptions) (*source, error) {
 // describe names the checkpoint and its naming.
 func (s *source) describe() string { return fmt.Sprintf("%s (%s naming)", s.path, s.rep.Layout) }
 
-// fill decodes the tensor of internal name into dst: in the diffusers
-// naming, a fused tensor's parts (to_q, to_k, to_v) go to consecutive row
-// ranges, which is their concatenation along rows.
+// fill decodes the tensor of internal name into dst.
 func (s *source) fill(name string, dst []float32) error {
-	parts := []string{name}
+	return s.each(name, len(dst), func(t *loaders.Tensor, at, n int) error {
+		if err := t.DecodeFloat32(dst[at : at+n]); err != nil {
+			return fmt.Errorf("zimage: %w", err)
+		}
+		return nil
+	})
+}
+
+// fillBF16 copies the BF16 tensor of internal name into dst.
+func (s *source) fillBF16(name string, dst []uint16) error {
+	return s.each(name, len(dst), func(t *loaders.Tensor, at, n int) error {
+		if s.buf == nil {
+			s.buf = make([]byte, bf16Chunk)
+		}
+		return readBF16(t, dst[at:at+n], s.buf)
+	})
+}
+
+// parts returns the checkpoint names of the tensors that make up the
+// tensor of internal name: in the diffusers naming, a fused tensor's parts
+// (to_q, to_k, to_v), whose concatenation along rows it is.
+func (s *source) parts(name string) []string {
 	if s.rep.Layout != arch.Comfy {
-		parts = arch.ZImageDiffusersKey(name, s.cfg).Others
+		return arch.ZImageDiffusersKey(name, s.cfg).Others
 	}
+	return []string{name}
+}
+
+// each calls read for each part of the tensor of internal name, which
+// holds size values, with the part's first value and its value count: the
+// parts go to consecutive ranges.
+func (s *source) each(name string, size int, read func(t *loaders.Tensor, at, n int) error) error {
 	at := 0
-	for _, part := range parts {
+	for _, part := range s.parts(name) {
 		t, ok := s.ck.Tensor(s.rep.Prefix + part)
 		if !ok {
 			return fmt.Errorf("zimage: %s: tensor %q missing", s.path, s.rep.Prefix+part)
 		}
 		n := int(t.NumElements())
-		if at+n > len(dst) {
-			return fmt.Errorf("zimage: %s: tensor %q: %d values overflow %s's %d", s.path, s.rep.Prefix+part, n, name, len(dst))
+		if at+n > size {
+			return fmt.Errorf("zimage: %s: tensor %q: %d values overflow %s's %d", s.path, s.rep.Prefix+part, n, name, size)
 		}
-		if err := t.DecodeFloat32(dst[at : at+n]); err != nil {
-			return fmt.Errorf("zimage: %w", err)
+		if err := read(t, at, n); err != nil {
+			return err
 		}
 		at += n
 	}
-	if at != len(dst) {
-		return fmt.Errorf("zimage: %s: the tensors of %s hold %d values, want %d", s.path, name, at, len(dst))
+	if at != size {
+		return fmt.Errorf("zimage: %s: the tensors of %s hold %d values, want %d", s.path, name, at, size)
+	}
+	return nil
+}
+
+// bf16Matrices returns the internal names of the Linear weights (2-D,
+// named *.weight; the pad tokens are rows, not weights) whose every part
+// the checkpoint stores as BF16.
+func (s *source) bf16Matrices() map[string]bool {
+	exp := arch.ExpectedZImage(s.cfg, arch.Comfy)
+	keep := map[string]bool{}
+	for i, name := range exp.Names() {
+		if len(exp.Shape(i)) != 2 || !strings.HasSuffix(name, ".weight") {
+			continue
+		}
+		all := true
+		for _, part := range s.parts(name) {
+			t, ok := s.ck.Tensor(s.rep.Prefix + part)
+			all = all && ok && t.DType == dtype.BF16
+		}
+		keep[name] = all
+	}
+	return keep
+}
+
+// bf16Chunk is readBF16's read size, DecodeFloat32's.
+const bf16Chunk = 4 << 20
+
+// readBF16 copies a BF16 tensor's bit patterns into dst, which holds
+// exactly its values, reading the file through buf (an even number of
+// bytes) with pread (Tensor.Section) as DecodeFloat32 does, so that the
+// file is never mapped beside the copy.
+func readBF16(t *loaders.Tensor, dst []uint16, buf []byte) error {
+	sec, err := t.Section()
+	if err != nil {
+		return fmt.Errorf("zimage: %s: tensor %q: %w", t.File, t.Name, err)
+	}
+	if want := 2 * int64(len(dst)); sec.Size() != want {
+		return fmt.Errorf("zimage: %s: tensor %q: %d bytes of data, want %d for %v %s", t.File, t.Name, sec.Size(), want, t.Shape, t.DType)
+	}
+	for done := 0; done < len(dst); {
+		n := min(len(buf)/2, len(dst)-done)
+		raw := buf[:2*n]
+		if _, err := sec.ReadAt(raw, 2*int64(done)); err != nil {
+			return fmt.Errorf("zimage: %s: tensor %q: %w", t.File, t.Name, err)
+		}
+		for i := range n {
+			dst[done+i] = binary.LittleEndian.Uint16(raw[2*i:])
+		}
+		done += n
 	}
 	return nil
 }

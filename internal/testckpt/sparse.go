@@ -15,11 +15,19 @@ import (
 // work can be tested at full model scale. It returns the index path.
 func WriteSparseSharded(dir, base string, exp arch.Expected, dt dtype.DType, maxShardBytes int64) (string, error) {
 	tensors := make([]safetensors.WriteTensor, len(exp))
-	sizes := make([]int64, len(exp))
 	for i, name := range exp.Names() {
 		tensors[i] = safetensors.WriteTensor{Name: name, DType: dt, Shape: exp.Shape(i)}
-		sizes[i] = int64(dt.Size())
-		for _, d := range exp.Shape(i) {
+	}
+	return WriteSparseTensors(dir, base, tensors, maxShardBytes)
+}
+
+// WriteSparseTensors is WriteSparseSharded for a list of tensors (names,
+// dtypes and shapes; their data are left as holes).
+func WriteSparseTensors(dir, base string, tensors []safetensors.WriteTensor, maxShardBytes int64) (string, error) {
+	sizes := make([]int64, len(tensors))
+	for i, t := range tensors {
+		sizes[i] = int64(t.DType.Size())
+		for _, d := range t.Shape {
 			sizes[i] *= d
 		}
 	}
