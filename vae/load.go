@@ -12,12 +12,12 @@ import (
 )
 
 // The weight files of a diffusers VAE folder, in order of preference.
-var folderWeights = []string{"diffusion_pytorch_model.safetensors", "diffusion_pytorch_model.fp16.safetensors"}
+var folderWeights = []string{"diffusion_pytorch_model.safetensors", "diffusion_pytorch_model.safetensors.index.json", "diffusion_pytorch_model.fp16.safetensors"}
 
 // Open loads a VAE from path, which is one of:
 //
 //   - a diffusers VAE folder (config.json beside
-//     diffusion_pytorch_model.safetensors, or the .fp16.safetensors
+//     diffusion_pytorch_model.safetensors, its sharded index, or the .fp16.safetensors
 //     variant when it is the only one): a standalone VAE repository or
 //     the vae/ folder of a pipeline;
 //   - a pipeline folder holding such a vae/ folder;

@@ -2,7 +2,9 @@ package sample
 
 import (
 	"fmt"
+	"time"
 
+	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/textenc"
 )
 
@@ -42,10 +44,13 @@ func encodePrompts(opts *Options) (pos, neg *captions, err error) {
 	if err != nil || !ok {
 		return nil, nil, err
 	}
+	begin := time.Now()
+	start := begin
 	enc, err := textenc.Open(te, tok)
 	if err != nil {
 		return nil, nil, err
 	}
+	cmdutil.Phase(quietLog(opts), "loaded the text encoder "+te, time.Since(start))
 	warn := func(s string) {
 		if !opts.Quiet {
 			fmt.Fprintf(opts.IO.Err, "warning: %s\n", s)
@@ -57,11 +62,16 @@ func encodePrompts(opts *Options) (pos, neg *captions, err error) {
 		}
 	}
 	all := append(append([]string(nil), opts.Prompts...), opts.NegativePrompt)
+	start = time.Now()
 	feats, err := enc.Encode(all, warn, nil)
 	if err != nil {
 		return nil, nil, err
 	}
+	cmdutil.Phase(quietLog(opts), fmt.Sprintf("encoded %d prompts", len(all)), time.Since(start))
 	D := enc.Dim()
+	enc = nil
+	cmdutil.ReleaseMemory()
+	cmdutil.Phase(quietLog(opts), "text encoder done and released", time.Since(begin))
 	pos, neg = &captions{}, &captions{}
 	for i, f := range feats {
 		c := pos

@@ -32,6 +32,11 @@ const (
 	turboCFG          = 0
 )
 
+// sampleHeadroom is the memory a Z-Image sampling run may use above its
+// loaded weights before the collector works to keep it there: the
+// activations of a 1024² batch are a few hundred MB.
+const sampleHeadroom = 1 << 30
+
 // Tensor names of a captions file.
 const (
 	capFeatsName = "cap_feats"
@@ -311,6 +316,7 @@ func runZImage(opts *Options) error {
 	if err != nil {
 		return err
 	}
+	start := time.Now()
 	// Sampling trains nothing: a BF16 checkpoint's matrices stay bfloat16, at
 	// half the memory (a 6 B Z-Image in 12.3 GB, not 24.6).
 	m, warnings, err := zimage.LoadModel(opts.Checkpoint, zimage.LoadOptions{Config: cfgJSON, KeepBF16: true})
@@ -338,6 +344,8 @@ func runZImage(opts *Options) error {
 	}
 	// Inference: no parameter tracks gradients, so the ops keep no graph.
 	m.Params.SetRequiresGrad(false)
+	cmdutil.LimitHeap(sampleHeadroom)
+	cmdutil.Phase(quietLog(opts), "loaded the transformer "+opts.Checkpoint, time.Since(start))
 	run := &zimageRun{}
 	return job.sample(opts, zimageModel(m, job.pos, job.neg, h, w, run), cfg.InChannels, h, w, run, func() map[string]string {
 		return map[string]string{"dcdit.architecture": string(arch.ZImage)}
