@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/dcdit/dcdit/internal/fixtures"
+	"github.com/dcdit/dcdit/kernels"
 )
 
 // jacobiEigen returns the eigenvalues and eigenvectors (columns of v) of
@@ -117,7 +118,7 @@ func randomStats(t *testing.T, rng *rand.Rand, n, d int, shift float64, zero []i
 			z[j] = rng.NormFloat64()
 		}
 		for i := range d {
-			row[i] = float32(shift + dot(mix[i*d:(i+1)*d], z) + 0.1*z[i])
+			row[i] = float32(shift + kernels.Dot(mix[i*d:(i+1)*d], z) + 0.1*z[i])
 		}
 		for _, i := range zero {
 			row[i] = 1.5

@@ -3,6 +3,7 @@ package fid
 import (
 	"math"
 
+	"github.com/dcdit/dcdit/kernels"
 	"github.com/dcdit/dcdit/kernels/gemm"
 	"github.com/dcdit/dcdit/kernels/parallel"
 )
@@ -71,7 +72,7 @@ factor:
 			rowK := a[k*n+j0 : k*n+k]
 			parallel.For(n-k-1, rowGrain, func(lo, hi int) {
 				for i := k + 1 + lo; i < k+1+hi; i++ {
-					v := (a[i*n+k] - dot(a[i*n+j0:i*n+k], rowK)) / ajj
+					v := (a[i*n+k] - kernels.Dot(a[i*n+j0:i*n+k], rowK)) / ajj
 					a[i*n+k] = v
 					work[i] += v * v
 				}
@@ -159,7 +160,7 @@ func tridiagonalize(a []float64, n int) (d, e []float64) {
 			// earlier reflections.
 			for r := j; r < n; r++ {
 				vr, wr, vj, wj := v[(r-k)*panel:], w[(r-k)*panel:], v[i*panel:], w[i*panel:]
-				a[r*n+j] -= dot(vr[:i], wj[:i]) + dot(wr[:i], vj[:i])
+				a[r*n+j] -= kernels.Dot(vr[:i], wj[:i]) + kernels.Dot(wr[:i], vj[:i])
 			}
 			d[j] = a[j*n+j]
 			if j == n-1 {
@@ -191,7 +192,7 @@ func tridiagonalize(a []float64, n int) (d, e []float64) {
 			}
 			parallel.For(n-lo, rowGrain, func(p, q int) {
 				for r := lo + p; r < lo+q; r++ {
-					w[(r-k)*panel+i] = dot(a[r*n+lo:r*n+n], uvec)
+					w[(r-k)*panel+i] = kernels.Dot(a[r*n+lo:r*n+n], uvec)
 				}
 			})
 			clear(t1[:i])
@@ -207,7 +208,7 @@ func tridiagonalize(a []float64, n int) (d, e []float64) {
 			var wu float64
 			for r := lo; r < n; r++ {
 				vr, wr := v[(r-k)*panel:], w[(r-k)*panel:]
-				wr[i] = tau * (wr[i] - dot(vr[:i], t1[:i]) - dot(wr[:i], t2[:i]))
+				wr[i] = tau * (wr[i] - kernels.Dot(vr[:i], t1[:i]) - kernels.Dot(wr[:i], t2[:i]))
 				wu += wr[i] * uvec[r-lo]
 			}
 			half := -0.5 * tau * wu
@@ -231,23 +232,6 @@ func tridiagonalize(a []float64, n int) (d, e []float64) {
 		gemm.Gemm(false, true, rest, rest, 2*nb, -1, vw, 2*nb, wv, 2*nb, 1, a[t*n+t:], n)
 	}
 	return d, e
-}
-
-// dot is Σ a[i] b[i] over len(a) ≤ len(b), in four running sums.
-func dot(a, b []float64) float64 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float64
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return (s0 + s1) + (s2 + s3)
 }
 
 // tridiagEigenvalues returns the eigenvalues of the symmetric tridiagonal

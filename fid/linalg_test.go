@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dcdit/dcdit/internal/fixtures"
+	"github.com/dcdit/dcdit/kernels"
 	"github.com/dcdit/dcdit/kernels/gemm"
 )
 
@@ -28,7 +29,7 @@ func orthogonal(rng *rand.Rand, n int) []float64 {
 		}
 		// q ← q (I − 2 u uᵀ / uᵀu)
 		for i := range n {
-			qu[i] = dot(q[i*n:(i+1)*n], u)
+			qu[i] = kernels.Dot(q[i*n:(i+1)*n], u)
 		}
 		for i := range n {
 			for j := range n {
@@ -125,7 +126,7 @@ func TestPivotedCholesky(t *testing.T) {
 			var worst float64
 			for i := range tt.n {
 				for j := range tt.n {
-					llt := dot(l[i*r:(i+1)*r], l[j*r:(j+1)*r])
+					llt := kernels.Dot(l[i*r:(i+1)*r], l[j*r:(j+1)*r])
 					worst = max(worst, math.Abs(llt-orig[perm[i]*tt.n+perm[j]]))
 				}
 				for c := i + 1; c < r; c++ {

@@ -170,15 +170,15 @@ func ScaleRowsBackward[T gemm.Float](dx, ds, dy, x, s []T, cols int) {
 	ewNeedLen("ScaleRowsBackward", "x", len(x), rows*cols)
 	parallel.For(rows, ewRowGrain(cols), func(lo, hi int) {
 		for r := lo; r < hi; r++ {
-			ds[r] = ewDot(dy[r*cols:(r+1)*cols], x[r*cols:(r+1)*cols])
+			ds[r] = Dot(dy[r*cols:(r+1)*cols], x[r*cols:(r+1)*cols])
 		}
 	})
 }
 
-// ewDot returns ⟨a, b⟩ with four independent accumulators, which both
-// hides the add latency and halves the rounding error growth of a single
-// running sum.
-func ewDot[T gemm.Float](a, b []T) T {
+// Dot returns ⟨a, b⟩ over len(a) ≤ len(b) with four independent
+// accumulators, which both hides the add latency and halves the rounding
+// error growth of a single running sum.
+func Dot[T gemm.Float](a, b []T) T {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 T
 	i := 0
@@ -194,7 +194,7 @@ func ewDot[T gemm.Float](a, b []T) T {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// ewSum returns Σ a with four accumulators (see ewDot).
+// ewSum returns Σ a with four accumulators (see Dot).
 func ewSum[T gemm.Float](a []T) T {
 	var s0, s1, s2, s3 T
 	i := 0
