@@ -119,6 +119,10 @@ func toyZImageRepo(t *testing.T) string {
 		t.Fatalf("%s: no cap_feat_dim (%v)", teacher, err)
 	}
 	writeTextEncoder(t, filepath.Join(repo, "text_encoder"), 151936, cfg.CapFeatDim)
+	v := vaeFolder(t, "vae-sd-tiny")
+	for _, f := range []string{"config.json", "diffusion_pytorch_model.safetensors"} {
+		copyFile(filepath.Join(v.dir, f), filepath.Join(repo, "vae", f))
+	}
 	return repo
 }
 
@@ -129,14 +133,20 @@ func TestSamplePromptWithTextEncoder(t *testing.T) {
 	dir := t.TempDir()
 	common := []string{"--size", "8x8", "--steps", "2", "--cfg", "2", "--seed", "3", "-q"}
 	byPrompt := filepath.Join(dir, "p.safetensors")
-	args := append([]string{"sample", repo, "--prompt", "a red disc", "--prompt", "a large blue square on green", "--out", byPrompt}, common...)
-	if code, _, stderr := run(t, args...); code != 0 {
+	png := filepath.Join(dir, "p.png")
+	args := append([]string{"sample", repo, "--prompt", "a red disc", "--prompt", "a large blue square on green", "--out", byPrompt, "--png", png}, common[:len(common)-1]...)
+	code, stdout, stderr := run(t, args...)
+	if code != 0 {
 		t.Fatalf("sample --prompt: exit %d: %s", code, stderr)
+	}
+	// The repository's vae/ decodes the grid without --vae.
+	if !strings.Contains(stdout, "pictures decoded by the VAE") {
+		t.Errorf("stdout = %q", stdout)
 	}
 	prompts := filepath.Join(dir, "prompts.txt")
 	os.WriteFile(prompts, []byte("a red disc\r\na large blue square on green\n"), 0o644)
 	caps := filepath.Join(dir, "caps.safetensors")
-	code, stdout, stderr := run(t, "encode-prompts", prompts, "--text-encoder", repo, "--out", caps)
+	code, stdout, stderr = run(t, "encode-prompts", prompts, "--text-encoder", repo, "--out", caps)
 	if code != 0 || !strings.Contains(stdout, "2 prompts") {
 		t.Fatalf("encode-prompts: exit %d: %s %s", code, stdout, stderr)
 	}

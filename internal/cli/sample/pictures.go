@@ -2,6 +2,8 @@ package sample
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/dcdit/dcdit/images"
 	"github.com/dcdit/dcdit/pictures"
@@ -9,8 +11,9 @@ import (
 	"github.com/dcdit/dcdit/vae"
 )
 
-// pictureOut draws the samples into --png: decoded by the VAE with --vae,
-// else through the linear latent-to-RGB preview.
+// pictureOut draws the samples into --png: decoded by the VAE that --vae
+// names, or else by the model repository's vae/, else through the linear
+// latent-to-RGB preview.
 type pictureOut struct {
 	fit   preview.Fit
 	codec *pictures.Codec
@@ -22,14 +25,18 @@ func newPictureOut(opts *Options, channels int) (*pictureOut, error) {
 	if opts.PNG == "" {
 		return nil, nil
 	}
-	if opts.VAE != "" {
-		m, err := vae.Open(opts.VAE)
+	path := opts.VAE
+	if path == "" {
+		path = repoVAE(opts.Checkpoint)
+	}
+	if path != "" {
+		m, err := vae.Open(path)
 		if err != nil {
 			return nil, err
 		}
 		c := &pictures.Codec{VAE: m}
 		if err := c.CheckLatents(channels); err != nil {
-			return nil, fmt.Errorf("--vae %s for %s: %w", opts.VAE, opts.Checkpoint, err)
+			return nil, fmt.Errorf("--vae %s for %s: %w", path, opts.Checkpoint, err)
 		}
 		return &pictureOut{codec: c}, nil
 	}
@@ -61,6 +68,23 @@ func (p *pictureOut) write(path string, x []float32, n, cols, h, w int) error {
 		return err
 	}
 	return images.WritePNG(path, g)
+}
+
+// repoVAE returns the vae/ folder of the model repository the checkpoint
+// at path belongs to (path itself, or its parent when path is the
+// repository's transformer/ folder or a file in it), or "".
+func repoVAE(path string) string {
+	dir := path
+	if st, err := os.Stat(path); err == nil && !st.IsDir() {
+		dir = filepath.Dir(path)
+	}
+	for _, root := range []string{dir, filepath.Dir(dir)} {
+		v := filepath.Join(root, "vae")
+		if st, err := os.Stat(filepath.Join(v, "config.json")); err == nil && !st.IsDir() {
+			return v
+		}
+	}
+	return ""
 }
 
 // describe says what write drew, for the summary line.

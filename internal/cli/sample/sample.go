@@ -139,7 +139,8 @@ machine.
 
 --png writes a grid of the samples (one row per --class label, --num
 columns): decoded into pictures by the VAE that --vae names (a diffusers VAE
-folder or an LDM single file, as 'dcdit decode' takes), else through a linear
+folder or an LDM single file, as 'dcdit decode' takes) or, without --vae, by
+the model repository's vae/ when it has one, else through a linear
 latent-to-RGB approximation, each latent pixel drawn 8×8, which shows layout
 and colour, not a real image. 'dcdit decode' turns the latents file into one
 PNG per sample or an .npz sample batch later.
@@ -241,7 +242,7 @@ terminal; otherwise a plain line appears every 10 seconds.`,
 	f.Uint64Var(&opts.Seed, "seed", 0, "random seed of the initial and per-step noise")
 	f.StringVar(&opts.Out, "out", "samples.safetensors", "safetensors file to write the latents to")
 	f.StringVar(&opts.PNG, "png", "", "also write a grid of the samples to this PNG: decoded by --vae, else a linear latent-to-RGB preview")
-	f.StringVar(&opts.VAE, "vae", "", "VAE folder or file that --png decodes the samples with (see 'dcdit decode --help')")
+	f.StringVar(&opts.VAE, "vae", "", "VAE folder or file that --png decodes the samples with (default: vae/ of the model repository; see 'dcdit decode --help')")
 	f.IntVar(&opts.NumHeads, "num-heads", 0, "attention heads, for DiT checkpoints that match no preset (they do not store it)")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "print nothing but errors: no progress, warnings or summary")
 	cmdutil.DeviceFlags(cmd, &opts.Device, &opts.Precision)
