@@ -3,6 +3,7 @@ package cmdutil
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -79,4 +80,15 @@ func Phase(w io.Writer, what string, took time.Duration) {
 		line += fmt.Sprintf(" (resident %.2f GB, peak %.2f GB)", float64(now)/1e9, float64(peak)/1e9)
 	}
 	fmt.Fprintln(w, line)
+}
+
+// LiftHeapLimit removes the limit LimitHeap set (unless GOMEMLIMIT is
+// set): the phase after sampling (a VAE decode) allocates more than its
+// headroom, and a limit below the live heap makes the collector run
+// without pause.
+func LiftHeapLimit() {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	debug.SetMemoryLimit(math.MaxInt64)
 }

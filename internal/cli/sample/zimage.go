@@ -447,6 +447,7 @@ func (j *zimageJob) sample(opts *Options, model flowmatch.Model, C, h, w int, ru
 		Progress: func(done, total int) { bar.Set(done) },
 	})
 	bar.Finish()
+	cmdutil.LiftHeapLimit()
 	if err != nil {
 		return fmt.Errorf("sample: %s: %w", opts.Checkpoint, err)
 	}
