@@ -8,9 +8,6 @@ import (
 	"github.com/dcdit/dcdit/inception"
 )
 
-// FeatureDim is the width of the FID Inception's pool3 features.
-const FeatureDim = 2048
-
 // ISSplit is the number of pictures per split of the Inception Score, as
 // the ADM evaluator computes it (split_size 5000).
 const ISSplit = 5000
@@ -39,7 +36,7 @@ type Scores struct {
 
 // Score computes the FID statistics of set (and its Inception Score).
 func (s *Scorer) Score(set Set) (*Scores, error) {
-	acc, err := fid.NewAccumulator(FeatureDim)
+	acc, err := fid.NewAccumulator(inception.FeatureDim)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +53,7 @@ func (s *Scorer) Score(set Set) (*Scores, error) {
 		}
 		for i, v := range r.Features {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return fmt.Errorf("pictures: %s: picture %d gave non-finite Inception features (broken weights?)", set, done+i/FeatureDim)
+				return fmt.Errorf("pictures: %s: picture %d gave non-finite Inception features (broken weights?)", set, done+i/inception.FeatureDim)
 			}
 		}
 		if err := acc.Add(r.Features); err != nil {
