@@ -7,6 +7,11 @@
 //	                       boundary (its 4-neighbourhood holds another region)
 //	captions [N, T]        optional I64: each sample's caption as indices
 //	                       into dcdit.vocabulary, padded with −1
+//	caption_feats [N, L, D] optional F32: each sample's caption as a text
+//	                       encoder's features, zero-padded to L rows
+//	caption_lens [N]       I64 with caption_feats: each caption's rows, 1 … L
+//	empty_caption_feats [E, D] optional F32 with caption_feats: the empty
+//	                       prompt's features, a dropped caption's
 //
 // and metadata: dcdit.dataset (the generator, e.g. "shapes/v1"),
 // dcdit.num_classes, dcdit.classes (comma-separated names), with captions
@@ -35,6 +40,11 @@ const (
 	EdgesKey   = "edges"
 	// CaptionsKey holds token indices, −1 after a caption's end.
 	CaptionsKey = "captions"
+	// CaptionFeatsKey, CaptionLensKey and EmptyCaptionFeatsKey hold
+	// encoded captions (Set.CaptionFeats, Set.EmptyCaptionFeats).
+	CaptionFeatsKey      = "caption_feats"
+	CaptionLensKey       = "caption_lens"
+	EmptyCaptionFeatsKey = "empty_caption_feats"
 
 	MetaDataset    = "dcdit.dataset"
 	MetaNumClasses = "dcdit.num_classes"
@@ -76,6 +86,13 @@ type Set struct {
 	// Vocabulary (len N; captions may differ in length, each ≥ 1).
 	Captions   [][]int
 	Vocabulary []string
+	// CaptionFeats, when not nil, hold each sample's caption as a text
+	// encoder's features, [rows, CaptionDim] row-major (len N, each at
+	// least one row), and EmptyCaptionFeats the empty prompt's, which a
+	// caption dropped for guidance stands for (nil: none recorded).
+	CaptionFeats      [][]float32
+	EmptyCaptionFeats []float32
+	CaptionDim        int
 	// Metadata is extra string metadata written with the file (keys other
 	// than the format's own).
 	Metadata map[string]string
@@ -158,7 +175,47 @@ func (s *Set) Validate() error {
 			return fmt.Errorf("datasets: class name %q: want a non-empty name without commas", name)
 		}
 	}
-	return s.checkCaptions()
+	if err := s.checkCaptions(); err != nil {
+		return err
+	}
+	return s.checkCaptionFeats()
+}
+
+// checkCaptionFeats says what is wrong with the caption features, if
+// anything.
+func (s *Set) checkCaptionFeats() error {
+	if s.CaptionFeats == nil {
+		if s.EmptyCaptionFeats != nil {
+			return fmt.Errorf("datasets: the empty prompt's features without caption features")
+		}
+		return nil
+	}
+	if s.CaptionDim < 1 {
+		return fmt.Errorf("datasets: caption features %d wide, want ≥ 1", s.CaptionDim)
+	}
+	if len(s.CaptionFeats) != s.N {
+		return fmt.Errorf("datasets: %d encoded captions for %d samples", len(s.CaptionFeats), s.N)
+	}
+	check := func(what string, f []float32) error {
+		if len(f) == 0 || len(f)%s.CaptionDim != 0 {
+			return fmt.Errorf("datasets: %s has %d values, want a positive multiple of %d", what, len(f), s.CaptionDim)
+		}
+		for j, x := range f {
+			if v := float64(x); math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("datasets: %s, row %d, column %d: value %v, want a finite value", what, j/s.CaptionDim, j%s.CaptionDim, x)
+			}
+		}
+		return nil
+	}
+	for i, f := range s.CaptionFeats {
+		if err := check(fmt.Sprintf("encoded caption of sample %d", i), f); err != nil {
+			return err
+		}
+	}
+	if s.EmptyCaptionFeats != nil {
+		return check("the empty prompt's features", s.EmptyCaptionFeats)
+	}
+	return nil
 }
 
 // checkCaptions says what is wrong with the captions, if anything.
@@ -240,7 +297,34 @@ func Write(path string, s *Set) error {
 		ts = append(ts, safetensors.WriteTensor{Name: CaptionsKey, DType: dtype.I64, Shape: []int64{int64(s.N), int64(T)}, Data: raw})
 		md[MetaVocabulary] = strings.Join(s.Vocabulary, ",")
 	}
+	if s.CaptionFeats != nil {
+		ts = append(ts, s.captionFeatTensors()...)
+	}
 	return safetensors.Write(path, ts, md)
+}
+
+// captionFeatTensors lays out the caption features: zero-padded to the
+// longest caption, with their lengths, and the empty prompt's.
+func (s *Set) captionFeatTensors() []safetensors.WriteTensor {
+	D, L := s.CaptionDim, 0
+	for _, f := range s.CaptionFeats {
+		L = max(L, len(f)/D)
+	}
+	padded := make([]float32, s.N*L*D)
+	lens := make([]byte, 8*s.N)
+	for i, f := range s.CaptionFeats {
+		copy(padded[i*L*D:], f)
+		binary.LittleEndian.PutUint64(lens[8*i:], uint64(len(f)/D))
+	}
+	ts := []safetensors.WriteTensor{
+		{Name: CaptionFeatsKey, DType: dtype.F32, Shape: []int64{int64(s.N), int64(L), int64(D)}, Data: dtype.F32Bytes(padded)},
+		{Name: CaptionLensKey, DType: dtype.I64, Shape: []int64{int64(s.N)}, Data: lens},
+	}
+	if s.EmptyCaptionFeats != nil {
+		ts = append(ts, safetensors.WriteTensor{Name: EmptyCaptionFeatsKey, DType: dtype.F32,
+			Shape: []int64{int64(len(s.EmptyCaptionFeats) / D), int64(D)}, Data: dtype.F32Bytes(s.EmptyCaptionFeats)})
+	}
+	return ts
 }
 
 // ErrNotDataSet is wrapped by Read's errors when a file is a valid
@@ -336,6 +420,9 @@ func ReadKeys(path, latentsKey, labelsKey string) (*Set, error) {
 			return nil, fail("%v", err)
 		}
 	}
+	if err := s.readCaptionFeats(f); err != nil {
+		return nil, fail("%v", err)
+	}
 	for k, v := range md {
 		if k != MetaNumClasses && k != MetaClasses && k != MetaVocabulary {
 			s.Metadata[k] = v
@@ -406,6 +493,59 @@ func (s *Set) readCaptions(ct *safetensors.Tensor, vocab string) error {
 		}
 	}
 	return s.checkCaptions()
+}
+
+// readCaptionFeats reads the caption features [N, L, D], their lengths
+// [N] and the empty prompt's [E, D], when the file has them, checking
+// them.
+func (s *Set) readCaptionFeats(f *safetensors.File) error {
+	ft, ok := f.Tensor(CaptionFeatsKey)
+	if !ok {
+		for _, k := range []string{CaptionLensKey, EmptyCaptionFeatsKey} {
+			if _, ok := f.Tensor(k); ok {
+				return fmt.Errorf("tensor %q without %q", k, CaptionFeatsKey)
+			}
+		}
+		return nil
+	}
+	if len(ft.Shape) != 3 || ft.Shape[0] != int64(s.N) || ft.Shape[1] < 1 || ft.Shape[2] < 1 || !ft.DType.IsFloat() {
+		return fmt.Errorf("tensor %q is %s %v, want floats [%d, L, D]", CaptionFeatsKey, ft.DType, ft.Shape, s.N)
+	}
+	lt, ok := f.Tensor(CaptionLensKey)
+	if !ok {
+		return fmt.Errorf("tensor %q without %q (want integers [%d])", CaptionFeatsKey, CaptionLensKey, s.N)
+	}
+	if len(lt.Shape) != 1 || lt.Shape[0] != int64(s.N) || !lt.DType.IsInt() {
+		return fmt.Errorf("tensor %q is %s %v, want integers [%d]", CaptionLensKey, lt.DType, lt.Shape, s.N)
+	}
+	L, D := int(ft.Shape[1]), int(ft.Shape[2])
+	lens, err := lt.Int64()
+	if err != nil {
+		return err
+	}
+	feats, err := ft.Float32()
+	if err != nil {
+		return err
+	}
+	s.CaptionDim = D
+	s.CaptionFeats = make([][]float32, s.N)
+	for i, n := range lens {
+		if n < 1 || n > int64(L) {
+			return fmt.Errorf("tensor %q: caption of sample %d has %d rows, want 1 … %d", CaptionLensKey, i, n, L)
+		}
+		s.CaptionFeats[i] = append([]float32(nil), feats[i*L*D:(i*L+int(n))*D]...)
+	}
+	if et, ok := f.Tensor(EmptyCaptionFeatsKey); ok {
+		if len(et.Shape) != 2 || et.Shape[0] < 1 || et.Shape[1] != int64(D) || !et.DType.IsFloat() {
+			return fmt.Errorf("tensor %q is %s %v, want floats [E, %d]", EmptyCaptionFeatsKey, et.DType, et.Shape, D)
+		}
+		e, err := et.Float32()
+		if err != nil {
+			return err
+		}
+		s.EmptyCaptionFeats = append([]float32(nil), e...)
+	}
+	return s.checkCaptionFeats()
 }
 
 // checkLatents rejects the first non-finite or implausibly large latent

@@ -18,6 +18,7 @@ func FuzzRead(f *testing.F) {
 		func(*Set) {},
 		func(s *Set) { s.Edges = nil },
 		func(s *Set) { s.Classes, s.NumClasses = nil, 5 },
+		func(s *Set) { withCaptionFeats(s) },
 	} {
 		s := tinySet()
 		edit(s)

@@ -14,6 +14,10 @@ type Dataset struct {
 	// Captions, if not nil, holds each sample's caption as vocabulary
 	// indices (WithCaptions).
 	Captions [][]int
+	// EmptyCaption, when not nil, is the caption a sample dropped for
+	// guidance takes: encoded captions laid out as rows of a feature table
+	// give the empty prompt its own rows. Nil: the empty caption.
+	EmptyCaption []int
 	// Identity names the data in the run's fingerprint when it is cheaper
 	// to say how it was made than to read it (a generator's version, seed
 	// and size). Empty: a SHA-256 of the latents and labels, computed once.

@@ -170,6 +170,12 @@ func (d *Dataset) identity() string {
 					buf = binary.LittleEndian.AppendUint64(buf, uint64(int64(w)))
 				}
 			}
+			if d.EmptyCaption != nil {
+				buf = binary.LittleEndian.AppendUint64(buf, uint64(len(d.EmptyCaption)))
+				for _, w := range d.EmptyCaption {
+					buf = binary.LittleEndian.AppendUint64(buf, uint64(int64(w)))
+				}
+			}
 			h.Write(buf)
 			d.digest = "latents, labels and captions sha256 " + short(h.Sum(nil))
 		}

@@ -251,6 +251,9 @@ type DCObjective struct {
 	// captions.
 	CaptionTable []float32
 	CaptionDim   int
+	// EmptyCaption is the caption of the guided pairs' unconditional twins
+	// (Dataset.EmptyCaption; nil: the empty caption).
+	EmptyCaption []int
 	// NullClass is the unconditional label of guided pairs (GuidedScale).
 	NullClass int
 	Loss      DCLoss
@@ -391,7 +394,7 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 		y = slices.Concat(y[:B:B], slices.Repeat([]int{o.NullClass}, B))
 		if caps != nil {
 			// The empty prompt is the captions' unconditional branch.
-			caps = slices.Concat(caps[:B:B], make([][]int, B))
+			caps = slices.Concat(caps[:B:B], slices.Repeat([][]int{o.EmptyCaption}, B))
 		}
 		B *= 2
 	}
@@ -670,6 +673,9 @@ func (o *DCObjective) Settings() map[string]string {
 	}
 	if o.CaptionTable != nil {
 		s["caption_table"] = tableDigest(o.CaptionTable)
+	}
+	if o.EmptyCaption != nil {
+		s["empty_caption"] = fmt.Sprint(o.EmptyCaption)
 	}
 	// Only when on, so that run folders made before it existed resume.
 	if o.RouterTargetWeight != 0 {

@@ -285,7 +285,7 @@ func (t *Trainer) Run() (_ *Result, err error) {
 			if rng.Float64() < cfg.LabelDropout {
 				batch.Labels[i] = cfg.NullClass
 				if batch.Captions != nil {
-					batch.Captions[i] = batch.Captions[i][:0]
+					batch.Captions[i] = append(batch.Captions[i][:0], t.Data.EmptyCaption...)
 				}
 			}
 		}

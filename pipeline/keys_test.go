@@ -108,7 +108,7 @@ func TestEveryRecipeKeyIsUsedOrRefused(t *testing.T) {
 		"data.source": e(`"teacher"`, changes), "data.path": {value: `"cache.safetensors"`, base: "teacher", want: changes},
 		"data.latents_key": {value: `"x"`, base: "file", want: changes}, "data.labels_key": {value: `"y"`, base: "file", want: changes},
 		"data.samples": e(`6`, changes), "data.sampling_steps": {value: `3`, base: "teacher", want: changes},
-		"data.cfg": {value: `2.0`, base: "teacher", want: changes}, "data.classes": {value: `[1, 2]`, base: "teacher", want: changes},
+		"data.cfg": {value: `2.0`, base: "teacher", want: changes}, "data.classes": {value: `[1, 2]`, base: "teacher", want: changes}, "data.prompts": e(`"prompts.txt"`, rejected),
 
 		"stage.name": e(`"ft"`, changes), "stage.kind": e(`"train"`, changes), "stage.steps": e(`5`, changes),
 		"stage.batch_size": e(`2`, changes), "stage.lr": e(`2e-3`, changes), "stage.lr_schedule": e(`"linear"`, changes),

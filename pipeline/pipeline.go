@@ -78,7 +78,8 @@ type model struct {
 	dit        *dit.Model
 	dc         *dc.Model
 	zimage     *zimage.Model
-	captions   *captionTable // a Z-Image's text-encoder stand-in
+	captions   *captionTable   // a Z-Image's text-encoder stand-in
+	prompts    *promptFeatures // encoded training captions, when the data has them
 	params     *params.Set
 	numClasses int // labels 0 … numClasses−1; numClasses is the null class
 }
@@ -187,7 +188,13 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 	var held *datasets.Set
 	var features eval.FeatureNet
 	var renderer eval.LatentRenderer
-	if m.dc != nil && teacher != nil {
+	// The evaluation's captioned teacher reads captions through the
+	// base's caption table, not encoded prompts.
+	evaluate := m.dc != nil && teacher != nil && set.CaptionFeats == nil
+	if m.dc != nil && teacher != nil && !evaluate {
+		logf("eval: skipped: the data's captions are encoded prompts, and the evaluation reads the base's caption table")
+	}
+	if evaluate {
 		if held, err = evalData(r, set, teacher.inputSize(), seed); err != nil {
 			return nil, err
 		}
@@ -252,7 +259,7 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 		return nil, err
 	}
 	logf("model: %s", sum.Model)
-	if m.dc != nil && teacher != nil {
+	if evaluate {
 		logf("evaluating against the teacher at ρ %v", r.Eval.Rho)
 		bound, err := acc.Attach(m.params)
 		if err != nil {
@@ -433,7 +440,8 @@ func (m *model) objective(r *recipes.Recipe, st *recipes.Stage, teacher *base, s
 		if err != nil {
 			return nil, err
 		}
-		return &distill.ZImageDiffusion{Model: m.zimage, Process: proc, Table: m.captions.table}, nil
+		table, _ := m.trainingTable()
+		return &distill.ZImageDiffusion{Model: m.zimage, Process: proc, Table: table}, nil
 	}
 	if m.dc == nil {
 		if st.Kind == recipes.KindDistill {
@@ -455,7 +463,8 @@ func (m *model) objective(r *recipes.Recipe, st *recipes.Stage, teacher *base, s
 		if err != nil {
 			return nil, err
 		}
-		o.Process, o.CaptionTable, o.CaptionDim = proc, m.captions.table, m.captions.info.Dim
+		table, empty := m.trainingTable()
+		o.Process, o.CaptionTable, o.CaptionDim, o.EmptyCaption = proc, table, m.captions.info.Dim, empty
 	}
 	return o, nil
 }

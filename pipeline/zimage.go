@@ -30,8 +30,12 @@ func newCaptionTable(dim int, seed uint64) *captionTable {
 
 // attachCaptions gives the training data of a Z-Image or a DC model
 // around one its captions, which must be in the vocabulary of the model's
-// caption table; other models train on labels and leave them out.
+// caption table, or its encoded captions (attachPromptFeatures); other
+// models train on labels and leave them out.
 func (m *model) attachCaptions(d *distill.Dataset, set *datasets.Set) error {
+	if m.captions != nil && set.CaptionFeats != nil {
+		return m.attachPromptFeatures(d, set)
+	}
 	if m.captions == nil || set.Captions == nil {
 		return nil
 	}
@@ -115,6 +119,9 @@ func graftZImage(r *recipes.Recipe, b *base, seed uint64) (*model, error) {
 // DC-Z-Image's flow-matching stage. It reuses path when it holds samples
 // drawn with the same settings by the same teacher.
 func zimageTeacherData(path string, b *base, id string, r *recipes.Recipe, seed uint64, logf func(string, ...any)) (*datasets.Set, error) {
+	if r.Data.Prompts != "" {
+		return zimagePromptData(path, b, id, r, seed, logf)
+	}
 	d := r.Data
 	key := fmt.Sprintf("zimage teacher samples=%d steps=%d cfg=%g shift=%g/%d seed=%d teacher=%s",
 		d.Samples, d.SamplingSteps, d.CFG, r.Diffusion.Shift, r.Diffusion.Steps, seed, id)

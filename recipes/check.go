@@ -167,6 +167,16 @@ func checkData(p *problems, r *Recipe) {
 		p.bad("data.labels_key", d.LabelsKey, "a tensor name")
 	}
 	positive(p, "data.samples", d.Samples)
+	if d.Prompts != "" {
+		switch {
+		case !r.IsZImageBase():
+			p.add("data.prompts", "found without a Z-Image [base] (diffusion.process = %q), expected it only when a Z-Image teacher draws the samples for the prompts", ProcessFlowMatching)
+		default:
+			if _, err := os.Stat(r.PromptsPath()); err != nil {
+				p.add("data.prompts", "the prompts file %s does not exist (resolved: %s)", d.Prompts, r.PromptsPath())
+			}
+		}
+	}
 	if d.Source == SourceTeacher {
 		if d.SamplingSteps < 1 || d.SamplingSteps > r.Diffusion.Steps {
 			p.bad("data.sampling_steps", d.SamplingSteps, "an integer in 1..diffusion.steps = %d", r.Diffusion.Steps)
@@ -489,6 +499,7 @@ func checkIgnored(p *problems, r *Recipe) {
 		{"data.sampling_steps", []string{SourceTeacher}, "only the teacher samples"},
 		{"data.cfg", []string{SourceTeacher}, "only the teacher samples"},
 		{"data.classes", []string{SourceTeacher}, "only the teacher's samples take classes"},
+		{"data.prompts", []string{SourceTeacher}, "only the teacher samples for prompts"},
 	}
 	for _, b := range bySource {
 		if written(b.key) && !slices.Contains(b.source, d.Source) {

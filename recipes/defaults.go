@@ -165,6 +165,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 	setDefault(d, "data.classes", &r.Data.Classes, []int{})
 	setDefault(d, "data.captions", &r.Data.Captions, r.IsZImage())
 	setDefault(d, "data.caption_table_seed", &r.Data.CaptionTableSeed, 0)
+	setDefault(d, "data.prompts", &r.Data.Prompts, "")
 
 	counts := map[string]int{}
 	for _, st := range r.Stages {
@@ -277,6 +278,15 @@ func (r *Recipe) DataPath() string {
 		return ""
 	}
 	return r.resolve(r.Data.Path)
+}
+
+// PromptsPath returns data.prompts resolved against the recipe's folder,
+// or "" without prompts.
+func (r *Recipe) PromptsPath() string {
+	if r.Data.Prompts == "" {
+		return ""
+	}
+	return r.resolve(r.Data.Prompts)
 }
 
 func (r *Recipe) resolve(p string) string {

@@ -225,6 +225,9 @@ func TestRecipeErrors(t *testing.T) {
 		{name: "class beyond the model's",
 			text: edit(validRecipe, "samples = 64\n", "samples = 64\nclasses = [3, 12]\n", 1),
 			want: []want{{"data.classes[1]", "found 12, expected a class label below the model's 10 classes", "classes", 1}}, only: true},
+		{name: "prompts without a Z-Image base",
+			text: edit(validRecipe, "samples = 64\n", "samples = 64\nprompts = \"prompts.txt\"\n", 1),
+			want: []want{{"data.prompts", "found without a Z-Image [base]", "prompts", 1}}, only: true},
 		{name: "Z-Image base without its latent size",
 			text: edit(validRecipe, `path = "base.safetensors"`, `path = "zimage.safetensors"`, 1),
 			setup: func(t *testing.T, dir string) {

@@ -396,6 +396,15 @@ type Data struct {
 	// encoder's stand-in (shapes.EmbeddingTable; the model records it).
 	// Default: 0.
 	CaptionTableSeed int64 `toml:"caption_table_seed"`
+	// Prompts is a file of prompts, one per line (relative to the
+	// recipe's folder), that a Z-Image teacher draws its samples for (the
+	// paper's upcycling data): each encoded by the text encoder of the
+	// base's repository (its text_encoder/ and tokenizer/ folders), sample
+	// i drawn for prompt i mod the prompt count, so data.samples = the
+	// prompt count draws one sample per prompt and a multiple of it
+	// several (teacher source and a Z-Image [base] only). Default: "",
+	// captions of the shapes data.
+	Prompts string `toml:"prompts"`
 }
 
 // Stage is one training stage. Defaults that depend on the kind:
