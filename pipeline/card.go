@@ -54,7 +54,7 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 	fmt.Fprintf(&b, "# %s\n\n", r.Name)
 	switch {
 	case m.dc != nil && m.captions != nil && base != nil:
-		fmt.Fprintf(&b, "A DC-Z-Image upcycled by dcdit from the Z-Image `%s`: a learned encoder, router and decoder replace its fixed patchify on the image tokens (captions stay whole), so one checkpoint runs at any compute budget chosen at sampling time (the tail-drop fraction ρ). Captions are read through the base's fixed embedding table, which stands in for the text encoder.\n\n", base.Path)
+		fmt.Fprintf(&b, "A DC-Z-Image upcycled by dcdit from the Z-Image `%s`: a learned encoder, router and decoder replace its fixed patchify on the image tokens (captions stay whole), so one checkpoint runs at any compute budget chosen at sampling time (the tail-drop fraction ρ). %s\n\n", base.Path, captionSource(m))
 	case m.dc != nil && base != nil:
 		fmt.Fprintf(&b, "A DC-DiT upcycled by dcdit from `%s`: a learned encoder, router and decoder replace the teacher's fixed patchify, so one checkpoint runs at any compute budget chosen at sampling time (the tail-drop fraction ρ).\n\n", base.Path)
 	case m.dc != nil:
@@ -243,4 +243,12 @@ func baseLicence(path string) string {
 		}
 	}
 	return ""
+}
+
+// captionSource says where a DC-Z-Image's training captions came from.
+func captionSource(m *model) string {
+	if m.prompts != nil {
+		return "It was trained on the base's own samples for a prompt list, the prompts encoded by the base repository's Qwen3 text encoder (`data.prompts`); sample it with `--prompt` and `--text-encoder`."
+	}
+	return "Captions are read through the base's fixed embedding table, which stands in for the text encoder."
 }
