@@ -132,6 +132,17 @@ first) and elastic_grid.png (rows: teacher, each ρ, then the teacher at the
 Lite-CFG scale and Lite-CFG; columns: samples from the same noise and
 label), and with --features pareto.png (FD against GFLOPs per image).
 
+--vae draws those pictures decoded by a VAE instead of the linear preview
+(see 'dcdit decode --help'). With --inception (pytorch-fid's FID Inception
+weights) and --ref (a folder of pictures, an .npz sample batch, or .npz
+statistics mu/sigma such as ADM's reference batches) every row, the teacher
+and Lite-CFG are also scored as pictures: the FID of their decoded samples
+against the reference and their Inception Score ("fid", "inception_score"
+in each row's JSON), and --out receives each row's pictures as an .npz
+sample batch in samples/ (teacher-cfgS.npz, rhoR-cfgS.npz, liteC-U-cfgS.npz)
+that the ADM evaluator reads. FID over --samples pictures is biased high for
+small counts: use thousands for numbers to compare with published ones.
+
 CHECKPOINT is a DC checkpoint (dcdit's format, config in its metadata), or a
 reference DC-DiT state_dict (AMD-AGI/DynamicChunkingDiT), which stores
 neither its head count (--num-heads) nor its de-chunk σ (--dechunk-sigma).
