@@ -201,9 +201,21 @@ func ZImageTeacher(m *zimage.Model, table []float32, shift float64, captionLen i
 	return &zimageTeacher{m: m, table: table, shift: shift, captionLen: captionLen}
 }
 
+// ZImagePromptTeacher is ZImageTeacher for data whose captions are
+// encoded prompts (datasets.Set.CaptionFeats, as a text encoder wrote
+// them) rather than words of a table: each sample's features condition,
+// and the empty prompt's (Set.EmptyCaptionFeats) are the unconditional
+// branch, as training drops captions to them. The data's samples need not
+// be class-balanced: without shapes captions there is no prompt following
+// to score.
+func ZImagePromptTeacher(m *zimage.Model, shift float64, captionLen int) Teacher {
+	return &zimageTeacher{m: m, shift: shift, captionLen: captionLen, encoded: true}
+}
+
 type zimageTeacher struct {
 	m          *zimage.Model
 	table      []float32
+	encoded    bool // captions are the data's encoded prompts, not table words
 	shift      float64
 	captionLen int
 	data       *datasets.Set
@@ -214,17 +226,31 @@ type zimageTeacher struct {
 func (z *zimageTeacher) check(cfg *dc.Config, data *datasets.Set) error {
 	c := z.m.Config
 	dim := c.CapFeatDim
-	switch {
-	case c.InChannels != cfg.InChannels || cfg.OutChannels != c.InChannels:
+	if c.InChannels != cfg.InChannels || cfg.OutChannels != c.InChannels {
 		return fmt.Errorf("eval: the teacher takes and predicts %d latent channels, the DC model takes %d and predicts %d", c.InChannels, cfg.InChannels, cfg.OutChannels)
+	}
+	if !(z.shift > 0) || math.IsInf(z.shift, 0) {
+		return fmt.Errorf("eval: flow matching shift %v, want a finite value > 0", z.shift)
+	}
+	if z.encoded {
+		switch {
+		case data.CaptionFeats == nil:
+			return fmt.Errorf("eval: a teacher conditioned on encoded prompts needs data with encoded captions")
+		case data.CaptionDim != dim:
+			return fmt.Errorf("eval: the data's caption features are %d wide, the teacher reads cap_feat_dim %d", data.CaptionDim, dim)
+		case data.EmptyCaptionFeats == nil:
+			return fmt.Errorf("eval: the data's encoded captions come without the empty prompt's, the unconditional branch")
+		}
+		z.data, z.h, z.w = data, cfg.GridRows, cfg.GridCols
+		return nil
+	}
+	switch {
 	case data.Captions == nil:
 		return fmt.Errorf("eval: a caption-conditioned teacher needs data with captions")
 	case len(z.table) == 0 || len(z.table)%dim != 0:
 		return fmt.Errorf("eval: a caption table of %d values, want rows of %d", len(z.table), dim)
 	case len(z.table)/dim < len(data.Vocabulary):
 		return fmt.Errorf("eval: the caption table has %d words, the data's vocabulary %d", len(z.table)/dim, len(data.Vocabulary))
-	case !(z.shift > 0) || math.IsInf(z.shift, 0):
-		return fmt.Errorf("eval: flow matching shift %v, want a finite value > 0", z.shift)
 	}
 	z.data, z.h, z.w = data, cfg.GridRows, cfg.GridCols
 	return nil
@@ -272,6 +298,20 @@ func (z *zimageTeacher) level(t int) int {
 
 func (z *zimageTeacher) input(t []float32, keys []int, null bool) (cond.Input, error) {
 	dim := z.m.Config.CapFeatDim
+	if z.encoded {
+		caps := make([]cond.Caption, len(keys))
+		for i, k := range keys {
+			if k < 0 || k >= len(z.data.CaptionFeats) {
+				return cond.Input{}, fmt.Errorf("eval: caption of data sample %d, the data has %d", k, len(z.data.CaptionFeats))
+			}
+			f := z.data.CaptionFeats[k]
+			if null {
+				f = z.data.EmptyCaptionFeats
+			}
+			caps[i] = cond.Caption{Features: f, Len: len(f) / dim}
+		}
+		return cond.Input{T: t, Captions: caps}, nil
+	}
 	words := make([][]int, len(keys)) // empty: the empty prompt
 	for i, k := range keys {
 		if k < 0 || k >= len(z.data.Captions) {
@@ -359,7 +399,14 @@ func (z *zimageTeacher) probes() bool { return false }
 
 func (z *zimageTeacher) process() string { return ProcessFlowMatching }
 
-func (z *zimageTeacher) captions() [][]int { return z.data.Captions }
+// captions are nil for encoded prompts: prompt following reads shapes
+// captions' words.
+func (z *zimageTeacher) captions() [][]int {
+	if z.encoded {
+		return nil
+	}
+	return z.data.Captions
+}
 
 // joinInputs stacks two conditionings of the same kind.
 func joinInputs(a, b cond.Input) cond.Input {

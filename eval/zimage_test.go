@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/internal/zimagetest"
 )
@@ -68,5 +69,80 @@ func TestRunZImage(t *testing.T) {
 	opts.NumSamples, opts.GridSamples = data.N+1, 1
 	if _, err := Run(m, ZImageTeacher(zm, table, 3, shapes.MaxCaptionWords), data, opts); err == nil || !strings.Contains(err.Error(), "samples per row") {
 		t.Errorf("err = %v, want the sample count refused", err)
+	}
+}
+
+// Captions given as encoded prompts (each sample's feature rows, the
+// empty prompt's for the unconditional branch) condition both models as
+// the same captions read through a word table do: every row's numbers
+// match the table run's, and prompt following, which reads the words, is
+// left out. Data without what the prompt teacher reads is refused.
+func TestRunZImagePrompts(t *testing.T) {
+	const seed, S = 4, 8
+	zm, m := zimagetest.Grafted(t, seed, S)
+	dim := zm.Config.CapFeatDim
+	g, err := shapes.New(S, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	words, err := g.BalancedCaptionedSet(2 * len(shapes.Classes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := shapes.EmbeddingTable(dim, 1)
+	feats, err := shapes.CaptionFeatures(words.Captions, table, dim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompts := *words
+	// The same computation either way: equal up to the sums' rounding.
+	same := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*(1+math.Abs(b)) }
+	prompts.Captions, prompts.Vocabulary = nil, nil
+	prompts.CaptionFeats, prompts.CaptionDim, prompts.EmptyCaptionFeats = feats, dim, make([]float32, dim)
+	for _, cfg := range []float64{0, 3} {
+		opts := tinyOptions()
+		opts.CFG, opts.Steps, opts.NumSamples = cfg, 3, len(shapes.Classes)
+		opts.Features = stubNet{c: zm.Config.InChannels}
+		want, err := Run(m, ZImageTeacher(zm, table, 3, shapes.MaxCaptionWords), words, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Run(m, ZImagePromptTeacher(zm, 3, shapes.MaxCaptionWords), &prompts, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Rows) != len(want.Rows) {
+			t.Fatalf("cfg %g: %d rows, want %d", cfg, len(got.Rows), len(want.Rows))
+		}
+		for i, w := range want.Rows {
+			r := got.Rows[i]
+			if r.KeptTokens != w.KeptTokens || r.GFLOPsPerImage != w.GFLOPsPerImage || !same(r.EpsRelMSE, w.EpsRelMSE) ||
+				!same(r.SamplePSNR, w.SamplePSNR) || r.FD == nil || w.FD == nil || !same(*r.FD, *w.FD) {
+				t.Errorf("cfg %g, ρ %g: kept %g, %g GFLOPs, rel MSE %g, PSNR %g dB, FD %v; the word table's run: %g, %g, %g, %g, %v",
+					cfg, r.Rho, r.KeptTokens, r.GFLOPsPerImage, r.EpsRelMSE, r.SamplePSNR, optional(r.FD, "%g"),
+					w.KeptTokens, w.GFLOPsPerImage, w.EpsRelMSE, w.SamplePSNR, optional(w.FD, "%g"))
+			}
+			if r.PromptFollowing != nil || w.PromptFollowing == nil {
+				t.Errorf("cfg %g, ρ %g: prompt following %v (the table's run %v), want it only for words", cfg, r.Rho, optional(r.PromptFollowing, "%g"), optional(w.PromptFollowing, "%g"))
+			}
+		}
+	}
+	for _, tt := range []struct {
+		name string
+		edit func(s *datasets.Set)
+		want string
+	}{
+		{"words, not features", func(s *datasets.Set) { *s = *words }, "encoded captions"},
+		{"another width", func(s *datasets.Set) {
+			s.CaptionDim = 2 * dim
+			s.EmptyCaptionFeats = make([]float32, 2*dim)
+		}, "wide"},
+		{"no empty prompt", func(s *datasets.Set) { s.EmptyCaptionFeats = nil }, "empty prompt"},
+	} {
+		s := prompts
+		tt.edit(&s)
+		if _, err := Run(m, ZImagePromptTeacher(zm, 3, 0), &s, tinyOptions()); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: err = %v, want one saying %q", tt.name, err, tt.want)
+		}
 	}
 }

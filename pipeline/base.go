@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/dit"
@@ -21,8 +22,9 @@ import (
 // base is the recipe's pretrained model, frozen: the teacher a DC model
 // is grafted onto, distilled from and measured against. It is a
 // class-conditional DiT (trained with DDPM) or a caption-conditioned
-// Z-Image (trained with flow matching, its caption table in its
-// metadata).
+// Z-Image (trained with flow matching): one dcdit trained on the shapes
+// captions, its caption table in its metadata, or any Z-Image, a real one
+// included, for a recipe whose data.prompts its text encoder encodes.
 type base struct {
 	dit     *dit.Model
 	weights *dit.Weights // what dit was built from: a finetune copies it
@@ -31,8 +33,8 @@ type base struct {
 	// zweights is what zimage was built from: the graft's own copy is
 	// built from it again.
 	zweights *zimage.Weights
-	captions *captionTable
-	size     int // a Z-Image's latent grid side (base.latent_size)
+	captions *captionTable // nil: the recipe's captions are encoded prompts
+	size     int           // a Z-Image's latent grid side (base.latent_size)
 }
 
 // loadBase loads the recipe's base, frozen, or returns nil for a recipe
@@ -82,7 +84,8 @@ func loadBase(r *recipes.Recipe) (*base, error) {
 }
 
 // loadZImageBase loads a Z-Image base with the caption table its metadata
-// records.
+// records, which the shapes captions need; for data.prompts the table is
+// not read, and a base without one (a real Z-Image) will do.
 func loadZImageBase(r *recipes.Recipe, meta map[string]string) (*base, error) {
 	path := r.BasePath()
 	switch {
@@ -103,14 +106,19 @@ func loadZImageBase(r *recipes.Recipe, meta map[string]string) (*base, error) {
 		return nil, err
 	}
 	t.Params.SetRequiresGrad(false)
+	b := &base{zimage: t, zweights: w, size: r.Base.LatentSize}
+	if onPrompts(r) {
+		return b, nil
+	}
 	info, table, found, err := shapes.CaptionTableFrom(meta, w.Config.CapFeatDim)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("pipeline: base %s: %w", path, err)
 	case !found:
-		return nil, fmt.Errorf("pipeline: base %s records no caption table (metadata %q): dcdit upcycles the Z-Images it trained on the shapes captions", path, shapes.CaptionTableKey)
+		return nil, fmt.Errorf("pipeline: base %s records no caption table (metadata %q): without data.prompts dcdit upcycles only the Z-Images it trained on the shapes captions; set data.prompts to train on the base's samples for prompts its repository's text encoder encodes", path, shapes.CaptionTableKey)
 	}
-	return &base{zimage: t, zweights: w, captions: &captionTable{info: info, table: table}, size: r.Base.LatentSize}, nil
+	b.captions = &captionTable{info: info, table: table}
+	return b, nil
 }
 
 // params is the base's arena.
@@ -137,11 +145,16 @@ func (b *base) teacher() distill.Teacher {
 	return distill.DiTTeacher{Model: b.dit}
 }
 
-// evalTeacher is the base as the evaluation's teacher, sampled with the
-// recipe's flow-matching shift for a Z-Image.
-func (b *base) evalTeacher(r *recipes.Recipe) eval.Teacher {
+// evalTeacher is the base as the evaluation's teacher of the data set,
+// sampled with the recipe's flow-matching shift for a Z-Image, which
+// reads the data's encoded prompts when it has them, else the shapes
+// captions through the base's table.
+func (b *base) evalTeacher(r *recipes.Recipe, set *datasets.Set) eval.Teacher {
+	if b.zimage != nil && set.CaptionFeats != nil {
+		return eval.ZImagePromptTeacher(b.zimage, r.Diffusion.Shift, captionLen(r))
+	}
 	if b.zimage != nil {
-		return eval.ZImageTeacher(b.zimage, b.captions.table, r.Diffusion.Shift, shapes.MaxCaptionWords)
+		return eval.ZImageTeacher(b.zimage, b.captions.table, r.Diffusion.Shift, captionLen(r))
 	}
 	return eval.DiTTeacher(b.dit)
 }

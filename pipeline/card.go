@@ -14,6 +14,7 @@ import (
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/atomicfile"
 	"github.com/dcdit/dcdit/recipes"
+	"github.com/dcdit/dcdit/textenc"
 )
 
 // CardFile is the model card written beside the model.
@@ -35,7 +36,7 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 	}
 	kind := "dc-dit"
 	switch {
-	case m.dc != nil && m.captions != nil:
+	case m.dc != nil && m.captionDim > 0:
 		kind = "dc-z-image"
 	case m.zimage != nil:
 		kind = "z-image"
@@ -53,7 +54,7 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 
 	fmt.Fprintf(&b, "# %s\n\n", r.Name)
 	switch {
-	case m.dc != nil && m.captions != nil && base != nil:
+	case m.dc != nil && m.captionDim > 0 && base != nil:
 		fmt.Fprintf(&b, "A DC-Z-Image upcycled by dcdit from the Z-Image `%s`: a learned encoder, router and decoder replace its fixed patchify on the image tokens (captions stay whole), so one checkpoint runs at any compute budget chosen at sampling time (the tail-drop fraction ρ). %s\n\n", base.Path, captionSource(m))
 	case m.dc != nil && base != nil:
 		fmt.Fprintf(&b, "A DC-DiT upcycled by dcdit from `%s`: a learned encoder, router and decoder replace the teacher's fixed patchify, so one checkpoint runs at any compute budget chosen at sampling time (the tail-drop fraction ρ).\n\n", base.Path)
@@ -82,8 +83,11 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 		fmt.Fprintf(&b, "- latents: %d channels on a %d×%d grid; scaffold cells of %d×%d latents (%d cells), encoder/decoder width %d, model width %d, %d encoder and %d decoder conv blocks, target compression N = %g\n",
 			c.InChannels, c.GridRows, c.GridCols, c.Patch(), c.Patch(), c.Cells(), c.EncDecDim, c.ModelDim, c.EncoderBlocks, c.DecoderBlocks, c.TargetN)
 		fmt.Fprintf(&b, "- trained tail-drop fractions ρ: %s\n", floats(trainedRhos(r)))
-		if m.captions != nil {
+		switch {
+		case m.captions != nil:
 			captions()
+		case m.prompts != nil:
+			fmt.Fprintf(&b, "- captions: text-encoder features of width %d; the checkpoint records no caption table, so `--prompt` needs `--text-encoder`\n", m.captionDim)
 		}
 	default:
 		b.WriteString("; DiT's original tensor names)\n")
@@ -140,6 +144,13 @@ func writeCardSampling(b *strings.Builder, r *recipes.Recipe, m *model) {
 		if r.Eval.DenseBelow > 0 {
 			dense = fmt.Sprintf(" --dense-below %g", r.Eval.DenseBelow)
 		}
+		if m.prompts != nil {
+			// The repository holding the text encoder the prompts ran through.
+			te, _, _ := textenc.Locate(r.BasePath())
+			fmt.Fprintf(b, "dcdit sample model.safetensors --prompt \"a red disc\" --text-encoder %s --rho %g%s --cfg %g --steps %d --shift %g --png samples.png\n",
+				filepath.Dir(te), rho, dense, r.Eval.CFG, r.Eval.SamplingSteps, r.Diffusion.Shift)
+			break
+		}
 		if m.captions != nil {
 			fmt.Fprintf(b, "dcdit sample model.safetensors --prompt \"a red disc\" --prompt \"a large blue square on left\" --rho %g%s --cfg %g --steps %d --shift %g --png samples.png\n",
 				rho, dense, r.Eval.CFG, r.Eval.SamplingSteps, r.Diffusion.Shift)
@@ -155,7 +166,10 @@ func writeCardSampling(b *strings.Builder, r *recipes.Recipe, m *model) {
 		if r.Eval.DenseBelow > 0 {
 			b.WriteString("; `--dense-below` runs the low-noise steps on every cell, as the evaluation above did")
 		}
-		if m.captions != nil {
+		switch {
+		case m.prompts != nil:
+			b.WriteString("; `--prompt` runs through the base repository's text encoder (`--text-encoder`), and guidance contrasts each with the empty prompt")
+		case m.captions != nil:
 			b.WriteString("; `--prompt` takes words of the vocabulary above, and guidance contrasts each with the empty prompt")
 		}
 		b.WriteString(".\n")

@@ -75,10 +75,13 @@ type Summary struct {
 // model is what the stages train: a fixed-patch DiT or a DC model, with
 // its parameters in one arena.
 type model struct {
-	dit        *dit.Model
-	dc         *dc.Model
-	zimage     *zimage.Model
-	captions   *captionTable   // a Z-Image's text-encoder stand-in
+	dit    *dit.Model
+	dc     *dc.Model
+	zimage *zimage.Model
+	// captionDim is a caption-conditioned model's caption feature width
+	// (0: a class-conditional one).
+	captionDim int
+	captions   *captionTable   // the shapes captions' table (nil for prompt data)
 	prompts    *promptFeatures // encoded training captions, when the data has them
 	params     *params.Set
 	numClasses int // labels 0 … numClasses−1; numClasses is the null class
@@ -172,7 +175,7 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 		return nil, err
 	}
 	data.Identity = dataIdentity(r, set, seed)
-	if m.captions != nil && m.zimage == nil {
+	if m.captionDim > 0 && m.dc != nil {
 		// A DC-Z-Image's labels are the data's: the null class its
 		// caption dropout sets is one past them.
 		m.numClasses = set.NumClasses
@@ -188,12 +191,7 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 	var held *datasets.Set
 	var features eval.FeatureNet
 	var renderer eval.LatentRenderer
-	// The evaluation's captioned teacher reads captions through the
-	// base's caption table, not encoded prompts.
-	evaluate := m.dc != nil && teacher != nil && set.CaptionFeats == nil
-	if m.dc != nil && teacher != nil && !evaluate {
-		logf("eval: skipped: the data's captions are encoded prompts, and the evaluation reads the base's caption table")
-	}
+	evaluate := m.dc != nil && teacher != nil
 	if evaluate {
 		if held, err = evalData(r, set, teacher.inputSize(), seed); err != nil {
 			return nil, err
@@ -232,7 +230,7 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 		}
 		var periodic *periodicEval
 		if r.Eval.Every > 0 && held != nil {
-			periodic = &periodicEval{every: r.Eval.Every, model: m, teacher: teacher.evalTeacher(r), data: held, opts: evalOptions(r, features, renderer),
+			periodic = &periodicEval{every: r.Eval.Every, model: m, teacher: teacher.evalTeacher(r, set), data: held, opts: evalOptions(r, features, renderer),
 				trainer: tr, path: filepath.Join(out, EvalLogFile), logf: logf, onStep: opts.OnStep}
 			tr.OnStep = periodic.step
 		}
@@ -265,7 +263,7 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: evaluation: the model on the device: %w", err)
 		}
-		sum.Eval, err = eval.Run(m.dc, teacher.evalTeacher(r), held, evalOptions(r, features, renderer))
+		sum.Eval, err = eval.Run(m.dc, teacher.evalTeacher(r, set), held, evalOptions(r, features, renderer))
 		if cerr := bound.Close(); err == nil {
 			err = cerr
 		}
@@ -365,7 +363,7 @@ func buildModel(r *recipes.Recipe, teacher *base, seed uint64) (*model, error) {
 			return nil, err
 		}
 		ct := newCaptionTable(r.Model.CaptionDim, uint64(r.Data.CaptionTableSeed))
-		return &model{zimage: m, captions: ct, params: m.Params, numClasses: r.Model.NumClasses}, nil
+		return &model{zimage: m, captionDim: r.Model.CaptionDim, captions: ct, params: m.Params, numClasses: r.Model.NumClasses}, nil
 	default:
 		m, err := dit.InitWith(ditConfig(r.Model), seed, dit.InitOptions{ClassStd: r.Model.ClassEmbeddingStd})
 		if err != nil {
@@ -412,7 +410,7 @@ func (m *model) checkData(d *distill.Dataset, classes int) error {
 	if classes > m.numClasses {
 		return fmt.Errorf("pipeline: the data has %d classes, the model %d", classes, m.numClasses)
 	}
-	if m.captions != nil && d.Captions == nil {
+	if m.captionDim > 0 && d.Captions == nil {
 		return fmt.Errorf("pipeline: a Z-Image is conditioned on captions, and the data has none")
 	}
 	var c, h, w int
@@ -458,13 +456,13 @@ func (m *model) objective(r *recipes.Recipe, st *recipes.Stage, teacher *base, s
 	if teacher != nil {
 		o.Teacher = teacher.teacher()
 	}
-	if m.captions != nil {
+	if m.captionDim > 0 {
 		proc, err := flowMatching(r)
 		if err != nil {
 			return nil, err
 		}
 		table, empty := m.trainingTable()
-		o.Process, o.CaptionTable, o.CaptionDim, o.EmptyCaption = proc, table, m.captions.info.Dim, empty
+		o.Process, o.CaptionTable, o.CaptionDim, o.EmptyCaption = proc, table, m.captionDim, empty
 	}
 	return o, nil
 }

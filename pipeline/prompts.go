@@ -33,8 +33,8 @@ type promptFeatures struct {
 // attachPromptFeatures lays out the data's encoded captions as the
 // model's caption table and gives the data their row indices.
 func (m *model) attachPromptFeatures(d *distill.Dataset, set *datasets.Set) error {
-	if set.CaptionDim != m.captions.info.Dim {
-		return fmt.Errorf("pipeline: the data's caption features are %d wide, the Z-Image reads %d", set.CaptionDim, m.captions.info.Dim)
+	if set.CaptionDim != m.captionDim {
+		return fmt.Errorf("pipeline: the data's caption features are %d wide, the Z-Image reads %d", set.CaptionDim, m.captionDim)
 	}
 	if set.EmptyCaptionFeats == nil {
 		return fmt.Errorf("pipeline: the data's encoded captions come without the empty prompt's (tensor %q), which caption dropout needs", datasets.EmptyCaptionFeatsKey)

@@ -124,8 +124,8 @@ func writeQwen3(t *testing.T, dir string, vocab, hidden int) {
 
 // A DC-Z-Image upcycle on the teacher's own samples for a prompts file:
 // the prompts are encoded by the repository's text encoder, the samples
-// and the features cached at data.path, the model trained on them (the
-// evaluation skipped, said in the log), a second run reuses the cache,
+// and the features cached at data.path, the model trained on them and
+// evaluated against the teacher on them, a second run reuses the cache,
 // and another prompts file draws anew.
 func TestUpcycleZImageOnPromptSamples(t *testing.T) {
 	transformer := zimageRepo(t)
@@ -141,6 +141,7 @@ func TestUpcycleZImageOnPromptSamples(t *testing.T) {
 		{"[scaffold]", []string{`patch_size = 2`, `width_factor = 2`, `norm_groups = 4`, `encoder_init = "patch"`, `encoder_norm = "none"`}},
 		{"[scaffold.router]", []string{`groups = 4`, `ratio_batch_size = 1`}},
 		{"[data]", []string{`source = "teacher"`, `path = "samples.safetensors"`, `prompts = "prompts.txt"`, `samples = 6`, `sampling_steps = 2`, `cfg = 2.0`}},
+		{"[eval]", []string{`samples = 2`, `held_out = 2`, `sampling_steps = 2`, `rho = [0.0]`, `lite_cfg = []`}},
 		{"[[stage]]", []string{`kind = "distill"`, `steps = 2`, `batch_size = 2`, `trainable = ["scaffold"]`, `class_dropout = 0.5`}},
 		{"[[stage]]", []string{`kind = "finetune"`, `steps = 1`, `batch_size = 2`, `class_dropout = 0.5`, `rho = [0.0]`}},
 	}
@@ -158,6 +159,9 @@ func TestUpcycleZImageOnPromptSamples(t *testing.T) {
 		if _, err := os.Stat(sum.Model); err != nil {
 			t.Fatal(err)
 		}
+		if sum.Eval == nil || len(sum.Eval.Rows) != 1 || !(sum.Eval.Rows[0].SamplePSNR > 0) || sum.Eval.Rows[0].PromptFollowing != nil {
+			t.Fatalf("evaluation %+v: want one row with a sample PSNR and no prompt following", sum.Eval)
+		}
 		set, err := datasets.Read(path)
 		if err != nil {
 			t.Fatal(err)
@@ -174,7 +178,7 @@ func TestUpcycleZImageOnPromptSamples(t *testing.T) {
 			t.Fatalf("latent value %d is %v", i, v)
 		}
 	}
-	for _, want := range []string{"encoding 6 prompts", "sampling 6 latents", "eval: skipped"} {
+	for _, want := range []string{"encoding 6 prompts", "sampling 6 latents", "evaluating against the teacher"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the log lacks %q:\n%s", want, log)
 		}

@@ -30,7 +30,9 @@ func (m *model) save(path string, r *recipes.Recipe) error {
 	info := checkpoint.Info{Recipe: text, TrainedRhos: trainedRhos(r), DType: dt}
 	if m.captions != nil {
 		// A DC-Z-Image's sampler turns prompts into the features it was
-		// trained on, as its base's does.
+		// trained on, as its base's does. One trained on encoded prompts
+		// records none: its prompts go through the text encoder, and a
+		// table would let --prompt without one read the wrong features.
 		ct, err := json.Marshal(m.captions.info)
 		if err != nil {
 			return err

@@ -33,7 +33,7 @@ func newCaptionTable(dim int, seed uint64) *captionTable {
 // caption table, or its encoded captions (attachPromptFeatures); other
 // models train on labels and leave them out.
 func (m *model) attachCaptions(d *distill.Dataset, set *datasets.Set) error {
-	if m.captions != nil && set.CaptionFeats != nil {
+	if m.captionDim > 0 && set.CaptionFeats != nil {
 		return m.attachPromptFeatures(d, set)
 	}
 	if m.captions == nil || set.Captions == nil {
@@ -75,14 +75,14 @@ func describeZImage(c *arch.ZImageConfig) string {
 // graftZImage grafts the recipe's scaffold onto a second copy of the
 // Z-Image base (the base itself stays the frozen teacher) on its
 // base.latent_size grid, and joins the parameters. Its FLOPs count
-// captions of the shapes captions' longest length.
+// captions of captionLen tokens.
 func graftZImage(r *recipes.Recipe, b *base, seed uint64) (*model, error) {
 	zm, err := zimage.New(b.zweights)
 	if err != nil {
 		return nil, err
 	}
 	bb := zimage.NewBackbone(zm)
-	bb.CaptionLen = shapes.MaxCaptionWords
+	bb.CaptionLen = captionLen(r)
 	g, err := upcycle.GraftZImage(bb, r.Scaffold.Upcycle(), b.size, b.size, seed)
 	if err != nil {
 		return nil, err
@@ -108,7 +108,24 @@ func graftZImage(r *recipes.Recipe, b *base, seed uint64) (*model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &model{dc: g, params: ps, captions: b.captions}, nil
+	return &model{dc: g, params: ps, captionDim: zm.Config.CapFeatDim, captions: b.captions}, nil
+}
+
+// captionLen is the caption length a DC-Z-Image's FLOPs count: the shapes
+// captions' longest, or for prompts the typical prompt's (0:
+// zimage.TypicalCaptionLen), the prompts being read only after the graft.
+func captionLen(r *recipes.Recipe) int {
+	if onPrompts(r) {
+		return 0
+	}
+	return shapes.MaxCaptionWords
+}
+
+// onPrompts says whether the recipe trains on the teacher's samples for
+// data.prompts, whose captions are encoded prompts rather than words of
+// the base's caption table.
+func onPrompts(r *recipes.Recipe) bool {
+	return r.Data.Prompts != "" && r.Data.Source == recipes.SourceTeacher
 }
 
 // zimageTeacherData samples d.Samples latents from a Z-Image base (named

@@ -215,7 +215,7 @@ func promptCaptions(path string, prompts []string, capDim int) (pos, neg *captio
 	case err != nil:
 		return nil, nil, fmt.Errorf("--prompt: %w", err)
 	case !found:
-		return nil, nil, fmt.Errorf("--prompt: %s records no caption table (metadata %q): it was not trained by dcdit on the shapes captions; pass its text encoder's features with --captions", path, shapes.CaptionTableKey)
+		return nil, nil, fmt.Errorf("--prompt: %s records no caption table (metadata %q): it was not trained by dcdit on the shapes captions; give its text encoder with --text-encoder, or its features with --captions", path, shapes.CaptionTableKey)
 	}
 	empty, _ := shapes.Prompt("", table, capDim)
 	pos, neg = &captions{}, &captions{}
