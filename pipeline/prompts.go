@@ -14,11 +14,9 @@ import (
 
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/datasets"
-	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/recipes"
 	"github.com/dcdit/dcdit/textenc"
-	"github.com/dcdit/dcdit/zimage/flowmatch"
 )
 
 // promptFeatures is encoded training captions laid out as a caption
@@ -108,43 +106,22 @@ func zimagePromptData(path string, b *base, id string, r *recipes.Recipe, seed u
 	if err != nil {
 		return nil, err
 	}
-	sched, err := flowmatch.Config{NumTrainTimesteps: r.Diffusion.Steps, Shift: r.Diffusion.Shift}.Schedule(flowmatch.Tongyi, d.SamplingSteps)
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: data: %w", err)
-	}
-	C, S := m.Config.InChannels, b.size
-	set := &datasets.Set{N: d.Samples, C: C, H: S, W: S, NumClasses: 1, Labels: make([]int, d.Samples),
+	set := &datasets.Set{N: d.Samples, C: m.Config.InChannels, H: b.size, W: b.size, NumClasses: 1, Labels: make([]int, d.Samples),
 		CaptionDim: dim, EmptyCaptionFeats: empty, Metadata: map[string]string{"dcdit.generated_by": key}}
 	for i := range d.Samples {
 		set.CaptionFeats = append(set.CaptionFeats, feats[i%len(feats)])
 	}
 	caption := func(f []float32) cond.Caption { return cond.Caption{Features: f, Len: len(f) / dim} }
-	proc := &diffusion.FlowMatch{Schedule: sched}
-	const batch = 32
 	logf("data: sampling %d latents from the Z-Image teacher for %d prompts (%d Euler steps, cfg %g)", d.Samples, len(prompts), d.SamplingSteps, d.CFG)
-	for lo := 0; lo < d.Samples; lo += batch {
-		n := min(batch, d.Samples-lo)
+	set.Latents, err = sampleZImageTeacher(b, r, seed, logf, func(lo, n int) ([]cond.Caption, []cond.Caption, error) {
 		pos := make([]cond.Caption, n)
 		for i := range pos {
 			pos[i] = caption(set.CaptionFeats[lo+i])
 		}
-		guided := slices.Concat(pos, slices.Repeat([]cond.Caption{caption(empty)}, n))
-		model := func(x, t []float32, guide bool) ([]float32, error) {
-			caps := pos
-			if guide {
-				caps = guided
-			}
-			return m.Predict(x, cond.Input{T: t, Captions: caps}, S, S)
-		}
-		x, err := proc.Sample(model, diffusion.Shape{B: n, C: C, HW: S * S}, diffusion.SampleOptions{
-			Guidance: d.CFG,
-			Seed:     seed ^ uint64(lo)*0x9e3779b97f4a7c15,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("pipeline: data: %w", err)
-		}
-		set.Latents = append(set.Latents, x...)
-		logf("data: %d/%d teacher samples", lo+n, d.Samples)
+		return pos, slices.Repeat([]cond.Caption{caption(empty)}, n), nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if err := datasets.Write(path, set); err != nil {
 		return nil, fmt.Errorf("pipeline: data: %w", err)

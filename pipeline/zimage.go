@@ -154,36 +154,62 @@ func zimageTeacherData(path string, b *base, id string, r *recipes.Recipe, seed 
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: data: %w", err)
 	}
-	sched, err := flowmatch.Config{NumTrainTimesteps: r.Diffusion.Steps, Shift: r.Diffusion.Shift}.Schedule(flowmatch.Tongyi, d.SamplingSteps)
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: data: %w", err)
-	}
-	m, dim := b.zimage, b.zimage.Config.CapFeatDim
-	C, S := m.Config.InChannels, b.size
-	set := &datasets.Set{N: d.Samples, C: C, H: S, W: S, NumClasses: prompts.NumClasses, Classes: prompts.Classes,
+	dim := b.zimage.Config.CapFeatDim
+	set := &datasets.Set{N: d.Samples, C: b.zimage.Config.InChannels, H: b.size, W: b.size, NumClasses: prompts.NumClasses, Classes: prompts.Classes,
 		Labels: prompts.Labels, Captions: prompts.Captions, Vocabulary: prompts.Vocabulary,
 		Metadata: map[string]string{"dcdit.generated_by": key}}
-	proc := &diffusion.FlowMatch{Schedule: sched}
-	const batch = 32
 	// The empty prompt of every sample of a batch, the guidance's other branch.
-	neg, err := shapes.CaptionInputs(make([][]int, batch), b.captions.table, dim)
+	neg, err := shapes.CaptionInputs(make([][]int, teacherBatch), b.captions.table, dim)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: data: %w", err)
 	}
 	logf("data: sampling %d latents from the Z-Image teacher (%d Euler steps, cfg %g)", d.Samples, d.SamplingSteps, d.CFG)
-	for lo := 0; lo < d.Samples; lo += batch {
-		n := min(batch, d.Samples-lo)
+	set.Latents, err = sampleZImageTeacher(b, r, seed, logf, func(lo, n int) ([]cond.Caption, []cond.Caption, error) {
 		pos, err := shapes.CaptionInputs(prompts.Captions[lo:lo+n], b.captions.table, dim)
+		return pos, neg[:n], err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := datasets.Write(path, set); err != nil {
+		return nil, fmt.Errorf("pipeline: data: %w", err)
+	}
+	return set, nil
+}
+
+// teacherBatch is the samples a Z-Image teacher draws at once.
+const teacherBatch = 32
+
+// sampleZImageTeacher draws data.samples latents from the Z-Image base
+// b: Euler over Tongyi's schedule of data.sampling_steps steps at the
+// recipe's shift, guided as Z-Image guides (pos + cfg·(pos − neg), on for
+// cfg > 1), in batches of teacherBatch whose captions caps gives (the
+// positive ones of samples lo…lo+n−1 and, for guidance, as many
+// negative ones).
+func sampleZImageTeacher(b *base, r *recipes.Recipe, seed uint64, logf func(string, ...any),
+	caps func(lo, n int) (pos, neg []cond.Caption, err error)) ([]float32, error) {
+	d := r.Data
+	sched, err := flowmatch.Config{NumTrainTimesteps: r.Diffusion.Steps, Shift: r.Diffusion.Shift}.Schedule(flowmatch.Tongyi, d.SamplingSteps)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: data: %w", err)
+	}
+	m, S := b.zimage, b.size
+	C := m.Config.InChannels
+	proc := &diffusion.FlowMatch{Schedule: sched}
+	latents := make([]float32, 0, d.Samples*C*S*S)
+	for lo := 0; lo < d.Samples; lo += teacherBatch {
+		n := min(teacherBatch, d.Samples-lo)
+		pos, neg, err := caps(lo, n)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: data: %w", err)
 		}
-		guided := slices.Concat(pos, neg[:n])
+		guided := slices.Concat(pos, neg)
 		model := func(x, t []float32, guide bool) ([]float32, error) {
-			caps := pos
+			c := pos
 			if guide {
-				caps = guided
+				c = guided
 			}
-			return m.Predict(x, cond.Input{T: t, Captions: caps}, S, S)
+			return m.Predict(x, cond.Input{T: t, Captions: c}, S, S)
 		}
 		x, err := proc.Sample(model, diffusion.Shape{B: n, C: C, HW: S * S}, diffusion.SampleOptions{
 			Guidance: d.CFG,
@@ -192,11 +218,8 @@ func zimageTeacherData(path string, b *base, id string, r *recipes.Recipe, seed 
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: data: %w", err)
 		}
-		set.Latents = append(set.Latents, x...)
+		latents = append(latents, x...)
 		logf("data: %d/%d teacher samples", lo+n, d.Samples)
 	}
-	if err := datasets.Write(path, set); err != nil {
-		return nil, fmt.Errorf("pipeline: data: %w", err)
-	}
-	return set, nil
+	return latents, nil
 }
