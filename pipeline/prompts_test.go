@@ -1,126 +1,15 @@
 package pipeline
 
 import (
-	"encoding/json"
-	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/dcdit/dcdit/datasets"
-	"github.com/dcdit/dcdit/internal/fixtures"
-	"github.com/dcdit/dcdit/loaders/dtype"
-	"github.com/dcdit/dcdit/loaders/safetensors"
+	"github.com/dcdit/dcdit/internal/zimagetest"
 )
-
-// zimageRepo lays the bundled toy Z-Image teacher out as a Z-Image
-// repository: transformer/, the real Qwen3 tokenizer (from the fixtures)
-// and a tiny random Qwen3 text encoder as wide as the teacher's caption
-// features. It returns the transformer folder.
-func zimageRepo(t *testing.T) string {
-	t.Helper()
-	root := os.Getenv(fixtures.EnvVar)
-	if root == "" {
-		t.Skipf("the Qwen3 tokenizer.json is not in testdata: set %s=../shared/fixtures to run this test", fixtures.EnvVar)
-	}
-	cases, err := fixtures.Discover(root, "qwen3-tokenizer")
-	if err != nil || len(cases) == 0 {
-		t.Fatalf("no qwen3-tokenizer fixture under %s (%v)", root, err)
-	}
-	repo := t.TempDir()
-	copyFile := func(src, dst string) {
-		t.Helper()
-		b, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(dst, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	teacher := filepath.Join("..", "testdata", "zimage-teacher", "model")
-	copyFile(filepath.Join(teacher, "model.safetensors"), filepath.Join(repo, "transformer", "diffusion_pytorch_model.safetensors"))
-	copyFile(filepath.Join(teacher, "config.json"), filepath.Join(repo, "transformer", "config.json"))
-	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
-		copyFile(filepath.Join(cases[0].Dir, f), filepath.Join(repo, "tokenizer", f))
-	}
-	var cfg struct {
-		CapFeatDim int `json:"cap_feat_dim"`
-	}
-	raw, err := os.ReadFile(filepath.Join(teacher, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &cfg); err != nil || cfg.CapFeatDim < 1 {
-		t.Fatalf("%s: no cap_feat_dim (%v)", teacher, err)
-	}
-	writeQwen3(t, filepath.Join(repo, "text_encoder"), 151936, cfg.CapFeatDim)
-	return filepath.Join(repo, "transformer")
-}
-
-// writeQwen3 writes a tiny random Qwen3 text encoder of the given
-// vocabulary and width (BF16, as real ones ship) with its config.json.
-func writeQwen3(t *testing.T, dir string, vocab, hidden int) {
-	t.Helper()
-	const layers, heads, kv, headDim, inter = 2, 2, 1, 16, 64
-	rng := rand.New(rand.NewPCG(7, 8))
-	var ts []safetensors.WriteTensor
-	add := func(name string, scale float64, offset float32, shape ...int64) {
-		n := int64(1)
-		for _, d := range shape {
-			n *= d
-		}
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = offset + float32(rng.NormFloat64()*scale)
-		}
-		raw := make([]byte, 2*n)
-		if err := dtype.EncodeFloat32(raw, v, dtype.BF16); err != nil {
-			t.Fatal(err)
-		}
-		ts = append(ts, safetensors.WriteTensor{Name: name, DType: dtype.BF16, Shape: shape, Data: raw})
-	}
-	h := int64(hidden)
-	in := 1 / math.Sqrt(float64(hidden))
-	add("model.embed_tokens.weight", 1, 0, int64(vocab), h)
-	for l := range layers {
-		p := fmt.Sprintf("model.layers.%d.", l)
-		add(p+"input_layernorm.weight", 0.1, 1, h)
-		add(p+"post_attention_layernorm.weight", 0.1, 1, h)
-		add(p+"self_attn.q_proj.weight", in, 0, heads*headDim, h)
-		add(p+"self_attn.k_proj.weight", in, 0, kv*headDim, h)
-		add(p+"self_attn.v_proj.weight", in, 0, kv*headDim, h)
-		add(p+"self_attn.o_proj.weight", 1/math.Sqrt(heads*headDim), 0, h, heads*headDim)
-		add(p+"self_attn.q_norm.weight", 0.1, 1, headDim)
-		add(p+"self_attn.k_norm.weight", 0.1, 1, headDim)
-		add(p+"mlp.gate_proj.weight", in, 0, inter, h)
-		add(p+"mlp.up_proj.weight", in, 0, inter, h)
-		add(p+"mlp.down_proj.weight", 1/math.Sqrt(inter), 0, h, inter)
-	}
-	add("model.norm.weight", 0.1, 1, h)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := safetensors.Write(filepath.Join(dir, "model.safetensors"), ts, nil); err != nil {
-		t.Fatal(err)
-	}
-	cfg := map[string]any{"model_type": "qwen3", "vocab_size": vocab, "hidden_size": hidden, "intermediate_size": inter,
-		"num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kv, "head_dim": headDim,
-		"rope_theta": 1e6, "rms_norm_eps": 1e-6, "tie_word_embeddings": true, "hidden_act": "silu"}
-	raw, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // A DC-Z-Image upcycle on the teacher's own samples for a prompts file:
 // the prompts are encoded by the repository's text encoder, the samples
@@ -128,7 +17,7 @@ func writeQwen3(t *testing.T, dir string, vocab, hidden int) {
 // evaluated against the teacher on them, a second run reuses the cache,
 // and another prompts file draws anew.
 func TestUpcycleZImageOnPromptSamples(t *testing.T) {
-	transformer := zimageRepo(t)
+	transformer := filepath.Join(zimagetest.Repo(t, filepath.Join("..", "testdata")), "transformer")
 	dir := t.TempDir()
 	prompts := []string{"a red disc", "a large blue square on green", "a small yellow triangle", "stripes", "a cyan ring on the left", "a magenta cross"}
 	if err := os.WriteFile(filepath.Join(dir, "prompts.txt"), []byte(strings.Join(prompts, "\n")+"\n"), 0o644); err != nil {

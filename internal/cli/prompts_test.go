@@ -1,127 +1,23 @@
 package cli
 
 import (
-	"encoding/json"
-	"fmt"
-	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/dcdit/dcdit/internal/fixtures"
-	"github.com/dcdit/dcdit/loaders/dtype"
+	"github.com/dcdit/dcdit/internal/zimagetest"
 	"github.com/dcdit/dcdit/loaders/safetensors"
 	"github.com/dcdit/dcdit/textenc"
 )
 
-// tokenizerDir is the qwen3-tokenizer fixture's folder, whose 11 MB
-// tokenizer.json only the shared fixtures hold: the test skips, naming
-// what to set, when DCDIT_FIXTURES does not lead to it.
-func tokenizerDir(t *testing.T) string {
-	t.Helper()
-	root := os.Getenv(fixtures.EnvVar)
-	if root == "" {
-		t.Skipf("the Qwen3 tokenizer.json is not in testdata: set %s=../shared/fixtures to run this test", fixtures.EnvVar)
-	}
-	cases, err := fixtures.Discover(root, "qwen3-tokenizer")
-	if err != nil || len(cases) == 0 {
-		t.Fatalf("no qwen3-tokenizer fixture under %s (%v)", root, err)
-	}
-	return cases[0].Dir
-}
-
-// writeTextEncoder writes a tiny random Qwen3 text encoder (BF16 weights,
-// as real ones ship) of the given vocabulary and width into dir, with its
-// config.json.
-func writeTextEncoder(t *testing.T, dir string, vocab, hidden int) {
-	t.Helper()
-	const layers, heads, kv, headDim, inter = 2, 2, 1, 16, 64
-	rng := rand.New(rand.NewPCG(7, 8))
-	var ts []safetensors.WriteTensor
-	add := func(name string, scale float64, offset float32, shape ...int64) {
-		n := int64(1)
-		for _, d := range shape {
-			n *= d
-		}
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = offset + float32(rng.NormFloat64()*scale)
-		}
-		raw := make([]byte, 2*n)
-		if err := dtype.EncodeFloat32(raw, v, dtype.BF16); err != nil {
-			t.Fatal(err)
-		}
-		ts = append(ts, safetensors.WriteTensor{Name: name, DType: dtype.BF16, Shape: shape, Data: raw})
-	}
-	add("model.embed_tokens.weight", 1, 0, int64(vocab), int64(hidden))
-	for l := range layers {
-		p := fmt.Sprintf("model.layers.%d.", l)
-		add(p+"input_layernorm.weight", 0.1, 1, int64(hidden))
-		add(p+"post_attention_layernorm.weight", 0.1, 1, int64(hidden))
-		add(p+"self_attn.q_proj.weight", 1/math.Sqrt(float64(hidden)), 0, heads*headDim, int64(hidden))
-		add(p+"self_attn.k_proj.weight", 1/math.Sqrt(float64(hidden)), 0, kv*headDim, int64(hidden))
-		add(p+"self_attn.v_proj.weight", 1/math.Sqrt(float64(hidden)), 0, kv*headDim, int64(hidden))
-		add(p+"self_attn.o_proj.weight", 1/math.Sqrt(heads*headDim), 0, int64(hidden), heads*headDim)
-		add(p+"self_attn.q_norm.weight", 0.1, 1, headDim)
-		add(p+"self_attn.k_norm.weight", 0.1, 1, headDim)
-		add(p+"mlp.gate_proj.weight", 1/math.Sqrt(float64(hidden)), 0, inter, int64(hidden))
-		add(p+"mlp.up_proj.weight", 1/math.Sqrt(float64(hidden)), 0, inter, int64(hidden))
-		add(p+"mlp.down_proj.weight", 1/math.Sqrt(inter), 0, int64(hidden), inter)
-	}
-	add("model.norm.weight", 0.1, 1, int64(hidden))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := safetensors.Write(filepath.Join(dir, "model.safetensors"), ts, nil); err != nil {
-		t.Fatal(err)
-	}
-	cfg := map[string]any{"model_type": "qwen3", "vocab_size": vocab, "hidden_size": hidden, "intermediate_size": inter,
-		"num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kv, "head_dim": headDim,
-		"rope_theta": 1e6, "rms_norm_eps": 1e-6, "tie_word_embeddings": true, "hidden_act": "silu"}
-	raw, _ := json.Marshal(cfg)
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// toyZImageRepo lays the bundled toy Z-Image teacher out as Z-Image-Turbo's
-// repository: transformer/, a tiny random text_encoder/ of the teacher's
-// caption width and the real tokenizer's vocabulary, and tokenizer/.
+// toyZImageRepo is zimagetest.Repo with the VAE fixture as its vae/.
 func toyZImageRepo(t *testing.T) string {
 	t.Helper()
-	tokSrc := tokenizerDir(t)
-	repo := t.TempDir()
-	copyFile := func(src, dst string) {
-		b, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(dst, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	teacher := filepath.Join(testdata, "zimage-teacher", "model")
-	copyFile(filepath.Join(teacher, "model.safetensors"), filepath.Join(repo, "transformer", "diffusion_pytorch_model.safetensors"))
-	copyFile(filepath.Join(teacher, "config.json"), filepath.Join(repo, "transformer", "config.json"))
-	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
-		copyFile(filepath.Join(tokSrc, f), filepath.Join(repo, "tokenizer", f))
-	}
-	var cfg struct {
-		CapFeatDim int `json:"cap_feat_dim"`
-	}
-	raw, _ := os.ReadFile(filepath.Join(teacher, "config.json"))
-	if err := json.Unmarshal(raw, &cfg); err != nil || cfg.CapFeatDim < 1 {
-		t.Fatalf("%s: no cap_feat_dim (%v)", teacher, err)
-	}
-	writeTextEncoder(t, filepath.Join(repo, "text_encoder"), 151936, cfg.CapFeatDim)
+	repo := zimagetest.Repo(t, testdata)
 	v := vaeFolder(t, "vae-sd-tiny")
 	for _, f := range []string{"config.json", "diffusion_pytorch_model.safetensors"} {
-		copyFile(filepath.Join(v.dir, f), filepath.Join(repo, "vae", f))
+		zimagetest.CopyFile(t, filepath.Join(v.dir, f), filepath.Join(repo, "vae", f))
 	}
 	return repo
 }
@@ -196,7 +92,7 @@ func TestEncodePromptsErrors(t *testing.T) {
 	}
 	good := write("good.txt", "a red disc\n")
 	wide := filepath.Join(dir, "wide")
-	writeTextEncoder(t, filepath.Join(wide, "text_encoder"), 151936, 24)
+	zimagetest.WriteTextEncoder(t, filepath.Join(wide, "text_encoder"), 151936, 24)
 	cases := []struct {
 		name string
 		args []string

@@ -1,5 +1,6 @@
 // Package zimagetest builds, for tests, a small random Z-Image and a DC
-// model grafted onto a copy of it that starts as the Z-Image itself.
+// model grafted onto a copy of it that starts as the Z-Image itself, and a
+// toy Z-Image repository with a tiny text encoder and the real tokenizer.
 package zimagetest
 
 import (
