@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/dcdit/dcdit/fid"
@@ -196,14 +197,14 @@ func OpenSide(path string, codec *Codec) (*Side, error) {
 		}
 		defer a.Close()
 		names := a.Names()
-		if has(names, "mu") && has(names, "sigma") {
+		if slices.Contains(names, "mu") && slices.Contains(names, "sigma") {
 			s, err := fid.ReadStats(path)
 			if err != nil {
 				return nil, err
 			}
 			return &Side{Stats: &s}, nil
 		}
-		if has(names, SamplesKey) {
+		if slices.Contains(names, SamplesKey) {
 			s, err := openSamples(path, a)
 			if err != nil {
 				return nil, err
@@ -225,13 +226,4 @@ func OpenSide(path string, codec *Codec) (*Side, error) {
 		return &Side{Set: &latentSet{path: path, lat: l, codec: codec}}, nil
 	}
 	return nil, fmt.Errorf("pictures: %s: want a folder of pictures, an .npz (statistics or a sample batch) or a .safetensors latents file", path)
-}
-
-func has(names []string, name string) bool {
-	for _, n := range names {
-		if n == name {
-			return true
-		}
-	}
-	return false
 }

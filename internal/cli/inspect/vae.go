@@ -2,6 +2,8 @@ package inspect
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -45,8 +47,7 @@ func describeVAE(res *Result, ck *loaders.Checkpoint) bool {
 	}
 	res.Architecture, res.Layout, res.Prefix = arch.VAE, layout, src.Prefix
 	res.Missing, res.Unexpected, res.Mismatched = nil, nil, nil
-	res.Warnings = res.Warnings[:0:0]
-	res.Warnings = append(res.Warnings, ck.Warnings...)
+	res.Warnings = slices.Clone(ck.Warnings)
 	res.ParametersByGroup = map[string]int64{}
 	shapes := map[string][]int64{}
 	var params int64
@@ -80,16 +81,13 @@ func describeVAE(res *Result, ck *loaders.Checkpoint) bool {
 	}
 	want, err := vae.ExpectedTensors(cfg)
 	if err == nil {
-		have := map[string][]int64{}
-		for name, s := range shapes {
-			have[name] = s
-		}
+		have := maps.Clone(shapes)
 		for _, w := range want {
 			s, ok := have[w.Name]
 			switch {
 			case !ok:
 				res.Missing = append(res.Missing, w.Name)
-			case !equalShape(s, w.Shape):
+			case !slices.Equal(s, w.Shape):
 				res.Mismatched = append(res.Mismatched, arch.Mismatch{Name: w.Name, Expected: w.Shape, Found: s})
 			}
 			delete(have, w.Name)
@@ -103,17 +101,5 @@ func describeVAE(res *Result, ck *loaders.Checkpoint) bool {
 		NormNumGroups: cfg.NormNumGroups, MidBlockAddAttention: cfg.MidBlockAddAttention, UseQuantConv: cfg.UseQuantConv,
 		UsePostQuantConv: cfg.UsePostQuantConv, ScalingFactor: cfg.ScalingFactor, ShiftFactor: cfg.ShiftFactor,
 		ScaleFactor: cfg.ScaleFactor(), Inferred: inferred}
-	return true
-}
-
-func equalShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
 	return true
 }
