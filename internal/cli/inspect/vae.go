@@ -47,7 +47,7 @@ func describeVAE(res *Result, ck *loaders.Checkpoint) bool {
 	}
 	res.Architecture, res.Layout, res.Prefix = arch.VAE, layout, src.Prefix
 	res.Missing, res.Unexpected, res.Mismatched = nil, nil, nil
-	res.Warnings = slices.Clone(ck.Warnings)
+	res.Warnings = append([]string{}, ck.Warnings...)
 	res.ParametersByGroup = map[string]int64{}
 	shapes := map[string][]int64{}
 	var params int64
