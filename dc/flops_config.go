@@ -6,6 +6,7 @@ import (
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/cond"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/params"
 )
 
@@ -35,7 +36,7 @@ func (f flopsOnly) Forward(mat.Tensor, cond.Value, []int, []float64) (mat.Tensor
 
 func (f flopsOnly) Parameters() *params.Set     { return nil }
 func (f flopsOnly) ParamGroups(string) []string { return nil }
-func (f flopsOnly) Spec() (string, any)         { return "", nil }
+func (f flopsOnly) Spec() family.Spec           { return nil }
 
 // FLOPs delegates to the counter (zero without one).
 func (f flopsOnly) FLOPs(lengths []int) float64 {

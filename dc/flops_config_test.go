@@ -7,6 +7,7 @@ import (
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/cond"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/params"
 )
 
@@ -24,7 +25,7 @@ func (b countingBackbone) Forward(mat.Tensor, cond.Value, []int, []float64) (mat
 }
 func (b countingBackbone) Parameters() *params.Set     { return nil }
 func (b countingBackbone) ParamGroups(string) []string { return nil }
-func (b countingBackbone) Spec() (string, any)         { return "counting", nil }
+func (b countingBackbone) Spec() family.Spec           { return nil }
 func (b countingBackbone) FLOPs(lengths []int) float64 {
 	var f float64
 	for _, l := range lengths {

@@ -6,15 +6,13 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/safetensors"
 	"github.com/dcdit/dcdit/params"
 )
 
 // Tensor is one named parameter tensor in float32, as read from a file.
-type Tensor struct {
-	Shape []int
-	Data  []float32
-}
+type Tensor = loaders.Dense
 
 // ReadSafetensors reads every tensor of a safetensors file into float32
 // (the data is copied out of the file).

@@ -7,6 +7,7 @@ import (
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/cond"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/kernels/parallel"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
@@ -180,10 +181,10 @@ func EmbedderParamGroups(name string) []string {
 	return nil
 }
 
-// Spec returns Kind and a copy of the model's config.
-func (m *Model) Spec() (string, any) {
+// Spec returns the model's description (a copy of its config).
+func (m *Model) Spec() family.Spec {
 	c := *m.Config
-	return Kind, &c
+	return Spec{Config: &c}
 }
 
 // FLOPs counts the conditioning and the blocks over packed sequences of

@@ -25,7 +25,7 @@ import (
 // channels, classes and learned sigma, read from the fixture's model.
 func teacherConfig(m *dc.Model) *arch.DiTConfig {
 	c := m.Config
-	_, net := m.Backbone.Spec()
+	net := m.Backbone.Spec().Settings()
 	return &arch.DiTConfig{Depth: 2, HiddenSize: 64, NumHeads: 4, PatchSize: 2, InChannels: c.InChannels, InputSize: c.GridRows,
 		LearnSigma: c.OutChannels == 2*c.InChannels, NumClasses: net.(*hnet.Config).NumClasses, MLPRatio: 2, FrequencySize: 256}
 }

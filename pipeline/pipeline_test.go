@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/dcdit/dcdit/dc/checkpoint"
+	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/internal/oracle"
 	"github.com/dcdit/dcdit/loaders/arch"
@@ -265,7 +266,7 @@ func TestTrainDCFromScratch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Config.ModelDim != 32 || meta.Backbone.HNet.PatchSize != 1 || sum.Eval != nil {
+	if m.Config.ModelDim != 32 || meta.Backbone.Config().(*hnet.Config).PatchSize != 1 || sum.Eval != nil {
 		t.Fatalf("model dim %d, backbone %+v", m.Config.ModelDim, meta.Backbone)
 	}
 }

@@ -46,7 +46,7 @@ func TestPlanAgreesWithGraft(t *testing.T) {
 			if m.Config.CondDim != m.Backbone.CondWidth() {
 				t.Errorf("cond_dim %d, the backbone's CondWidth %d", m.Config.CondDim, m.Backbone.CondWidth())
 			}
-			if _, cfg := m.Backbone.Spec(); !reflect.DeepEqual(cfg.(*hnet.Config), pl.MainNetwork) {
+			if cfg := m.Backbone.Spec().Settings(); !reflect.DeepEqual(cfg.(*hnet.Config), pl.MainNetwork) {
 				t.Errorf("graft's main network %+v, plan's %+v", cfg, pl.MainNetwork)
 			}
 		})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/optim"
 	"github.com/dcdit/dcdit/params"
@@ -169,12 +170,10 @@ func (n *tinyNet) ParamGroups(name string) []string {
 	return params.BlockGroups(name, tinyPrefix+"blocks.", "attn.", "mlp.")
 }
 
-// Spec names the kind (what a checkpoint reader would dispatch on) and
-// returns a copy of the config.
-func (n *tinyNet) Spec() (string, any) {
-	c := n.cfg
-	return "tiny-example", &c
-}
+// Spec returns nil: the example's backbone is trained and run, not
+// saved, so it registers no family (a saved one would, see package
+// family).
+func (n *tinyNet) Spec() family.Spec { return nil }
 
 // FLOPs counts the conditioning and the blocks over packed sequences of
 // the given lengths, in dc.FLOPs' convention (2 per multiply-add; packed

@@ -10,6 +10,7 @@ import (
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/params"
 )
@@ -555,12 +556,12 @@ func NewGrafted(teacher *dit.Model, s Scaffold, seed uint64) (*Grafted, error) {
 func JoinParams(m *dc.Model) (*params.Set, error) {
 	bb := m.Backbone.Parameters()
 	if bb == nil {
-		kind, _ := m.Backbone.Spec()
+		kind := family.KindOf(m.Backbone)
 		return nil, fmt.Errorf("upcycle: the %q backbone has no parameter arena to join", kind)
 	}
 	for _, q := range bb.List() {
 		if _, clash := m.Params.Lookup(q.Name); clash {
-			kind, _ := m.Backbone.Spec()
+			kind := family.KindOf(m.Backbone)
 			return nil, fmt.Errorf("upcycle: the %q backbone's parameter %q has the name of one of the scaffold's: a backbone that keeps its own names joins a DC model under %q (rename its model with PrefixNames(dc.BackbonePrefix))", kind, q.Name, dc.BackbonePrefix)
 		}
 	}

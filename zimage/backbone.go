@@ -9,6 +9,7 @@ import (
 
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
 )
@@ -204,11 +205,12 @@ func (b *Backbone) ParamGroups(name string) []string {
 	return nil
 }
 
-// Spec returns Kind and a copy of the model's config.
-func (b *Backbone) Spec() (string, any) {
+// Spec returns the backbone's description: a copy of the model's config,
+// the caption length and the image token multiple.
+func (b *Backbone) Spec() family.Spec {
 	c := *b.Model.Config
 	c.AxesDims, c.AxesLens = slices.Clone(c.AxesDims), slices.Clone(c.AxesLens)
-	return Kind, &c
+	return Spec{Config: &c, CaptionLen: b.CaptionLen, ImageMultiple: b.ImageMultiple}
 }
 
 // FLOPs counts, per sample of the given image token counts, what

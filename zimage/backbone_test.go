@@ -312,7 +312,7 @@ func TestBackboneParamGroupsAndSpec(t *testing.T) {
 			t.Errorf("renamed: ParamGroups(%q) = %v, want nil (the old name)", tt.name, got)
 		}
 	}
-	kind, spec := bb.Spec()
+	kind, spec := bb.Spec().Kind(), bb.Spec().Settings()
 	sc := spec.(*arch.ZImageConfig)
 	if kind != Kind || sc == m.Config || sc.Dim != m.Config.Dim {
 		t.Fatalf("Spec() = %q, %+v: want kind %q and a copy of the config", kind, sc, Kind)

@@ -38,7 +38,7 @@ func TestLoadBoundsMetadata(t *testing.T) {
 		{"decoder blocks beyond the tensors", scaffold("decoder_blocks", 9), []string{"decoder_blocks = 9", "the file holds"}},
 		{"heads do not divide", backbone("heads", 3), []string{"3 heads", "dividing the width"}},
 		{"long unknown field", scaffold(strings.Repeat("x", 100000), 1), []string{"unknown field"}},
-		{"long kind", func(c map[string]any) { c["backbone"].(map[string]any)["kind"] = strings.Repeat("k", 100000) }, []string{"unknown kind"}},
+		{"long kind", func(c map[string]any) { c["backbone"].(map[string]any)["kind"] = strings.Repeat("k", 100000) }, []string{"unknown backbone kind"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

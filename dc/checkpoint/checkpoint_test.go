@@ -63,10 +63,10 @@ func TestRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(*got.Config, *m.Config) {
 			t.Errorf("scaffold config %+v, want %+v", *got.Config, *m.Config)
 		}
-		_, orig := m.Backbone.Spec()
+		orig := m.Backbone.Spec().Settings()
 		wantNet := *orig.(*hnet.Config)
 		wantNet.PatchSize = max(wantNet.PatchSize, 1)
-		if kind, net := got.Backbone.Spec(); kind != hnet.Kind || !reflect.DeepEqual(net, &wantNet) {
+		if kind, net := got.Backbone.Spec().Kind(), got.Backbone.Spec().Settings(); kind != hnet.Kind || !reflect.DeepEqual(net, &wantNet) {
 			t.Errorf("backbone %s %+v, want hnet %+v", kind, net, wantNet)
 		}
 		if meta.Recipe != info.Recipe || !reflect.DeepEqual(meta.Base, base) || !slices.Equal(meta.TrainedRhos, rhos) || meta.FormatVersion != 1 || meta.Backbone.Kind != "hnet" {
@@ -248,7 +248,7 @@ func TestLoadErrors(t *testing.T) {
 		}, []string{"unknown format_version 2", "reads 1"}},
 		{"unknown backbone kind", func() string {
 			return rewrite(t, good, editConfig(t, func(c map[string]any) { c["backbone"].(map[string]any)["kind"] = "unet" }))
-		}, []string{`unknown kind "unet"`, "hnet, dit, zimage"}},
+		}, []string{`unknown backbone kind "unet"`, "dit, hnet, zimage"}},
 		{"unknown field", func() string {
 			return rewrite(t, good, editConfig(t, func(c map[string]any) { c["scaffold"].(map[string]any)["sigma"] = 1 }))
 		}, []string{`unknown field "sigma"`}},

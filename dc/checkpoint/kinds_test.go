@@ -154,8 +154,8 @@ func TestRoundTripPretrainedKinds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantKind, wantCfg := m.Backbone.Spec()
-			if kind, cfg := got.Backbone.Spec(); meta.Backbone.Kind != c.kind || kind != wantKind || !reflect.DeepEqual(cfg, wantCfg) {
+			wantKind, wantCfg := m.Backbone.Spec().Kind(), m.Backbone.Spec().Settings()
+			if kind, cfg := got.Backbone.Spec().Kind(), got.Backbone.Spec().Settings(); meta.Backbone.Kind != c.kind || kind != wantKind || !reflect.DeepEqual(cfg, wantCfg) {
 				t.Errorf("backbone %s %+v, want %s %+v", kind, cfg, wantKind, wantCfg)
 			}
 			if !reflect.DeepEqual(*got.Config, *m.Config) {
@@ -198,13 +198,18 @@ func TestRoundTripPretrainedKinds(t *testing.T) {
 					t.Errorf("%d tokens: header FLOPs %g, loaded model's %g, saved model's %g", n, fl.Total(), got.ForwardFLOPs([]int{n}).Total(), m.ForwardFLOPs([]int{n}).Total())
 				}
 			}
-			if meta.Backbone.CaptionLen != wantCaption || meta.Backbone.ImageMultiple != wantMultiple {
-				t.Errorf("caption length %d and image token multiple %d after the trip, want %d and %d",
-					meta.Backbone.CaptionLen, meta.Backbone.ImageMultiple, wantCaption, wantMultiple)
+			var capLen, multiple int
+			if zs, ok := meta.Backbone.Spec.(zimage.Spec); ok {
+				capLen, multiple = zs.CaptionLen, zs.ImageMultiple
 			}
-			if c.kind == checkpoint.KindZImage {
+			if capLen != wantCaption || multiple != wantMultiple {
+				t.Errorf("caption length %d and image token multiple %d after the trip, want %d and %d",
+					capLen, multiple, wantCaption, wantMultiple)
+			}
+			if zs, ok := meta.Backbone.Spec.(zimage.Spec); ok {
 				typical := *meta
-				typical.Backbone.CaptionLen = 0
+				zs.CaptionLen = 0
+				typical.Backbone.Spec = zs
 				if !(typical.FLOPs([]int{16}).Total() > meta.FLOPs([]int{16}).Total()) {
 					t.Error("FLOPs with 7-token captions are not below those with the typical prompt")
 				}

@@ -81,16 +81,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"sort"
 	"strings"
 
 	"github.com/dcdit/dcdit/dc"
-	"github.com/dcdit/dcdit/dc/hnet"
-	"github.com/dcdit/dcdit/dit"
-	"github.com/dcdit/dcdit/loaders"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders/arch"
-	"github.com/dcdit/dcdit/zimage"
 )
 
 // Metadata keys and values of the format.
@@ -103,17 +99,14 @@ const (
 	ChecksumKey = "dcdit.crc32c"
 	// KindHNet is the backbone kind of DC-DiT's own main network (dc/hnet),
 	// also used for DiT blocks upcycled into it.
-	KindHNet = hnet.Kind
+	KindHNet = "hnet"
 	// KindDiT is a pretrained DiT as the backbone, its tensors under
 	// dc.BackbonePrefix.
-	KindDiT = dit.Kind
+	KindDiT = "dit"
 	// KindZImage is a Z-Image transformer as the backbone, its tensors
 	// under dc.BackbonePrefix.
-	KindZImage = zimage.Kind
+	KindZImage = "zimage"
 )
-
-// Kinds lists the backbone kinds this build reads.
-var Kinds = []string{KindHNet, KindDiT, KindZImage}
 
 // Meta is the model description stored under ConfigKey.
 type Meta struct {
@@ -141,137 +134,89 @@ type Meta struct {
 // grid is not stored in any tensor, so it gets an absolute bound: a
 // MaxGridSide latent grid is an 8192-pixel image through an 8× VAE. The
 // depth and block counts are also checked against the tensors present
-// (CheckTensors).
+// (CheckTensors). The backbone's family bounds its own config with the
+// same values.
 const (
-	MaxGridSide = 1024
-	MaxWidth    = 1 << 16 // widths: enc_dec_dim, model_dim, cond_dim, router_dim, backbone width
-	MaxMLP      = 1 << 18 // mlp_hidden
-	MaxChannels = 4096    // in_channels, out_channels
-	MaxBlocks   = 1024    // backbone depth, encoder and decoder blocks
-	MaxClasses  = 1 << 24 // num_classes
-	// MaxActivations bounds grid_rows·grid_cols·(widest scaffold width):
-	// one sample's activations at one layer, 4 GiB in float32.
-	MaxActivations = 1 << 30
+	MaxGridSide    = family.MaxGridSide
+	MaxWidth       = family.MaxWidth
+	MaxMLP         = family.MaxMLP
+	MaxChannels    = family.MaxChannels
+	MaxBlocks      = family.MaxBlocks
+	MaxClasses     = family.MaxClasses
+	MaxActivations = family.MaxActivations
 )
 
-// Backbone names the backbone's kind and holds its config; JSON
-// {"kind": ..., "config": {...}} (and "caption_len" and "image_multiple"
-// for a Z-Image when set). Exactly the config of Kind is set.
+// Backbone names the backbone's kind and holds its family's description;
+// JSON {"kind": ..., "config": {...}, ...}: the kind, then the fields of
+// the family's Spec (family.Spec).
 type Backbone struct {
 	Kind string
-	// HNet is the config of a KindHNet backbone.
-	HNet *hnet.Config
-	// DiT is the config of a KindDiT backbone.
-	DiT *arch.DiTConfig
-	// ZImage is the config of a KindZImage backbone.
-	ZImage *arch.ZImageConfig
-	// CaptionLen is the caption length a Z-Image backbone's FLOPs are
-	// counted for (zimage.Backbone.CaptionLen; 0: zimage's typical
-	// prompt): a model upcycled on short captions records theirs.
-	CaptionLen int
-	// ImageMultiple is the multiple a Z-Image backbone pads each sample's
-	// kept image tokens to (zimage.Backbone.ImageMultiple; 0: the config's
-	// seq_multi_of, as the reference pads).
-	ImageMultiple int
+	// Spec is the family's description of the backbone; nil only in a
+	// zero Backbone.
+	Spec family.Spec
 }
 
-// Config returns the config of the backbone's kind (a *hnet.Config, an
-// *arch.DiTConfig or an *arch.ZImageConfig), nil when it has none.
+// Config returns the backbone family's config (Spec.Settings), nil
+// without a Spec.
 func (b Backbone) Config() any {
-	switch {
-	case b.HNet != nil:
-		return b.HNet
-	case b.DiT != nil:
-		return b.DiT
-	case b.ZImage != nil:
-		return b.ZImage
+	if b.Spec == nil {
+		return nil
 	}
-	return nil
+	return b.Spec.Settings()
 }
 
-// MarshalJSON writes {"kind", "config"}.
+// MarshalJSON writes {"kind", then the Spec's fields}.
 func (b Backbone) MarshalJSON() ([]byte, error) {
-	var cfg any
-	switch b.Kind {
-	case KindHNet:
-		if b.HNet == nil {
-			return nil, errors.New("checkpoint: hnet backbone without a config")
-		}
-		c := *b.HNet
-		if c.PatchSize == 0 {
-			c.PatchSize = 1 // stored explicitly
-		}
-		cfg = c
-	case KindDiT:
-		if b.DiT == nil {
-			return nil, errors.New("checkpoint: dit backbone without a config")
-		}
-		cfg = b.DiT
-	case KindZImage:
-		if b.ZImage == nil {
-			return nil, errors.New("checkpoint: zimage backbone without a config")
-		}
-		cfg = b.ZImage
-	default:
-		return nil, fmt.Errorf("checkpoint: backbone kind %q is not one of %s", b.Kind, strings.Join(Kinds, ", "))
+	if b.Spec == nil {
+		return nil, fmt.Errorf("checkpoint: %s backbone without a config", b.Kind)
 	}
-	return json.Marshal(struct {
-		Kind          string `json:"kind"`
-		Config        any    `json:"config"`
-		CaptionLen    int    `json:"caption_len,omitempty"`
-		ImageMultiple int    `json:"image_multiple,omitempty"`
-	}{b.Kind, cfg, b.CaptionLen, b.ImageMultiple})
+	if b.Spec.Kind() != b.Kind {
+		return nil, fmt.Errorf("checkpoint: backbone kind %q holds a %q description", b.Kind, b.Spec.Kind())
+	}
+	spec, err := json.Marshal(b.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	kind, _ := json.Marshal(b.Kind)
+	rest := bytes.TrimPrefix(bytes.TrimSpace(spec), []byte("{"))
+	if len(rest) == len(spec) || len(rest) == 0 {
+		return nil, fmt.Errorf("checkpoint: backbone %q: its description is not a JSON object", b.Kind)
+	}
+	out := append([]byte(`{"kind":`), kind...)
+	if rest[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, rest...), nil
 }
 
-// UnmarshalJSON reads {"kind", "config"}, strictly: unknown kinds and
-// unknown config fields are errors.
+// UnmarshalJSON reads {"kind", ...} strictly: an unknown kind, and fields
+// the kind's family does not know, are errors.
 func (b *Backbone) UnmarshalJSON(data []byte) error {
-	var raw struct {
-		Kind          string          `json:"kind"`
-		Config        json.RawMessage `json:"config"`
-		CaptionLen    int             `json:"caption_len"`
-		ImageMultiple int             `json:"image_multiple"`
-	}
-	if err := strictUnmarshal(data, &raw); err != nil {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
 		return fmt.Errorf("backbone: %w", err)
 	}
-	for _, f := range []struct {
-		key string
-		v   int
-	}{{"caption_len", raw.CaptionLen}, {"image_multiple", raw.ImageMultiple}} {
-		if f.v != 0 && (raw.Kind != KindZImage || f.v < 0 || f.v > MaxWidth) {
-			return fmt.Errorf("backbone: %s %d with kind %.40q, want 1..%d and a %s backbone", f.key, f.v, raw.Kind, MaxWidth, KindZImage)
+	var kind string
+	if raw, ok := fields["kind"]; ok {
+		if err := json.Unmarshal(raw, &kind); err != nil {
+			return fmt.Errorf("backbone: kind: %w", err)
 		}
 	}
-	switch raw.Kind {
-	case KindHNet, KindDiT, KindZImage:
-		if len(raw.Config) == 0 || string(raw.Config) == "null" {
-			return fmt.Errorf("backbone: kind %s has no config", raw.Kind)
-		}
-		var nb Backbone
-		var cfg any
-		switch raw.Kind {
-		case KindHNet:
-			nb.HNet = &hnet.Config{}
-			cfg = nb.HNet
-		case KindDiT:
-			nb.DiT = &arch.DiTConfig{}
-			cfg = nb.DiT
-		case KindZImage:
-			nb.ZImage = &arch.ZImageConfig{}
-			cfg = nb.ZImage
-		}
-		if err := strictUnmarshal(raw.Config, cfg); err != nil {
-			return fmt.Errorf("backbone config: %w", err)
-		}
-		nb.Kind, nb.CaptionLen, nb.ImageMultiple = raw.Kind, raw.CaptionLen, raw.ImageMultiple
-		*b = nb
-		return nil
-	case "":
-		return errors.New("backbone: kind missing")
-	default:
-		return fmt.Errorf("backbone: unknown kind %.40q (this build reads %s)", raw.Kind, strings.Join(Kinds, ", "))
+	fam, err := family.Lookup(kind)
+	if err != nil {
+		return fmt.Errorf("backbone: %w", err)
 	}
+	delete(fields, "kind")
+	rest, err := json.Marshal(fields)
+	if err != nil {
+		return fmt.Errorf("backbone: %w", err)
+	}
+	spec, err := fam.DecodeSpec(rest)
+	if err != nil {
+		return fmt.Errorf("backbone %s: %w", kind, err)
+	}
+	*b = Backbone{Kind: kind, Spec: spec}
+	return nil
 }
 
 // Base identifies the pretrained checkpoint a model was upcycled from. A
@@ -359,46 +304,6 @@ func (m *Meta) checkBounds() error {
 		{"scaffold encoder_blocks", s.EncoderBlocks, MaxBlocks}, {"scaffold decoder_blocks", s.DecoderBlocks, MaxBlocks},
 		{"scaffold norm_groups", s.NormGroups, MaxWidth}, {"scaffold router_groups", s.RouterGroups, MaxWidth},
 	}
-	if c := m.Backbone.HNet; c != nil {
-		fields = append(fields, field{"backbone width", c.Width, MaxWidth}, field{"backbone depth", c.Depth, MaxBlocks},
-			field{"backbone heads", c.Heads, MaxWidth}, field{"backbone mlp_hidden", c.MLPHidden, MaxMLP},
-			field{"backbone frequency_size", c.FrequencySize, MaxWidth}, field{"backbone num_classes", c.NumClasses, MaxClasses},
-			field{"backbone patch_size", c.PatchSize, MaxGridSide})
-	}
-	if c := m.Backbone.DiT; c != nil {
-		fields = append(fields, field{"backbone hidden_size", c.HiddenSize, MaxWidth}, field{"backbone depth", c.Depth, MaxBlocks},
-			field{"backbone num_heads", c.NumHeads, MaxWidth}, field{"backbone frequency_embedding_size", c.FrequencySize, MaxWidth},
-			field{"backbone num_classes", c.NumClasses, MaxClasses}, field{"backbone patch_size", c.PatchSize, MaxGridSide},
-			field{"backbone in_channels", c.InChannels, MaxChannels}, field{"backbone input_size", c.InputSize, MaxGridSide})
-		if !(c.MLPRatio > 0 && c.MLPRatio*float64(c.HiddenSize) <= MaxMLP) {
-			return fmt.Errorf("backbone mlp_ratio = %v at hidden_size %d, want an MLP width of 1 … %d", c.MLPRatio, c.HiddenSize, MaxMLP)
-		}
-	}
-	if c := m.Backbone.ZImage; c != nil {
-		fields = append(fields, field{"backbone dim", c.Dim, MaxWidth}, field{"backbone n_layers", c.NLayers, MaxBlocks},
-			field{"backbone n_refiner_layers", c.NRefinerLayers, MaxBlocks}, field{"backbone n_heads", c.NHeads, MaxWidth},
-			field{"backbone n_kv_heads", c.NKVHeads, MaxWidth}, field{"backbone in_channels", c.InChannels, MaxChannels},
-			field{"backbone patch_size", c.PatchSize, MaxGridSide}, field{"backbone f_patch_size", c.FPatchSize, MaxGridSide},
-			field{"backbone cap_feat_dim", c.CapFeatDim, MaxWidth}, field{"backbone ffn_hidden", c.FFNHidden, MaxMLP},
-			field{"backbone adaln_dim", c.AdaLNDim, MaxWidth}, field{"backbone t_embedder_mid_size", c.TMidDim, MaxWidth},
-			field{"backbone frequency_embedding_size", c.FrequencySize, MaxWidth})
-		if len(c.AxesDims) > 8 || len(c.AxesLens) > 8 {
-			return fmt.Errorf("backbone axes_dims %d and axes_lens %d values, want at most 8 each", len(c.AxesDims), len(c.AxesLens))
-		}
-		for i, v := range append(slices.Clone(c.AxesDims), c.AxesLens...) {
-			if v > MaxWidth*MaxWidth {
-				return fmt.Errorf("backbone axes_dims/axes_lens value %d = %d, want at most %d", i, v, MaxWidth*MaxWidth)
-			}
-		}
-		for _, f := range []struct {
-			name string
-			v    float64
-		}{{"norm_eps", c.NormEps}, {"rope_theta", c.RopeTheta}, {"t_scale", c.TScale}} {
-			if math.IsNaN(f.v) || math.IsInf(f.v, 0) || math.Abs(f.v) > 1e12 {
-				return fmt.Errorf("backbone %s = %v, want a finite value of at most 1e12", f.name, f.v)
-			}
-		}
-	}
 	for _, f := range fields {
 		if f.v > f.max {
 			return fmt.Errorf("%s = %d, want at most %d", f.name, f.v, f.max)
@@ -442,16 +347,8 @@ func (m *Meta) CheckTensors(found map[string][]int) error {
 		{"scaffold encoder_blocks", "hnet.encoder.layers.", m.Scaffold.EncoderBlocks},
 		{"scaffold decoder_blocks", "hnet.decoder.layers.", m.Scaffold.DecoderBlocks},
 	}
-	const bb = dc.BackbonePrefix
-	switch b := m.Backbone; {
-	case b.HNet != nil:
-		counts = append(counts, count{"backbone depth", hnet.Prefix + "layers.", b.HNet.Depth})
-	case b.DiT != nil:
-		counts = append(counts, count{"backbone depth", bb + "blocks.", b.DiT.Depth})
-	case b.ZImage != nil:
-		counts = append(counts, count{"backbone n_layers", bb + "layers.", b.ZImage.NLayers},
-			count{"backbone n_refiner_layers", bb + "noise_refiner.", b.ZImage.NRefinerLayers},
-			count{"backbone n_refiner_layers", bb + "context_refiner.", b.ZImage.NRefinerLayers})
+	for _, b := range m.Backbone.Spec.Blocks() {
+		counts = append(counts, count{b.What, b.Prefix, b.Count})
 	}
 	for _, c := range counts {
 		if n := countBlocks(found, c.prefix); n != c.stated {
@@ -487,79 +384,18 @@ func (m *Meta) Validate() error {
 	if err := m.Scaffold.Validate(); err != nil {
 		return err
 	}
-	switch m.Backbone.Kind {
-	case KindHNet:
-		c := m.Backbone.HNet
-		if c == nil {
-			return errors.New("hnet backbone without a config")
-		}
-		for _, f := range []struct {
-			name string
-			v    int
-		}{{"width", c.Width}, {"depth", c.Depth}, {"heads", c.Heads}, {"mlp_hidden", c.MLPHidden},
-			{"frequency_size", c.FrequencySize}, {"num_classes", c.NumClasses}} {
-			if f.v < 1 {
-				return fmt.Errorf("backbone config: %s = %d, want ≥ 1", f.name, f.v)
-			}
-		}
-		if c.PatchSize < 0 {
-			return fmt.Errorf("backbone config: patch_size = %d, want ≥ 1", c.PatchSize)
-		}
-		if c.Width%c.Heads != 0 || c.Width%4 != 0 {
-			return fmt.Errorf("backbone config: width %d with %d heads: want heads dividing the width and a width divisible by 4", c.Width, c.Heads)
-		}
-		if c.FrequencySize%2 != 0 {
-			return fmt.Errorf("backbone config: frequency_size = %d, want an even number", c.FrequencySize)
-		}
-		if c.Width != m.Scaffold.ModelDim || c.Width != m.Scaffold.CondDim {
-			return fmt.Errorf("backbone width %d differs from the scaffold's model_dim %d or cond_dim %d", c.Width, m.Scaffold.ModelDim, m.Scaffold.CondDim)
-		}
-	case KindDiT:
-		c := m.Backbone.DiT
-		if c == nil {
-			return errors.New("dit backbone without a config")
-		}
-		if err := c.Validate(); err != nil {
-			return fmt.Errorf("backbone config: %w", err)
-		}
-		if g := c.InputSize / c.PatchSize; g*g*c.HiddenSize > MaxActivations {
-			return fmt.Errorf("backbone config: a %d×%d patch grid at hidden_size %d: a position table of %d values, want at most %d", g, g, c.HiddenSize, g*g*c.HiddenSize, MaxActivations)
-		}
-		if c.HiddenSize != m.Scaffold.ModelDim || c.HiddenSize != m.Scaffold.CondDim {
-			return fmt.Errorf("backbone hidden_size %d (its width and conditioning width) differs from the scaffold's model_dim %d or cond_dim %d", c.HiddenSize, m.Scaffold.ModelDim, m.Scaffold.CondDim)
-		}
-	case KindZImage:
-		c := m.Backbone.ZImage
-		if c == nil {
-			return errors.New("zimage backbone without a config")
-		}
-		for _, f := range []struct {
-			name string
-			v    int
-		}{{"dim", c.Dim}, {"n_layers", c.NLayers}, {"in_channels", c.InChannels}, {"cap_feat_dim", c.CapFeatDim},
-			{"ffn_hidden", c.FFNHidden}, {"adaln_dim", c.AdaLNDim}, {"t_embedder_mid_size", c.TMidDim},
-			{"frequency_embedding_size", c.FrequencySize}} {
-			if f.v < 1 {
-				return fmt.Errorf("backbone config: %s = %d, want ≥ 1", f.name, f.v)
-			}
-		}
-		if c.NRefinerLayers < 0 {
-			return fmt.Errorf("backbone config: n_refiner_layers = %d, want ≥ 0", c.NRefinerLayers)
-		}
-		if c.FrequencySize%2 != 0 {
-			return fmt.Errorf("backbone config: frequency_embedding_size = %d, want an even number", c.FrequencySize)
-		}
-		if !(c.RopeTheta > 0) || !(c.TScale > 0) {
-			return fmt.Errorf("backbone config: rope_theta %v and t_scale %v, want both > 0", c.RopeTheta, c.TScale)
-		}
-		if err := zimage.CheckConfig(c); err != nil {
-			return fmt.Errorf("backbone config: %w", err)
-		}
-		if c.Dim != m.Scaffold.ModelDim || c.AdaLNDim != m.Scaffold.CondDim {
-			return fmt.Errorf("backbone dim %d and adaln_dim %d (its width and conditioning width) differ from the scaffold's model_dim %d and cond_dim %d", c.Dim, c.AdaLNDim, m.Scaffold.ModelDim, m.Scaffold.CondDim)
-		}
-	default:
-		return fmt.Errorf("unknown backbone kind %.40q (this build reads %s)", m.Backbone.Kind, strings.Join(Kinds, ", "))
+	b := m.Backbone
+	if b.Spec == nil {
+		return fmt.Errorf("%s backbone without a config", b.Kind)
+	}
+	if b.Spec.Kind() != b.Kind {
+		return fmt.Errorf("backbone kind %q holds a %q description", b.Kind, b.Spec.Kind())
+	}
+	if err := b.Spec.Validate(); err != nil {
+		return err
+	}
+	if w, cw := b.Spec.Width(), b.Spec.CondWidth(); w != m.Scaffold.ModelDim || cw != m.Scaffold.CondDim {
+		return fmt.Errorf("backbone width %d and conditioning width %d differ from the scaffold's model_dim %d and cond_dim %d", w, cw, m.Scaffold.ModelDim, m.Scaffold.CondDim)
 	}
 	for _, r := range m.TrainedRhos {
 		if !(r >= 0 && float32(r) < 1) {
@@ -580,44 +416,13 @@ func (m *Meta) Shapes() map[string][]int {
 }
 
 // backboneShapes lists the backbone's tensors under their stored names.
-func (m *Meta) backboneShapes() map[string][]int {
-	var exp arch.Expected
-	switch b := m.Backbone; {
-	case b.HNet != nil:
-		return hnet.Shapes(b.HNet)
-	case b.DiT != nil:
-		exp = arch.ExpectedDiT(b.DiT, arch.Original)
-	case b.ZImage != nil:
-		exp = arch.ExpectedZImage(b.ZImage, arch.Comfy)
-	}
-	s := make(map[string][]int, len(exp))
-	for i, name := range exp.Names() {
-		if name == "pos_embed" { // DiT's fixed sin-cos table, recomputed
-			continue
-		}
-		shape := make([]int, len(exp.Shape(i)))
-		for j, d := range exp.Shape(i) {
-			shape[j] = int(d)
-		}
-		s[dc.BackbonePrefix+name] = shape
-	}
-	return s
-}
+func (m *Meta) backboneShapes() map[string][]int { return m.Backbone.Spec.Shapes() }
 
 // FLOPs counts one forward pass of a batch whose samples keep numKept
 // tokens each (dc.Model.ForwardFLOPs without loading any weights).
 func (m *Meta) FLOPs(numKept []int) dc.FLOPs {
 	cfg := m.Scaffold
-	var counter dc.BackboneFLOPs
-	switch b := m.Backbone; {
-	case b.HNet != nil:
-		counter = &hnet.Network{Config: b.HNet}
-	case b.DiT != nil:
-		counter = &dit.Model{Config: b.DiT}
-	case b.ZImage != nil:
-		counter = &zimage.Backbone{Model: &zimage.Model{Config: b.ZImage}, CaptionLen: b.CaptionLen, ImageMultiple: b.ImageMultiple}
-	}
-	return dc.ConfigFLOPs(&cfg, counter, numKept)
+	return dc.ConfigFLOPs(&cfg, m.Backbone.Spec, numKept)
 }
 
 // DefaultRhos are the tail-drop fractions reported when a checkpoint does
@@ -662,32 +467,16 @@ func MetaOf(model *dc.Model, info Info) (*Meta, error) {
 	// The backbone describes itself; its description is read back exactly
 	// as Load reads a file's, so what is saved is what loads (unknown kinds
 	// and config fields fail here, not on load).
-	kind, cfg := model.Backbone.Spec()
-	raw, err := json.Marshal(struct {
-		Kind   string `json:"kind"`
-		Config any    `json:"config"`
-	}{kind, cfg})
+	spec := model.Backbone.Spec()
+	if spec == nil {
+		return nil, errors.New("checkpoint: the backbone has no description (Spec returned nil): it cannot be saved")
+	}
+	raw, err := json.Marshal(Backbone{Kind: spec.Kind(), Spec: spec})
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: backbone %q config: %w", kind, err)
+		return nil, fmt.Errorf("checkpoint: backbone %q config: %w", spec.Kind(), err)
 	}
 	if err := m.Backbone.UnmarshalJSON(raw); err != nil {
 		return nil, fmt.Errorf("checkpoint: cannot save the backbone: %w", err)
-	}
-	// What Load sets on the Z-Image backbone it builds, Save reads from
-	// the one it is given.
-	if zb, ok := model.Backbone.(*zimage.Backbone); ok {
-		for _, f := range []struct {
-			what string
-			v    int
-		}{{"caption length", zb.CaptionLen}, {"image token multiple", zb.ImageMultiple}} {
-			if f.v < 0 || f.v > MaxWidth {
-				return nil, fmt.Errorf("checkpoint: Z-Image backbone's %s %d, want 1..%d (0: the default)", f.what, f.v, MaxWidth)
-			}
-		}
-		m.Backbone.CaptionLen, m.Backbone.ImageMultiple = zb.CaptionLen, zb.ImageMultiple
-	}
-	if c := m.Backbone.HNet; c != nil && c.PatchSize == 0 {
-		c.PatchSize = 1
 	}
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
@@ -696,43 +485,7 @@ func MetaOf(model *dc.Model, info Info) (*Meta, error) {
 }
 
 // newBackbone builds the backbone the Meta describes from named tensors
-// (the file's, checked against Shapes): DC-DiT's main network, or a DiT
-// or Z-Image built from its own names (the stored ones without
-// dc.BackbonePrefix) and then renamed, as Save found it.
+// (the file's, checked against Shapes).
 func (m *Meta) newBackbone(ts map[string]dc.Tensor) (dc.Backbone, error) {
-	if m.Backbone.Kind == KindHNet {
-		return hnet.New(m.Backbone.HNet, ts)
-	}
-	own := map[string]*loaders.Dense{}
-	for name := range m.backboneShapes() {
-		t, ok := ts[name]
-		if !ok {
-			return nil, fmt.Errorf("backbone tensor %q missing", name)
-		}
-		own[strings.TrimPrefix(name, dc.BackbonePrefix)] = &loaders.Dense{Shape: t.Shape, Data: t.Data}
-	}
-	switch m.Backbone.Kind {
-	case KindDiT:
-		c := m.Backbone.DiT
-		g := c.InputSize / c.PatchSize
-		pos := make([]float32, g*g*c.HiddenSize)
-		dit.PosEmbedGrid(pos, g, c.HiddenSize)
-		own["pos_embed"] = &loaders.Dense{Shape: []int{1, g * g, c.HiddenSize}, Data: pos}
-		model, err := dit.New(&dit.Weights{Config: c, Params: own})
-		if err != nil {
-			return nil, fmt.Errorf("backbone: %w", err)
-		}
-		model.PrefixNames(dc.BackbonePrefix)
-		return model, nil
-	case KindZImage:
-		model, err := zimage.New(&zimage.Weights{Config: m.Backbone.ZImage, Params: own})
-		if err != nil {
-			return nil, fmt.Errorf("backbone: %w", err)
-		}
-		model.PrefixNames(dc.BackbonePrefix)
-		bb := zimage.NewBackbone(model)
-		bb.CaptionLen, bb.ImageMultiple = m.Backbone.CaptionLen, m.Backbone.ImageMultiple
-		return bb, nil
-	}
-	return nil, fmt.Errorf("unknown backbone kind %q", m.Backbone.Kind)
+	return m.Backbone.Spec.Build(ts)
 }

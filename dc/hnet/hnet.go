@@ -16,6 +16,7 @@ import (
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
 )
@@ -191,10 +192,10 @@ func (n *Network) ParamGroups(name string) []string {
 	return nil
 }
 
-// Spec returns Kind and a copy of the config.
-func (n *Network) Spec() (string, any) {
+// Spec returns the network's description (a copy of its config).
+func (n *Network) Spec() family.Spec {
 	c := *n.Config
-	return Kind, &c
+	return Spec{Config: &c}
 }
 
 // FLOPs counts the conditioning (timestep MLP) and the blocks over packed

@@ -19,6 +19,7 @@ import (
 	"github.com/dcdit/dcdit/internal/cli/data"
 	"github.com/dcdit/dcdit/internal/cli/decode"
 	"github.com/dcdit/dcdit/internal/cli/evaluate"
+	"github.com/dcdit/dcdit/internal/cli/familiescmd"
 	"github.com/dcdit/dcdit/internal/cli/featnet"
 	"github.com/dcdit/dcdit/internal/cli/fidcmd"
 	"github.com/dcdit/dcdit/internal/cli/flops"
@@ -95,6 +96,7 @@ compute budget chosen at inference time.`,
 	root.AddCommand(evaluate.NewCmd(io, nil))
 	root.AddCommand(featnet.NewCmd(io, nil, nil))
 	root.AddCommand(flops.NewCmd(io, nil))
+	root.AddCommand(familiescmd.NewCmd(io, nil))
 	root.AddCommand(convert.NewCmd(io, nil))
 	root.AddCommand(recipe.NewCmd(io, nil))
 	root.AddCommand(train.NewUpcycleCmd(io, nil), train.NewTrainCmd(io, nil))

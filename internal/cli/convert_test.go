@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dcdit/dcdit/dc/checkpoint"
+	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/internal/cli/convert"
 	"github.com/dcdit/dcdit/internal/dctest"
 )
@@ -97,7 +98,7 @@ func TestConvertOfficial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	heads := meta.Backbone.HNet.Heads
+	heads := meta.Backbone.Config().(*hnet.Config).Heads
 	pt, back := filepath.Join(dir, "dc-dit.pt"), filepath.Join(dir, "back.safetensors")
 	steps := []struct {
 		name   string

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dcdit/dcdit/convert"
-	"github.com/dcdit/dcdit/dc/official"
+	"github.com/dcdit/dcdit/dc/hnet/official"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 	"github.com/dcdit/dcdit/internal/cli/progress"

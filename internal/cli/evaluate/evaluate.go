@@ -331,7 +331,7 @@ func Run(opts *Options) error {
 	}
 	var et eval.Teacher
 	var teacherParams *params.Set
-	if kind, _ := m.Backbone.Spec(); kind == zimage.Kind {
+	if m.Backbone.Spec().Conditioning().CaptionWidth > 0 {
 		zt, err := zimageTeacher(opts, m)
 		if err != nil {
 			return err
@@ -476,8 +476,7 @@ func zimageTeacher(opts *Options, m *dc.Model) (eval.Teacher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", opts.Checkpoint, err)
 	}
-	zc := meta.Backbone.ZImage
-	_, table, found, err := cmdutil.ReadCaptionTable(opts.Checkpoint, zc.CapFeatDim)
+	_, table, found, err := cmdutil.ReadCaptionTable(opts.Checkpoint, meta.Backbone.Spec.Conditioning().CaptionWidth)
 	switch {
 	case err != nil:
 		return nil, err
@@ -493,5 +492,6 @@ func zimageTeacher(opts *Options, m *dc.Model) (eval.Teacher, error) {
 	if shift == 0 {
 		shift = flowmatch.DefaultConfig().Shift
 	}
-	return eval.ZImageTeacher(t, table, shift, meta.Backbone.CaptionLen), nil
+	zs, _ := meta.Backbone.Spec.(zimage.Spec)
+	return eval.ZImageTeacher(t, table, shift, zs.CaptionLen), nil
 }

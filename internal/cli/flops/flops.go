@@ -328,10 +328,11 @@ func resolve(opts *Options) (*model, error) {
 		if err != nil {
 			return nil, fmt.Errorf("flops: %s: %w", name, err)
 		}
-		if meta.Backbone.HNet == nil {
+		hc, ok := meta.Backbone.Config().(*hnet.Config)
+		if !ok {
 			return nil, fmt.Errorf("flops: %s: a DC checkpoint with a %s backbone; this command counts DC-DiT's own (hnet) backbone only (dcdit inspect reports the checkpoint's FLOPs per ρ)", name, meta.Backbone.Kind)
 		}
-		cfg, net := meta.Scaffold, *meta.Backbone.HNet
+		cfg, net := meta.Scaffold, *hc
 		if opts.NumHeads > 0 {
 			net.Heads = opts.NumHeads
 		}

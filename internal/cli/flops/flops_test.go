@@ -274,7 +274,7 @@ func TestCheckpoints(t *testing.T) {
 
 	c := dctest.Cases(t)[0]
 	model, _ := dctest.Model(t, c)
-	_, net := model.Backbone.Spec()
+	net := model.Backbone.Spec().Settings()
 	heads := net.(*hnet.Config).Heads
 	ref, err := runJSON(t, filepath.Join(c.Dir, "weights.safetensors"), "--num-heads", strconv.Itoa(heads), "--rho", "0.3")
 	if err != nil {

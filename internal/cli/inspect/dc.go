@@ -97,7 +97,7 @@ func inferReference(shapes map[string][]int, numHeads int) (*checkpoint.Meta, st
 	}
 	nc.Heads = numHeads
 	nc.PatchSize = 1
-	return &checkpoint.Meta{FormatVersion: checkpoint.FormatVersion, Scaffold: *sc, Backbone: checkpoint.Backbone{Kind: checkpoint.KindHNet, HNet: nc}}, ""
+	return &checkpoint.Meta{FormatVersion: checkpoint.FormatVersion, Scaffold: *sc, Backbone: checkpoint.Backbone{Kind: hnet.Kind, Spec: hnet.Spec{Config: nc}}}, ""
 }
 
 // referenceConfig is the --json config of a reference state_dict: the
@@ -109,7 +109,7 @@ func referenceConfig(m *checkpoint.Meta) map[string]any {
 		"enc_dec_dim": s.EncDecDim, "model_dim": s.ModelDim, "cond_dim": s.CondDim, "router_dim": s.RouterDim,
 		"encoder_blocks": s.EncoderBlocks, "decoder_blocks": s.DecoderBlocks,
 	}
-	n := m.Backbone.HNet
+	n := m.Backbone.Config().(*hnet.Config)
 	bb := map[string]any{"width": n.Width, "depth": n.Depth, "mlp_hidden": n.MLPHidden, "frequency_size": n.FrequencySize,
 		"num_classes": n.NumClasses, "patch_size": n.PatchSize}
 	if n.Heads > 0 {

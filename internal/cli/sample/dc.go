@@ -105,16 +105,13 @@ func runDC(opts *Options, layout arch.Layout) error {
 		}
 	}
 	cfg := m.Config
-	var classes, heads int
-	switch b := meta.Backbone; {
-	case b.HNet != nil:
-		classes, heads = b.HNet.NumClasses, b.HNet.Heads
-	case b.DiT != nil:
-		classes, heads = b.DiT.NumClasses, b.DiT.NumHeads
-	case b.ZImage != nil:
-		return runDCZImage(opts, m, b.ZImage)
-	default:
-		return fmt.Errorf("sample: %s has a %s backbone, which this build cannot sample", opts.Checkpoint, b.Kind)
+	on := meta.Backbone.Spec.Conditioning()
+	classes := on.Classes
+	switch {
+	case on.CaptionWidth > 0:
+		return runDCZImage(opts, m, on.CaptionWidth)
+	case classes == 0:
+		return fmt.Errorf("sample: %s has a %s backbone conditioned on neither labels nor captions, which this build cannot sample", opts.Checkpoint, meta.Backbone.Kind)
 	}
 	if flag := zimageFlag(opts); flag != "" {
 		return &cmdutil.UsageError{Err: fmt.Errorf("%s applies to caption-conditioned checkpoints; %s is a class-conditional DC checkpoint (see 'dcdit sample --help')", flag, opts.Checkpoint)}
@@ -135,7 +132,7 @@ func runDC(opts *Options, layout arch.Layout) error {
 		return err
 	}
 	if !opts.Quiet && opts.NumHeads > 0 {
-		fmt.Fprintf(opts.IO.Err, "warning: --num-heads is ignored: %s stores its head count (%d)\n", opts.Checkpoint, heads)
+		fmt.Fprintf(opts.IO.Err, "warning: --num-heads is ignored: %s stores its head count\n", opts.Checkpoint)
 	}
 	// Inference: no parameter tracks gradients, so the ops keep no graph.
 	m.Params.SetRequiresGrad(false)
@@ -261,7 +258,7 @@ func joinFloats(v []float64) string {
 // --rho-uncond in the same batch (Lite-CFG when they differ), and steps at
 // timesteps σ·T below --dense-below on every cell. The grid is the
 // checkpoint's own.
-func runDCZImage(opts *Options, m *dc.Model, zc *arch.ZImageConfig) error {
+func runDCZImage(opts *Options, m *dc.Model, captionWidth int) error {
 	if opts.Captions == "" && len(opts.Prompts) == 0 {
 		return fmt.Errorf("sample: %s is a DC model around a Z-Image: it samples from captions, not class labels; pass --prompt (or --captions)", opts.Checkpoint)
 	}
@@ -287,7 +284,7 @@ func runDCZImage(opts *Options, m *dc.Model, zc *arch.ZImageConfig) error {
 	if err != nil {
 		return err
 	}
-	job, err := newZImageJob(opts, pipeline, zc.CapFeatDim, pos, neg)
+	job, err := newZImageJob(opts, pipeline, captionWidth, pos, neg)
 	if err != nil {
 		return err
 	}

@@ -50,9 +50,10 @@ func ConfigOf(meta *checkpoint.Meta, force bool) (_ *Config, warnings []string, 
 			warnings = append(warnings, fmt.Sprintf(format, args...))
 		}
 	}
-	h := meta.Backbone.HNet
-	if meta.Backbone.Kind != checkpoint.KindHNet || h == nil {
-		return nil, nil, fmt.Errorf("official: the backbone is %q, the official DC-DiT's is its own main network (%q): a %s backbone has no official layout", meta.Backbone.Kind, checkpoint.KindHNet, meta.Backbone.Kind)
+	hs, _ := meta.Backbone.Spec.(hnet.Spec)
+	h := hs.Config
+	if meta.Backbone.Kind != hnet.Kind || h == nil {
+		return nil, nil, fmt.Errorf("official: the backbone is %q, the official DC-DiT's is its own main network (%q): a %s backbone has no official layout", meta.Backbone.Kind, hnet.Kind, meta.Backbone.Kind)
 	}
 	no(s.Patch() != 1, "scaffold patch_size %d (the official scaffold works on every latent position: 1)", s.Patch())
 	no(s.WideHead, "a wide head (dcdit's; the official has only the E-wide final layer)")
@@ -107,7 +108,7 @@ func StateDict(model *dc.Model, meta *checkpoint.Meta) ([]pytorch.SaveTensor, er
 		return nil, err
 	}
 	s := &meta.Scaffold
-	p := meta.Backbone.HNet.PatchSize
+	p := meta.Backbone.Spec.(hnet.Spec).Config.PatchSize
 	pos := make([]float32, s.Tokens()*s.ModelDim)
 	for r := range s.GridRows {
 		for c := range s.GridCols {
@@ -318,7 +319,7 @@ func ConfigFromTensors(ts map[string]dc.Tensor, heads int) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("official: %w", err)
 	}
-	c, _, err := ConfigOf(&checkpoint.Meta{Scaffold: *sc, Backbone: checkpoint.Backbone{Kind: checkpoint.KindHNet, HNet: nc}}, true)
+	c, _, err := ConfigOf(&checkpoint.Meta{Scaffold: *sc, Backbone: checkpoint.Backbone{Kind: hnet.Kind, Spec: hnet.Spec{Config: nc}}}, true)
 	if err != nil {
 		return nil, err
 	}

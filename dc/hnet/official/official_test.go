@@ -11,7 +11,7 @@ import (
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dc/hnet"
-	"github.com/dcdit/dcdit/dc/official"
+	"github.com/dcdit/dcdit/dc/hnet/official"
 	"github.com/dcdit/dcdit/internal/dctest"
 	"github.com/dcdit/dcdit/loaders/pytorch"
 )
@@ -128,8 +128,8 @@ func TestRoundTrip(t *testing.T) {
 			if err := official.ImportFile(pt2, official.ConfigPath(pt2), back2, 0); err != nil {
 				t.Fatal(err)
 			}
-			if _, meta, err := checkpoint.Load(back2); err != nil || meta.Backbone.HNet.PatchSize != 2 {
-				t.Fatalf("a DiT/2-upcycled model came back with position patch %v (%v), want 2", meta.Backbone.HNet, err)
+			if _, meta, err := checkpoint.Load(back2); err != nil || meta.Backbone.Config().(*hnet.Config).PatchSize != 2 {
+				t.Fatalf("a DiT/2-upcycled model came back with position patch %v (%v), want 2", meta.Backbone.Config(), err)
 			}
 		})
 	}

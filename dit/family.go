@@ -1,0 +1,138 @@
+package dit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/dcdit/dcdit/family"
+	"github.com/dcdit/dcdit/loaders"
+	"github.com/dcdit/dcdit/loaders/arch"
+)
+
+func init() { family.Register(Family{}) }
+
+// Family is DiT's model family (kind "dit"): a pretrained DiT used as a
+// DC backbone under its own tensor names.
+type Family struct{}
+
+// Kind returns Kind.
+func (Family) Kind() string { return Kind }
+
+// Describe names the family for listings.
+func (Family) Describe() string {
+	return "DiT (Peebles & Xie): class-conditional, adaLN-Zero blocks, 2-D sin-cos positions, DDPM"
+}
+
+// DecodeSpec reads {"config": arch.DiTConfig} strictly.
+func (Family) DecodeSpec(data []byte) (family.Spec, error) {
+	var s Spec
+	if err := family.DecodeStrict(data, &s); err != nil {
+		return nil, err
+	}
+	if s.Config == nil {
+		return nil, fmt.Errorf("kind %s has no config", Kind)
+	}
+	return s, nil
+}
+
+// Spec is a DiT backbone's description in a DC checkpoint: its config.
+// Its tensors are the model's own names but pos_embed (the fixed sin-cos
+// table, recomputed) under arch.DCBackbonePrefix.
+type Spec struct {
+	Config *arch.DiTConfig `json:"config"`
+}
+
+// MarshalJSON writes {"config": ...}.
+func (s Spec) MarshalJSON() ([]byte, error) {
+	if s.Config == nil {
+		return nil, errors.New("dit backbone without a config")
+	}
+	return json.Marshal(struct {
+		Config *arch.DiTConfig `json:"config"`
+	}{s.Config})
+}
+
+// Kind returns Kind.
+func (Spec) Kind() string { return Kind }
+
+// Settings returns the *arch.DiTConfig.
+func (s Spec) Settings() any { return s.Config }
+
+// Width is the hidden size.
+func (s Spec) Width() int { return s.Config.HiddenSize }
+
+// CondWidth is the hidden size (t_embed + y_embed).
+func (s Spec) CondWidth() int { return s.Config.HiddenSize }
+
+// Validate checks the config and bounds every size it states.
+func (s Spec) Validate() error {
+	c := s.Config
+	if c == nil {
+		return errors.New("dit backbone without a config")
+	}
+	if err := family.CheckBounds(
+		family.Bound{Name: "backbone hidden_size", V: c.HiddenSize, Max: family.MaxWidth},
+		family.Bound{Name: "backbone depth", V: c.Depth, Max: family.MaxBlocks},
+		family.Bound{Name: "backbone num_heads", V: c.NumHeads, Max: family.MaxWidth},
+		family.Bound{Name: "backbone frequency_embedding_size", V: c.FrequencySize, Max: family.MaxWidth},
+		family.Bound{Name: "backbone num_classes", V: c.NumClasses, Max: family.MaxClasses},
+		family.Bound{Name: "backbone patch_size", V: c.PatchSize, Max: family.MaxGridSide},
+		family.Bound{Name: "backbone in_channels", V: c.InChannels, Max: family.MaxChannels},
+		family.Bound{Name: "backbone input_size", V: c.InputSize, Max: family.MaxGridSide},
+	); err != nil {
+		return err
+	}
+	if !(c.MLPRatio > 0 && c.MLPRatio*float64(c.HiddenSize) <= family.MaxMLP) {
+		return fmt.Errorf("backbone mlp_ratio = %v at hidden_size %d, want an MLP width of 1 … %d", c.MLPRatio, c.HiddenSize, family.MaxMLP)
+	}
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("backbone config: %w", err)
+	}
+	if g := c.InputSize / c.PatchSize; g*g*c.HiddenSize > family.MaxActivations {
+		return fmt.Errorf("backbone config: a %d×%d patch grid at hidden_size %d: a position table of %d values, want at most %d", g, g, c.HiddenSize, g*g*c.HiddenSize, family.MaxActivations)
+	}
+	return nil
+}
+
+// Conditioning is class labels.
+func (s Spec) Conditioning() family.Conditioning {
+	return family.Conditioning{Classes: s.Config.NumClasses}
+}
+
+// Blocks is the depth's numbered blocks.
+func (s Spec) Blocks() []family.Blocks {
+	return []family.Blocks{{What: "backbone depth", Prefix: arch.DCBackbonePrefix + "blocks.", Count: s.Config.Depth}}
+}
+
+// Shapes lists DiT's tensors in the original naming under
+// arch.DCBackbonePrefix, without pos_embed.
+func (s Spec) Shapes() map[string][]int {
+	return family.PrefixedShapes(arch.ExpectedDiT(s.Config, arch.Original), arch.DCBackbonePrefix, "pos_embed")
+}
+
+// Build makes the DiT from its stored tensors, recomputing pos_embed.
+func (s Spec) Build(ts map[string]loaders.Dense) (family.Backbone, error) {
+	own := map[string]*loaders.Dense{}
+	for name := range s.Shapes() {
+		t, ok := ts[name]
+		if !ok {
+			return nil, fmt.Errorf("backbone tensor %q missing", name)
+		}
+		own[name[len(arch.DCBackbonePrefix):]] = &loaders.Dense{Shape: t.Shape, Data: t.Data}
+	}
+	c := s.Config
+	g := c.InputSize / c.PatchSize
+	pos := make([]float32, g*g*c.HiddenSize)
+	PosEmbedGrid(pos, g, c.HiddenSize)
+	own["pos_embed"] = &loaders.Dense{Shape: []int{1, g * g, c.HiddenSize}, Data: pos}
+	model, err := New(&Weights{Config: c, Params: own})
+	if err != nil {
+		return nil, fmt.Errorf("backbone: %w", err)
+	}
+	model.PrefixNames(arch.DCBackbonePrefix)
+	return model, nil
+}
+
+// FLOPs counts what Model.FLOPs counts, from the config.
+func (s Spec) FLOPs(lengths []int) float64 { return (&Model{Config: s.Config}).FLOPs(lengths) }

@@ -1,0 +1,182 @@
+package zimage
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/dcdit/dcdit/family"
+	"github.com/dcdit/dcdit/loaders"
+	"github.com/dcdit/dcdit/loaders/arch"
+)
+
+func init() { family.Register(Family{}) }
+
+// Family is Z-Image's model family (kind "zimage"): a Z-Image transformer
+// used as a DC backbone under its own (ComfyUI) tensor names.
+type Family struct{}
+
+// Kind returns Kind.
+func (Family) Kind() string { return Kind }
+
+// Describe names the family for listings.
+func (Family) Describe() string {
+	return "Z-Image (Tongyi): caption-conditioned single-stream DiT, 3-axis RoPE, flow matching"
+}
+
+// DecodeSpec reads {"config", "caption_len", "image_multiple"} strictly.
+func (Family) DecodeSpec(data []byte) (family.Spec, error) {
+	var s Spec
+	if err := family.DecodeStrict(data, &s); err != nil {
+		return nil, err
+	}
+	if s.Config == nil {
+		return nil, fmt.Errorf("kind %s has no config", Kind)
+	}
+	return s, nil
+}
+
+// Spec is a Z-Image backbone's description in a DC checkpoint: its config
+// and the two Backbone settings a config does not hold. Its tensors are
+// the ComfyUI names (fused attention.qkv, no model prefix) under
+// arch.DCBackbonePrefix.
+type Spec struct {
+	Config *arch.ZImageConfig `json:"config"`
+	// CaptionLen is Backbone.CaptionLen: the caption length its FLOPs
+	// count (0: TypicalCaptionLen).
+	CaptionLen int `json:"caption_len,omitempty"`
+	// ImageMultiple is Backbone.ImageMultiple (0: the config's
+	// seq_multi_of; 1: no padding).
+	ImageMultiple int `json:"image_multiple,omitempty"`
+}
+
+// MarshalJSON writes the spec, refusing one without a config.
+func (s Spec) MarshalJSON() ([]byte, error) {
+	if s.Config == nil {
+		return nil, errors.New("zimage backbone without a config")
+	}
+	type plain Spec
+	return json.Marshal(plain(s))
+}
+
+// Kind returns Kind.
+func (Spec) Kind() string { return Kind }
+
+// Settings returns the *arch.ZImageConfig.
+func (s Spec) Settings() any { return s.Config }
+
+// Width is dim.
+func (s Spec) Width() int { return s.Config.Dim }
+
+// CondWidth is adaln_dim.
+func (s Spec) CondWidth() int { return s.Config.AdaLNDim }
+
+// Validate checks the config and bounds every size it states.
+func (s Spec) Validate() error {
+	c := s.Config
+	if c == nil {
+		return errors.New("zimage backbone without a config")
+	}
+	if err := family.CheckBounds(
+		family.Bound{Name: "backbone dim", V: c.Dim, Max: family.MaxWidth},
+		family.Bound{Name: "backbone n_layers", V: c.NLayers, Max: family.MaxBlocks},
+		family.Bound{Name: "backbone n_refiner_layers", V: c.NRefinerLayers, Max: family.MaxBlocks},
+		family.Bound{Name: "backbone n_heads", V: c.NHeads, Max: family.MaxWidth},
+		family.Bound{Name: "backbone n_kv_heads", V: c.NKVHeads, Max: family.MaxWidth},
+		family.Bound{Name: "backbone in_channels", V: c.InChannels, Max: family.MaxChannels},
+		family.Bound{Name: "backbone patch_size", V: c.PatchSize, Max: family.MaxGridSide},
+		family.Bound{Name: "backbone f_patch_size", V: c.FPatchSize, Max: family.MaxGridSide},
+		family.Bound{Name: "backbone cap_feat_dim", V: c.CapFeatDim, Max: family.MaxWidth},
+		family.Bound{Name: "backbone ffn_hidden", V: c.FFNHidden, Max: family.MaxMLP},
+		family.Bound{Name: "backbone adaln_dim", V: c.AdaLNDim, Max: family.MaxWidth},
+		family.Bound{Name: "backbone t_embedder_mid_size", V: c.TMidDim, Max: family.MaxWidth},
+		family.Bound{Name: "backbone frequency_embedding_size", V: c.FrequencySize, Max: family.MaxWidth},
+	); err != nil {
+		return err
+	}
+	if len(c.AxesDims) > 8 || len(c.AxesLens) > 8 {
+		return fmt.Errorf("backbone axes_dims %d and axes_lens %d values, want at most 8 each", len(c.AxesDims), len(c.AxesLens))
+	}
+	for i, v := range append(slices.Clone(c.AxesDims), c.AxesLens...) {
+		if v > family.MaxWidth*family.MaxWidth {
+			return fmt.Errorf("backbone axes_dims/axes_lens value %d = %d, want at most %d", i, v, family.MaxWidth*family.MaxWidth)
+		}
+	}
+	if err := family.CheckFinite(1e12, family.Real{Name: "backbone norm_eps", V: c.NormEps},
+		family.Real{Name: "backbone rope_theta", V: c.RopeTheta}, family.Real{Name: "backbone t_scale", V: c.TScale}); err != nil {
+		return err
+	}
+	if err := family.CheckPositive(
+		family.Bound{Name: "backbone config: dim", V: c.Dim}, family.Bound{Name: "backbone config: n_layers", V: c.NLayers},
+		family.Bound{Name: "backbone config: in_channels", V: c.InChannels}, family.Bound{Name: "backbone config: cap_feat_dim", V: c.CapFeatDim},
+		family.Bound{Name: "backbone config: ffn_hidden", V: c.FFNHidden}, family.Bound{Name: "backbone config: adaln_dim", V: c.AdaLNDim},
+		family.Bound{Name: "backbone config: t_embedder_mid_size", V: c.TMidDim},
+		family.Bound{Name: "backbone config: frequency_embedding_size", V: c.FrequencySize},
+	); err != nil {
+		return err
+	}
+	if c.NRefinerLayers < 0 {
+		return fmt.Errorf("backbone config: n_refiner_layers = %d, want ≥ 0", c.NRefinerLayers)
+	}
+	if c.FrequencySize%2 != 0 {
+		return fmt.Errorf("backbone config: frequency_embedding_size = %d, want an even number", c.FrequencySize)
+	}
+	if !(c.RopeTheta > 0) || !(c.TScale > 0) {
+		return fmt.Errorf("backbone config: rope_theta %v and t_scale %v, want both > 0", c.RopeTheta, c.TScale)
+	}
+	if err := CheckConfig(c); err != nil {
+		return fmt.Errorf("backbone config: %w", err)
+	}
+	for _, f := range []struct {
+		key string
+		v   int
+	}{{"caption_len", s.CaptionLen}, {"image_multiple", s.ImageMultiple}} {
+		if f.v < 0 || f.v > family.MaxWidth {
+			return fmt.Errorf("backbone %s %d, want 1..%d (0: the default)", f.key, f.v, family.MaxWidth)
+		}
+	}
+	return nil
+}
+
+// Conditioning is caption features of cap_feat_dim.
+func (s Spec) Conditioning() family.Conditioning {
+	return family.Conditioning{CaptionWidth: s.Config.CapFeatDim}
+}
+
+// Blocks are the main layers and both refiners.
+func (s Spec) Blocks() []family.Blocks {
+	bb, c := arch.DCBackbonePrefix, s.Config
+	return []family.Blocks{{What: "backbone n_layers", Prefix: bb + "layers.", Count: c.NLayers},
+		{What: "backbone n_refiner_layers", Prefix: bb + "noise_refiner.", Count: c.NRefinerLayers},
+		{What: "backbone n_refiner_layers", Prefix: bb + "context_refiner.", Count: c.NRefinerLayers}}
+}
+
+// Shapes lists the model's tensors in the ComfyUI naming under
+// arch.DCBackbonePrefix.
+func (s Spec) Shapes() map[string][]int {
+	return family.PrefixedShapes(arch.ExpectedZImage(s.Config, arch.Comfy), arch.DCBackbonePrefix)
+}
+
+// Build makes the backbone from its stored tensors.
+func (s Spec) Build(ts map[string]loaders.Dense) (family.Backbone, error) {
+	own := map[string]*loaders.Dense{}
+	for name := range s.Shapes() {
+		t, ok := ts[name]
+		if !ok {
+			return nil, fmt.Errorf("backbone tensor %q missing", name)
+		}
+		own[name[len(arch.DCBackbonePrefix):]] = &loaders.Dense{Shape: t.Shape, Data: t.Data}
+	}
+	model, err := New(&Weights{Config: s.Config, Params: own})
+	if err != nil {
+		return nil, fmt.Errorf("backbone: %w", err)
+	}
+	model.PrefixNames(arch.DCBackbonePrefix)
+	return &Backbone{Model: model, CaptionLen: s.CaptionLen, ImageMultiple: s.ImageMultiple}, nil
+}
+
+// FLOPs counts what Backbone.FLOPs counts, from the config.
+func (s Spec) FLOPs(lengths []int) float64 {
+	return (&Backbone{Model: &Model{Config: s.Config}, CaptionLen: s.CaptionLen, ImageMultiple: s.ImageMultiple}).FLOPs(lengths)
+}
