@@ -1,8 +1,8 @@
 // Package diffusion is the seam between a backbone's training and sampling
 // code and the diffusion process it was trained with. DiT's DDPM (ε and a
-// learned σ, the hybrid loss, ancestral sampling; package dit/ddpm) and
+// learned σ, the hybrid loss, ancestral sampling; package diffusion/ddpm) and
 // Z-Image's flow matching (velocity, shifted σ table, Euler sampling;
-// package zimage/flowmatch) both implement Process, so an objective or a
+// package diffusion/flowmatch) both implement Process, so an objective or a
 // sampler written against it runs on either without knowing which.
 //
 // The arithmetic stays in the two process packages; this package only

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dcdit/dcdit/dit/ddpm"
-	"github.com/dcdit/dcdit/zimage/flowmatch"
+	"github.com/dcdit/dcdit/diffusion/ddpm"
+	"github.com/dcdit/dcdit/diffusion/flowmatch"
 )
 
 func table(t *testing.T) *flowmatch.Table {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/dcdit/dcdit/zimage/flowmatch"
+	"github.com/dcdit/dcdit/diffusion/flowmatch"
 )
 
 // FlowMatch is Z-Image's rectified flow: x_σ = (1 − σ)·x0 + σ·noise, the

@@ -9,7 +9,7 @@ import (
 
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/internal/testckpt"
-	"github.com/dcdit/dcdit/zimage/flowmatch"
+	"github.com/dcdit/dcdit/diffusion/flowmatch"
 )
 
 // flowMatch is Z-Image's training process.

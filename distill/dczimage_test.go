@@ -12,7 +12,7 @@ import (
 	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/internal/zimagetest"
 	"github.com/dcdit/dcdit/upcycle"
-	"github.com/dcdit/dcdit/zimage/flowmatch"
+	"github.com/dcdit/dcdit/diffusion/flowmatch"
 )
 
 // A DC model grafted onto a Z-Image trains on captioned data with flow

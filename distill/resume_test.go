@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/dcdit/dcdit/distill"
-	"github.com/dcdit/dcdit/dit/ddpm"
+	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/atomicfile"
 	"github.com/dcdit/dcdit/upcycle"

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/dcdit/dcdit/dit"
-	"github.com/dcdit/dcdit/dit/ddpm"
+	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/internal/fixtures"
 	"github.com/dcdit/dcdit/loaders/arch"
 )

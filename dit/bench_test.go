@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/dcdit/dcdit/dit/ddpm"
+	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/optim"
 )

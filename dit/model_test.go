@@ -7,7 +7,7 @@ import (
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/cond"
-	"github.com/dcdit/dcdit/dit/ddpm"
+	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/internal/fixtures"
 	"github.com/dcdit/dcdit/ops"
 )

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
-	"github.com/dcdit/dcdit/dit/ddpm"
+	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/internal/fixtures"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/optim"

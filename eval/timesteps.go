@@ -6,7 +6,7 @@ import (
 	"math"
 	"text/tabwriter"
 
-	"github.com/dcdit/dcdit/dit/ddpm"
+	"github.com/dcdit/dcdit/diffusion/ddpm"
 )
 
 // TimestepRow is the one-step error at one timestep, the first ρ row's

@@ -10,7 +10,7 @@ import (
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/dit"
-	"github.com/dcdit/dcdit/dit/ddpm"
+	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/recipes"
 )
 

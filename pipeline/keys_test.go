@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/dcdit/dcdit/distill"
-	"github.com/dcdit/dcdit/dit/ddpm"
+	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/eval"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"

@@ -15,7 +15,7 @@ import (
 	"github.com/dcdit/dcdit/recipes"
 	"github.com/dcdit/dcdit/upcycle"
 	"github.com/dcdit/dcdit/zimage"
-	"github.com/dcdit/dcdit/zimage/flowmatch"
+	"github.com/dcdit/dcdit/diffusion/flowmatch"
 )
 
 // captionTable is a Z-Image's caption embedding table with what rebuilds it.

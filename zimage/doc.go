@@ -1,5 +1,5 @@
 // Package zimage is the Z-Image backbone (Tongyi-MAI ZImageTransformer2DModel)
-// on dcdit's ops, with its flow-matching sampler in zimage/flowmatch.
+// on dcdit's ops, with its flow-matching sampler in diffusion/flowmatch.
 //
 // # Weights
 //
@@ -46,7 +46,7 @@
 // differentiable op, so ops.Backward gives gradients through all of it.
 //
 // The model time t is 1 − σ (0 at pure noise) and the output is the
-// velocity x0 − ε; zimage/flowmatch holds the schedule and sampler.
+// velocity x0 − ε; diffusion/flowmatch holds the schedule and sampler.
 //
 // # As a DC backbone
 //

@@ -18,7 +18,7 @@ import (
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/zimage"
-	"github.com/dcdit/dcdit/zimage/flowmatch"
+	"github.com/dcdit/dcdit/diffusion/flowmatch"
 )
 
 // isCaptioned says whether the checkpoint is a Z-Image that records a

@@ -30,7 +30,7 @@ import (
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/params"
 	"github.com/dcdit/dcdit/zimage"
-	"github.com/dcdit/dcdit/zimage/flowmatch"
+	"github.com/dcdit/dcdit/diffusion/flowmatch"
 )
 
 // Options are the flags and arguments of `dcdit eval`.

@@ -21,7 +21,7 @@ import (
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
 	"github.com/dcdit/dcdit/zimage"
-	"github.com/dcdit/dcdit/zimage/flowmatch"
+	"github.com/dcdit/dcdit/diffusion/flowmatch"
 )
 
 // Z-Image defaults: Z-Image-Turbo's pipeline (8 steps = 8 forwards, no

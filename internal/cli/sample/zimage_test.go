@@ -13,7 +13,7 @@ import (
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
 	"github.com/dcdit/dcdit/zimage"
-	"github.com/dcdit/dcdit/zimage/flowmatch"
+	"github.com/dcdit/dcdit/diffusion/flowmatch"
 )
 
 // writeCaps writes n captions of L rows of dim seeded random features
@@ -38,7 +38,7 @@ func writeCaps(t *testing.T, path string, L, dim int, lens []int64, seed uint64)
 	}
 }
 
-// The command's run is the Euler loop of zimage/flowmatch written out by
+// The command's run is the Euler loop of diffusion/flowmatch written out by
 // hand around zimage.Model.Forward: model time 1 − σ, the step
 // x + (σ_{i+1} − σ_i)·(−out), and with guidance one forward of the
 // doubled batch [positive captions; negative captions] combined as
