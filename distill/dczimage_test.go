@@ -9,10 +9,11 @@ import (
 
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/diffusion"
+	"github.com/dcdit/dcdit/diffusion/flowmatch"
 	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/internal/zimagetest"
 	"github.com/dcdit/dcdit/upcycle"
-	"github.com/dcdit/dcdit/diffusion/flowmatch"
+	"github.com/dcdit/dcdit/zimage"
 )
 
 // A DC model grafted onto a Z-Image trains on captioned data with flow
@@ -65,7 +66,7 @@ func TestDCObjectiveZImage(t *testing.T) {
 			for i := range captions {
 				captions[i] = float32(rng.NormFloat64())
 			}
-			obj := &distill.DCObjective{Model: m, Teacher: distill.ZImageTeacher{Model: teacher}, Process: proc,
+			obj := &distill.DCObjective{Model: m, Teacher: zimage.Teacher{Model: teacher}, Process: proc,
 				CaptionTable: captions, CaptionDim: zc.CapFeatDim, Loss: tt.loss,
 				Budget: distill.Budget{Rhos: []float64{0, 0.5}, Warmup: 2}, RatioWeight: 0.03}
 			if tt.edit != nil {
@@ -155,7 +156,7 @@ func TestGuidedPairsEmptyPrompt(t *testing.T) {
 		} else {
 			_, m = zimagetest.Grafted(t, seed, S)
 		}
-		rec := &recordingTeacher{Teacher: distill.ZImageTeacher{Model: teacher}}
+		rec := &recordingTeacher{Teacher: zimage.Teacher{Model: teacher}}
 		obj := &distill.DCObjective{Model: m, Teacher: rec, Process: &diffusion.FlowMatch{Table: table},
 			CaptionTable: captions, CaptionDim: zc.CapFeatDim, Loss: distill.DistillL1,
 			Budget: distill.Budget{Rhos: []float64{rho}, DenseBelow: 500}, GuidedScale: 4}

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/dit"
-	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/upcycle"
 )
@@ -66,7 +66,7 @@ func TestDCObjectives(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			teacher, g := graftPair(t)
-			obj := &distill.DCObjective{Model: g.Model, Teacher: distill.DiTTeacher{Model: teacher}, NullClass: teacher.Config.NumClasses, Schedule: ddpm.Linear(1000), Loss: tt.loss,
+			obj := &distill.DCObjective{Model: g.Model, Teacher: dit.Teacher{Model: teacher}, NullClass: teacher.Config.NumClasses, Schedule: ddpm.Linear(1000), Loss: tt.loss,
 				Budget: tt.budget, RatioWeight: 0.03, GuidedScale: tt.guided, RouterTargetWeight: tt.router}
 			rng := rand.New(rand.NewPCG(5, 5))
 			B := 4

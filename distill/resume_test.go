@@ -10,8 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
+	"github.com/dcdit/dcdit/distill"
+	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/atomicfile"
 	"github.com/dcdit/dcdit/upcycle"
@@ -46,7 +47,7 @@ func (c dcRun) trainer(t *testing.T, dir string) *distill.Trainer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obj := &distill.DCObjective{Model: g.Model, Teacher: distill.DiTTeacher{Model: teacher}, Schedule: ddpm.Linear(1000), Loss: distill.DistillL1, RatioWeight: 0.03}
+	obj := &distill.DCObjective{Model: g.Model, Teacher: dit.Teacher{Model: teacher}, Schedule: ddpm.Linear(1000), Loss: distill.DistillL1, RatioWeight: 0.03}
 	conf := distill.Config{Stage: "distill", Steps: c.steps, BatchSize: 2, LR: 1e-3, Warmup: 1, ClipNorm: 1,
 		Seed: 5, LabelDropout: 0.2, NullClass: 3, SaveEvery: 2, Keep: 1,
 		Frozen: func(name string) bool {

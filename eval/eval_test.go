@@ -91,7 +91,7 @@ func TestRun(t *testing.T) {
 	opts := smallOptions()
 	var calls, total int
 	opts.Progress = func(done, tot int) { calls, total = done, tot }
-	r, err := Run(s.m, DiTTeacher(s.teacher), s.data, opts)
+	r, err := Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestRun(t *testing.T) {
 func TestJSONShape(t *testing.T) {
 	s := newSetup(t)
 	opts := tinyOptions()
-	r, err := Run(s.m, DiTTeacher(s.teacher), s.data, opts)
+	r, err := Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestJSONShape(t *testing.T) {
 	// Without edge masks they are derived from the latents, which for
 	// shapes gives the same masks and so the same ratio.
 	s.data.Edges = nil
-	d, err := Run(s.m, DiTTeacher(s.teacher), s.data, opts)
+	d, err := Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,12 +284,12 @@ func TestDeterministic(t *testing.T) {
 	s := newSetup(t)
 	opts := tinyOptions()
 	opts.BatchSize = 2
-	a, err := Run(s.m, DiTTeacher(s.teacher), s.data, opts)
+	a, err := Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts.BatchSize = 16
-	b, err := Run(s.m, DiTTeacher(s.teacher), s.data, opts)
+	b, err := Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestDeterministic(t *testing.T) {
 		t.Errorf("edge density ratio %v vs %v", *a.EdgeDensityRatio, *b.EdgeDensityRatio)
 	}
 	opts.Seed++
-	c, err := Run(s.m, DiTTeacher(s.teacher), s.data, opts)
+	c, err := Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +356,7 @@ func TestRunRejects(t *testing.T) {
 			if c.data != nil {
 				data = c.data
 			}
-			_, err := Run(s.m, DiTTeacher(teacher), data, opts)
+			_, err := Run(s.m, TeacherOf(dit.Teacher{Model: teacher}, nil, 0), data, opts)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want one containing %q", err, c.want)
 			}
@@ -395,7 +395,7 @@ func TestGuidedRows(t *testing.T) {
 	opts := tinyOptions()
 	opts.CFG = 1.5
 	opts.Lite = &Lite{Cond: 0, Uncond: 0.9, Scale: 1.5}
-	r, err := Run(s.m, DiTTeacher(s.teacher), s.data, opts)
+	r, err := Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +429,7 @@ func TestPerTimestep(t *testing.T) {
 	opts := tinyOptions()
 	opts.Rhos = []float64{0.5}
 	opts.ProbeTimesteps = []int{100, 900}
-	r, err := Run(s.m, DiTTeacher(s.teacher), s.data, opts)
+	r, err := Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,11 +458,11 @@ func TestPerTimestep(t *testing.T) {
 		t.Errorf("table (%v) lacks the per-timestep block:\n%s", err, buf.String())
 	}
 	opts.ProbeTimesteps = []int{}
-	if r, err = Run(s.m, DiTTeacher(s.teacher), s.data, opts); err != nil || len(r.PerTimestep) != 0 {
+	if r, err = Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, opts); err != nil || len(r.PerTimestep) != 0 {
 		t.Errorf("no probe timesteps: %d rows, err %v", len(r.PerTimestep), err)
 	}
 	opts.ProbeTimesteps = []int{1000}
-	if _, err := Run(s.m, DiTTeacher(s.teacher), s.data, opts); err == nil || !strings.Contains(err.Error(), "timestep 1000") {
+	if _, err := Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, opts); err == nil || !strings.Contains(err.Error(), "timestep 1000") {
 		t.Errorf("timestep 1000: err %v, want it named", err)
 	}
 }
@@ -475,7 +475,7 @@ func TestDenseBelow(t *testing.T) {
 	s := newSetup(t)
 	opts := tinyOptions()
 	opts.DenseBelow = TrainSteps
-	r, err := Run(s.m, DiTTeacher(s.teacher), s.data, opts)
+	r, err := Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +493,7 @@ func TestDenseBelow(t *testing.T) {
 	}
 	for _, bad := range []float64{-1, TrainSteps + 1} {
 		opts.DenseBelow = bad
-		if _, err := Run(s.m, DiTTeacher(s.teacher), s.data, opts); err == nil || !strings.Contains(err.Error(), "dense below") {
+		if _, err := Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, opts); err == nil || !strings.Contains(err.Error(), "dense below") {
 			t.Errorf("dense below %v: err = %v", bad, err)
 		}
 	}

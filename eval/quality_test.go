@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dcdit/dcdit/datasets/shapes"
+	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/eval/featnet"
 )
 
@@ -73,7 +74,7 @@ func TestRunQuality(t *testing.T) {
 	}
 	net := stubNet{c: s.m.Config.InChannels}
 	opts.Features = net
-	r, err := Run(s.m, DiTTeacher(s.teacher), s.data, opts)
+	r, err := Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestRunQualityRejectsNaNFeatures(t *testing.T) {
 	s := newSetup(t)
 	opts := tinyOptions()
 	opts.Features = stubNet{c: s.m.Config.InChannels, poison: true}
-	if _, err := Run(s.m, DiTTeacher(s.teacher), s.data, opts); err == nil {
+	if _, err := Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, opts); err == nil {
 		t.Fatal("NaN features gave a report, want an error")
 	}
 }
@@ -180,7 +181,7 @@ func TestRunQualityRejectsNaNFeatures(t *testing.T) {
 // and WriteFiles leaves pareto.png out.
 func TestParetoNeedsFD(t *testing.T) {
 	s := newSetup(t)
-	r, err := Run(s.m, DiTTeacher(s.teacher), s.data, tinyOptions())
+	r, err := Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, tinyOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,7 @@ func TestBalancedReferenceNeedsEveryClass(t *testing.T) {
 			s.data.Labels[i] = 0
 		}
 	}
-	_, err := Run(s.m, DiTTeacher(s.teacher), s.data, opts)
+	_, err := Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, opts)
 	if err == nil || !strings.Contains(err.Error(), "class 1") {
 		t.Fatalf("err = %v, want the missing class 1 named", err)
 	}

@@ -10,26 +10,26 @@ import (
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/diffusion"
-	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
-	"github.com/dcdit/dcdit/zimage"
 	"github.com/dcdit/dcdit/diffusion/flowmatch"
+	"github.com/dcdit/dcdit/family"
 )
 
 // The diffusion processes a report names (Report.Process).
 const (
-	ProcessDDPM         = "ddpm"
-	ProcessFlowMatching = "flow_matching"
+	ProcessDDPM         = family.ProcessDDPM
+	ProcessFlowMatching = family.ProcessFlowMatching
 )
 
-// Teacher is the fixed-patch model a DC model is measured against, with
-// what it was trained on: DiT's class labels and DDPM (DiTTeacher), or
-// Z-Image's captions and flow matching (ZImageTeacher). It decides how
-// samples are conditioned, noised, sampled and guided; the evaluation's
-// measures are the same for both.
+// Teacher is the fixed-patch model a DC model is measured against (a
+// family.Teacher, TeacherOf) with the conditions the evaluation draws for
+// it from the data. It decides how samples are conditioned, noised,
+// sampled and guided; the evaluation's measures are the same for every
+// family.
 //
-// The conditions of a batch are keys: class labels for a DiT, data sample
-// indices (whose captions condition) for a Z-Image.
+// The conditions of a batch are keys: class labels for a label-conditioned
+// teacher, data sample indices (whose captions condition) for a
+// caption-conditioned one.
 type Teacher interface {
 	// check makes sure the teacher, the DC model and the data describe
 	// the same latents and conditions.
@@ -77,162 +77,74 @@ type Teacher interface {
 	captions() [][]int
 }
 
-// DiTTeacher is a class-conditional DiT trained with DDPM: labels
-// condition, the null class is the unconditional branch, guidance is
-// DiT's forward_with_cfg (uncond + s·(cond − uncond) on the first 3
-// channels, on for s > 1).
-func DiTTeacher(m *dit.Model) Teacher { return &ditTeacher{m: m} }
-
-type ditTeacher struct {
-	m          *dit.Model
-	numClasses int // the data's
-}
-
-func (d *ditTeacher) check(cfg *dc.Config, data *datasets.Set) error {
-	tc := d.m.Config
-	switch {
-	case tc.InputSize != cfg.GridRows || tc.InputSize != cfg.GridCols || tc.InChannels != cfg.InChannels:
-		return fmt.Errorf("eval: the teacher takes [%d %d %d] latents, the DC model [%d %d %d]",
-			tc.InChannels, tc.InputSize, tc.InputSize, cfg.InChannels, cfg.GridRows, cfg.GridCols)
-	case !tc.LearnSigma || cfg.OutChannels != 2*cfg.InChannels:
-		return fmt.Errorf("eval: the DDPM sampler needs learned-sigma outputs (2C = %d channels); the teacher has %d, the DC model %d",
-			2*cfg.InChannels, tc.OutChannels(), cfg.OutChannels)
-	case data.NumClasses > tc.NumClasses:
-		return fmt.Errorf("eval: the data set has %d classes, the teacher %d", data.NumClasses, tc.NumClasses)
-	}
-	d.numClasses = data.NumClasses
-	return nil
-}
-
-func (d *ditTeacher) processes(o Options) (diffusion.Process, diffusion.Process, []int, error) {
-	// DiT's process: the training schedule noises the held-out inputs and
-	// gives their model times; the respaced one samples, guiding DiT's 3
-	// channels.
-	sched, err := ddpm.Respaced(o.DiffusionSteps, strconv.Itoa(o.Steps))
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("eval: %w", err)
-	}
-	var ts []int
-	for s := sched.Steps() - 1; s >= 0; s-- {
-		ts = append(ts, sched.TimestepMap[s])
-	}
-	return &diffusion.DDPM{Schedule: ddpm.Linear(o.DiffusionSteps)}, &diffusion.DDPM{Schedule: sched, GuidedChannels: 3}, ts, nil
-}
-
-func (d *ditTeacher) level(t int) int { return t }
-
-func (d *ditTeacher) timestep(modelTime float32) float32 { return modelTime }
-
-func (d *ditTeacher) input(t []float32, keys []int, null bool) (cond.Input, error) {
-	if !null {
-		return cond.Input{T: t, Labels: keys}, nil
-	}
-	y := make([]int, len(keys))
-	for i := range y {
-		y[i] = d.m.Config.NumClasses
-	}
-	return cond.Input{T: t, Labels: y}, nil
-}
-
-// sampleKeys are the labels 0, 1, 2, … in turn, so each class gets the
-// same share.
-func (d *ditTeacher) sampleKeys(n int) []int {
-	labels := make([]int, n)
-	for i := range labels {
-		labels[i] = i % d.numClasses
-	}
-	return labels
-}
-
-func (d *ditTeacher) keys(_, y []int) []int { return y }
-
-func (d *ditTeacher) classes(keys []int) []int { return keys }
-
-func (d *ditTeacher) predict(x, t []float32, in cond.Input) ([]float32, error) {
-	return d.m.Predict(x, t, in.Labels)
-}
-
-func (d *ditTeacher) guide(out []float32, n, per, hw int, scale float32) {
-	guided := min(3, d.outChannels()) * hw
-	for b := range n {
-		c, u := out[b*per:b*per+guided], out[(n+b)*per:(n+b)*per+guided]
-		for i := range guided {
-			v := u[i] + scale*(c[i]-u[i])
-			c[i], u[i] = v, v
-		}
-	}
-}
-
-func (d *ditTeacher) guided(scale float64) bool { return scale > 1 }
-
-func (d *ditTeacher) samplingModel(keys []int) diffusion.Model {
-	return diffusion.WithLabels(d.m.Predict, keys, d.m.Config.NumClasses)
-}
-
-func (d *ditTeacher) outChannels() int { return d.m.Config.OutChannels() }
-
-func (d *ditTeacher) forwardGFLOPs() float64 {
-	return dit.ForwardFLOPs(d.m.Config, d.m.Config.NumTokens()).Total() / 1e9
-}
-
-func (d *ditTeacher) tokens() int { return d.m.Config.NumTokens() }
-
-func (d *ditTeacher) probes() bool { return true }
-
-func (d *ditTeacher) process() string { return ProcessDDPM }
-
-func (d *ditTeacher) captions() [][]int { return nil }
-
-// ZImageTeacher is a caption-conditioned Z-Image trained with flow
-// matching: the data's captions condition, read through table (one row
-// of the model's caption width per vocabulary word, the text encoder's
-// stand-in); the empty prompt (one zero row) is the unconditional branch;
-// sampling is Euler over Tongyi's schedule with shift, and guidance is
-// Z-Image's (cond + s·(cond − uncond) on every channel, on for s > 1
-// here). Each row's samples are drawn for the captions of the data's
-// first samples, so the data must be class-balanced in order (sample i of
-// class i mod classes, shapes.Generator.BalancedSet) for the Fréchet
-// distance's reference to match them.
+// TeacherOf makes the evaluation's Teacher of a family's teacher. A
+// label-conditioned teacher is conditioned on class labels, the null
+// class being the unconditional branch; its rows draw the labels 0, 1, 2,
+// … in turn. A caption-conditioned one is conditioned on the data's
+// captions: with a table, the shapes captions' words read through it (one
+// row of the teacher's caption width per vocabulary word, the text
+// encoder's stand-in), the empty prompt (one zero row) unconditional; with
+// a nil table, the data's encoded prompts (datasets.Set.CaptionFeats, as
+// a text encoder wrote them), the empty prompt's features
+// (Set.EmptyCaptionFeats) unconditional. A caption row's samples are
+// drawn for the captions of the data's first samples, so shapes data must
+// be class-balanced in order (shapes.Generator.BalancedSet) for the
+// Fréchet distance's reference to match them; encoded prompts have no
+// prompt following to score.
 //
-// Its cost per image is counted for captions of captionLen tokens, as the
-// DC model's backbone counts it (zimage.Backbone.CaptionLen; 0: the
-// typical prompt, zimage.TypicalCaptionLen).
-func ZImageTeacher(m *zimage.Model, table []float32, shift float64, captionLen int) Teacher {
-	return &zimageTeacher{m: m, table: table, shift: shift, captionLen: captionLen}
+// The process is the teacher's: DDPM samples over a respaced schedule and
+// noises held-out inputs with the linear one; flow matching samples Euler
+// over Tongyi's schedule with shift (ignored by DDPM).
+func TeacherOf(t family.Teacher, table []float32, shift float64) Teacher {
+	return &teacher{m: t, table: table, shift: shift}
 }
 
-// ZImagePromptTeacher is ZImageTeacher for data whose captions are
-// encoded prompts (datasets.Set.CaptionFeats, as a text encoder wrote
-// them) rather than words of a table: each sample's features condition,
-// and the empty prompt's (Set.EmptyCaptionFeats) are the unconditional
-// branch, as training drops captions to them. The data's samples need not
-// be class-balanced: without shapes captions there is no prompt following
-// to score.
-func ZImagePromptTeacher(m *zimage.Model, shift float64, captionLen int) Teacher {
-	return &zimageTeacher{m: m, shift: shift, captionLen: captionLen, encoded: true}
-}
-
-type zimageTeacher struct {
-	m          *zimage.Model
-	table      []float32
-	encoded    bool // captions are the data's encoded prompts, not table words
-	shift      float64
-	captionLen int
+type teacher struct {
+	m     family.Teacher
+	table []float32 // shapes captions' words → features; nil: encoded prompts
+	shift float64   // flow matching's
+	// Set by check:
 	data       *datasets.Set
 	h, w       int
+	numClasses int // the data's, for label keys
 	trainTab   *flowmatch.Table
 }
 
-func (z *zimageTeacher) check(cfg *dc.Config, data *datasets.Set) error {
-	c := z.m.Config
-	dim := c.CapFeatDim
-	if c.InChannels != cfg.InChannels || cfg.OutChannels != c.InChannels {
-		return fmt.Errorf("eval: the teacher takes and predicts %d latent channels, the DC model takes %d and predicts %d", c.InChannels, cfg.InChannels, cfg.OutChannels)
+func (z *teacher) labels() bool { return z.m.Conditioning().Classes > 0 }
+
+func (z *teacher) check(cfg *dc.Config, data *datasets.Set) error {
+	on := z.m.Conditioning()
+	if r, c := z.m.Grid(); r != 0 && (r != cfg.GridRows || c != cfg.GridCols) || z.m.InChannels() != cfg.InChannels {
+		return fmt.Errorf("eval: the teacher takes [%d %d %d] latents, the DC model [%d %d %d]",
+			z.m.InChannels(), r, c, cfg.InChannels, cfg.GridRows, cfg.GridCols)
 	}
-	if !(z.shift > 0) || math.IsInf(z.shift, 0) {
-		return fmt.Errorf("eval: flow matching shift %v, want a finite value > 0", z.shift)
+	switch z.m.Process() {
+	case ProcessDDPM:
+		if z.m.OutChannels() != 2*cfg.InChannels || cfg.OutChannels != 2*cfg.InChannels {
+			return fmt.Errorf("eval: the DDPM sampler needs learned-sigma outputs (2C = %d channels); the teacher has %d, the DC model %d",
+				2*cfg.InChannels, z.m.OutChannels(), cfg.OutChannels)
+		}
+	case ProcessFlowMatching:
+		if z.m.OutChannels() != cfg.OutChannels {
+			return fmt.Errorf("eval: the teacher takes and predicts %d latent channels, the DC model takes %d and predicts %d", z.m.InChannels(), cfg.InChannels, cfg.OutChannels)
+		}
+		if !(z.shift > 0) || math.IsInf(z.shift, 0) {
+			return fmt.Errorf("eval: flow matching shift %v, want a finite value > 0", z.shift)
+		}
+	default:
+		return fmt.Errorf("eval: the teacher's diffusion process %q is not one this build evaluates (%s, %s)", z.m.Process(), ProcessDDPM, ProcessFlowMatching)
 	}
-	if z.encoded {
+	z.data, z.h, z.w = data, cfg.GridRows, cfg.GridCols
+	dim := on.CaptionWidth
+	switch {
+	case z.labels():
+		if data.NumClasses > on.Classes {
+			return fmt.Errorf("eval: the data set has %d classes, the teacher %d", data.NumClasses, on.Classes)
+		}
+		z.numClasses = data.NumClasses
+	case dim == 0:
+		return fmt.Errorf("eval: the teacher is conditioned on neither labels nor captions")
+	case z.table == nil:
 		switch {
 		case data.CaptionFeats == nil:
 			return fmt.Errorf("eval: a teacher conditioned on encoded prompts needs data with encoded captions")
@@ -241,34 +153,44 @@ func (z *zimageTeacher) check(cfg *dc.Config, data *datasets.Set) error {
 		case data.EmptyCaptionFeats == nil:
 			return fmt.Errorf("eval: the data's encoded captions come without the empty prompt's, the unconditional branch")
 		}
-		z.data, z.h, z.w = data, cfg.GridRows, cfg.GridCols
-		return nil
+	default:
+		switch {
+		case data.Captions == nil:
+			return fmt.Errorf("eval: a caption-conditioned teacher needs data with captions")
+		case len(z.table) == 0 || len(z.table)%dim != 0:
+			return fmt.Errorf("eval: a caption table of %d values, want rows of %d", len(z.table), dim)
+		case len(z.table)/dim < len(data.Vocabulary):
+			return fmt.Errorf("eval: the caption table has %d words, the data's vocabulary %d", len(z.table)/dim, len(data.Vocabulary))
+		}
 	}
-	switch {
-	case data.Captions == nil:
-		return fmt.Errorf("eval: a caption-conditioned teacher needs data with captions")
-	case len(z.table) == 0 || len(z.table)%dim != 0:
-		return fmt.Errorf("eval: a caption table of %d values, want rows of %d", len(z.table), dim)
-	case len(z.table)/dim < len(data.Vocabulary):
-		return fmt.Errorf("eval: the caption table has %d words, the data's vocabulary %d", len(z.table)/dim, len(data.Vocabulary))
-	}
-	z.data, z.h, z.w = data, cfg.GridRows, cfg.GridCols
 	return nil
 }
 
-func (z *zimageTeacher) config(steps int) flowmatch.Config {
-	return flowmatch.Config{NumTrainTimesteps: steps, Shift: z.shift}
-}
-
-func (z *zimageTeacher) processes(o Options) (diffusion.Process, diffusion.Process, []int, error) {
-	if o.NumSamples > z.data.N {
+func (z *teacher) processes(o Options) (diffusion.Process, diffusion.Process, []int, error) {
+	if !z.labels() && o.NumSamples > z.data.N {
 		return nil, nil, nil, fmt.Errorf("eval: %d samples per row are drawn for the captions of as many data samples; the data has %d", o.NumSamples, z.data.N)
 	}
-	tab, err := z.config(o.DiffusionSteps).TrainingTable()
+	if z.m.Process() == ProcessDDPM {
+		// The training schedule noises the held-out inputs and gives
+		// their model times; the respaced one samples, guiding the
+		// channels the teacher's rule guides.
+		sched, err := ddpm.Respaced(o.DiffusionSteps, strconv.Itoa(o.Steps))
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("eval: %w", err)
+		}
+		var ts []int
+		for s := sched.Steps() - 1; s >= 0; s-- {
+			ts = append(ts, sched.TimestepMap[s])
+		}
+		guided, _ := z.m.Guidance(1) // the channel count does not depend on the scale
+		return &diffusion.DDPM{Schedule: ddpm.Linear(o.DiffusionSteps)}, &diffusion.DDPM{Schedule: sched, GuidedChannels: guided}, ts, nil
+	}
+	fm := flowmatch.Config{NumTrainTimesteps: o.DiffusionSteps, Shift: z.shift}
+	tab, err := fm.TrainingTable()
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("eval: %w", err)
 	}
-	sched, err := z.config(o.DiffusionSteps).Schedule(flowmatch.Tongyi, o.Steps)
+	sched, err := fm.Schedule(flowmatch.Tongyi, o.Steps)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("eval: %w", err)
 	}
@@ -280,13 +202,13 @@ func (z *zimageTeacher) processes(o Options) (diffusion.Process, diffusion.Proce
 	return &diffusion.FlowMatch{Table: tab}, &diffusion.FlowMatch{Schedule: sched}, ts, nil
 }
 
-// timestep is σ·T of model time 1 − σ.
-func (z *zimageTeacher) timestep(modelTime float32) float32 {
-	return (1 - modelTime) * float32(len(z.trainTab.Timesteps))
-}
-
-// level is the training table's level whose timestep (σ·T) is nearest t.
-func (z *zimageTeacher) level(t int) int {
+// level maps an Options timestep to a level of the training process:
+// DDPM's timesteps are its levels; flow matching's is the training
+// table's level whose timestep (σ·T) is nearest t.
+func (z *teacher) level(t int) int {
+	if z.trainTab == nil {
+		return t
+	}
 	best, bd := 0, math.Inf(1)
 	for k, v := range z.trainTab.Timesteps {
 		if d := math.Abs(float64(v) - float64(t)); d < bd {
@@ -296,9 +218,28 @@ func (z *zimageTeacher) level(t int) int {
 	return best
 }
 
-func (z *zimageTeacher) input(t []float32, keys []int, null bool) (cond.Input, error) {
-	dim := z.m.Config.CapFeatDim
-	if z.encoded {
+// timestep is a model time's Options timestep: DDPM's is itself; flow
+// matching's model time 1 − σ is at σ·T.
+func (z *teacher) timestep(modelTime float32) float32 {
+	if z.trainTab == nil {
+		return modelTime
+	}
+	return (1 - modelTime) * float32(len(z.trainTab.Timesteps))
+}
+
+func (z *teacher) input(t []float32, keys []int, null bool) (cond.Input, error) {
+	if z.labels() {
+		if !null {
+			return cond.Input{T: t, Labels: keys}, nil
+		}
+		y := make([]int, len(keys))
+		for i := range y {
+			y[i] = z.m.Conditioning().Classes
+		}
+		return cond.Input{T: t, Labels: y}, nil
+	}
+	dim := z.m.Conditioning().CaptionWidth
+	if z.table == nil {
 		caps := make([]cond.Caption, len(keys))
 		for i, k := range keys {
 			if k < 0 || k >= len(z.data.CaptionFeats) {
@@ -328,18 +269,30 @@ func (z *zimageTeacher) input(t []float32, keys []int, null bool) (cond.Input, e
 	return cond.Input{T: t, Captions: caps}, nil
 }
 
-// sampleKeys are the data's first n samples: their captions.
-func (z *zimageTeacher) sampleKeys(n int) []int {
+// sampleKeys are the labels 0, 1, 2, … in turn, so each class gets the
+// same share; or the data's first n samples, for their captions.
+func (z *teacher) sampleKeys(n int) []int {
 	keys := make([]int, n)
 	for i := range keys {
 		keys[i] = i
+		if z.labels() {
+			keys[i] = i % z.numClasses
+		}
 	}
 	return keys
 }
 
-func (z *zimageTeacher) keys(idx, _ []int) []int { return idx }
+func (z *teacher) keys(idx, y []int) []int {
+	if z.labels() {
+		return y
+	}
+	return idx
+}
 
-func (z *zimageTeacher) classes(keys []int) []int {
+func (z *teacher) classes(keys []int) []int {
+	if z.labels() {
+		return keys
+	}
 	c := make([]int, len(keys))
 	for i, k := range keys {
 		c[i] = z.data.Labels[k]
@@ -347,24 +300,23 @@ func (z *zimageTeacher) classes(keys []int) []int {
 	return c
 }
 
-func (z *zimageTeacher) predict(x, _ []float32, in cond.Input) ([]float32, error) {
+func (z *teacher) predict(x, _ []float32, in cond.Input) ([]float32, error) {
 	return z.m.Predict(x, in, z.h, z.w)
 }
 
-func (z *zimageTeacher) guide(out []float32, n, per, _ int, scale float32) {
+func (z *teacher) guide(out []float32, n, per, hw int, scale float32) {
 	for b := range n {
-		c, u := out[b*per:(b+1)*per], out[(n+b)*per:(n+b+1)*per]
-		for i := range c {
-			v := c[i] + scale*(c[i]-u[i])
-			c[i], u[i] = v, v
-		}
+		z.m.Guide(out[b*per:(b+1)*per], out[(n+b)*per:(n+b+1)*per], hw, scale)
 	}
 }
 
-func (z *zimageTeacher) guided(scale float64) bool { return scale > 1 }
+func (z *teacher) guided(scale float64) bool { return scale > 1 }
 
-func (z *zimageTeacher) samplingModel(keys []int) diffusion.Model {
+func (z *teacher) samplingModel(keys []int) diffusion.Model {
 	return func(x, t []float32, guided bool) ([]float32, error) {
+		if want := len(keys) * (1 + b2i(guided)); len(t) != want {
+			return nil, fmt.Errorf("eval: %d model times for %d samples (guided %v)", len(t), len(keys), guided)
+		}
 		in, err := z.input(t[:len(keys)], keys, false)
 		if err != nil {
 			return nil, err
@@ -380,29 +332,28 @@ func (z *zimageTeacher) samplingModel(keys []int) diffusion.Model {
 	}
 }
 
-func (z *zimageTeacher) outChannels() int { return z.m.Config.InChannels }
-
-func (z *zimageTeacher) forwardGFLOPs() float64 {
-	n := z.captionLen
-	if n == 0 {
-		n = zimage.TypicalCaptionLen
+func b2i(b bool) int {
+	if b {
+		return 1
 	}
-	return zimage.ForwardFLOPs(z.m.Config, z.tokens(), n).Total() / 1e9
+	return 0
 }
 
-func (z *zimageTeacher) tokens() int {
-	p := z.m.Config.PatchSize
-	return (z.h / p) * (z.w / p)
-}
+func (z *teacher) outChannels() int { return z.m.OutChannels() }
 
-func (z *zimageTeacher) probes() bool { return false }
+func (z *teacher) forwardGFLOPs() float64 { return z.m.ForwardFLOPs(z.h, z.w) / 1e9 }
 
-func (z *zimageTeacher) process() string { return ProcessFlowMatching }
+func (z *teacher) tokens() int { return z.m.Tokens(z.h, z.w) }
 
-// captions are nil for encoded prompts: prompt following reads shapes
-// captions' words.
-func (z *zimageTeacher) captions() [][]int {
-	if z.encoded {
+// probes says whether the per-timestep ε probes apply: DDPM's.
+func (z *teacher) probes() bool { return z.m.Process() == ProcessDDPM }
+
+func (z *teacher) process() string { return z.m.Process() }
+
+// captions are the shapes captions for prompt following; nil for labels
+// and for encoded prompts.
+func (z *teacher) captions() [][]int {
+	if z.labels() || z.table == nil {
 		return nil
 	}
 	return z.data.Captions

@@ -8,6 +8,7 @@ import (
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/internal/zimagetest"
+	"github.com/dcdit/dcdit/zimage"
 )
 
 // A DC model grafted onto a Z-Image, its router keeping every cell, is the
@@ -35,7 +36,7 @@ func TestRunZImage(t *testing.T) {
 		opts.Rhos, opts.CFG, opts.Steps, opts.NumSamples = []float64{0}, cfg, 4, len(shapes.Classes)
 		opts.Lite = &Lite{Cond: 0, Uncond: 0, Scale: 2}
 		opts.Features = stubNet{c: zc.InChannels}
-		r, err := Run(m, ZImageTeacher(zm, table, 3, shapes.MaxCaptionWords), data, opts)
+		r, err := Run(m, TeacherOf(zimage.Teacher{Model: zm, CaptionLen: shapes.MaxCaptionWords}, table, 3), data, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +68,7 @@ func TestRunZImage(t *testing.T) {
 	// More samples per row than captions to draw them for: a named error.
 	opts := tinyOptions()
 	opts.NumSamples, opts.GridSamples = data.N+1, 1
-	if _, err := Run(m, ZImageTeacher(zm, table, 3, shapes.MaxCaptionWords), data, opts); err == nil || !strings.Contains(err.Error(), "samples per row") {
+	if _, err := Run(m, TeacherOf(zimage.Teacher{Model: zm, CaptionLen: shapes.MaxCaptionWords}, table, 3), data, opts); err == nil || !strings.Contains(err.Error(), "samples per row") {
 		t.Errorf("err = %v, want the sample count refused", err)
 	}
 }
@@ -103,11 +104,11 @@ func TestRunZImagePrompts(t *testing.T) {
 		opts := tinyOptions()
 		opts.CFG, opts.Steps, opts.NumSamples = cfg, 3, len(shapes.Classes)
 		opts.Features = stubNet{c: zm.Config.InChannels}
-		want, err := Run(m, ZImageTeacher(zm, table, 3, shapes.MaxCaptionWords), words, opts)
+		want, err := Run(m, TeacherOf(zimage.Teacher{Model: zm, CaptionLen: shapes.MaxCaptionWords}, table, 3), words, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := Run(m, ZImagePromptTeacher(zm, 3, shapes.MaxCaptionWords), &prompts, opts)
+		got, err := Run(m, TeacherOf(zimage.Teacher{Model: zm, CaptionLen: shapes.MaxCaptionWords}, nil, 3), &prompts, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +142,7 @@ func TestRunZImagePrompts(t *testing.T) {
 	} {
 		s := prompts
 		tt.edit(&s)
-		if _, err := Run(m, ZImagePromptTeacher(zm, 3, 0), &s, tinyOptions()); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := Run(m, TeacherOf(zimage.Teacher{Model: zm, CaptionLen: 0}, nil, 3), &s, tinyOptions()); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: err = %v, want one saying %q", tt.name, err, tt.want)
 		}
 	}

@@ -140,9 +140,9 @@ func (b *base) inputSize() int {
 // teacher is the base as distillation's teacher.
 func (b *base) teacher() distill.Teacher {
 	if b.zimage != nil {
-		return distill.ZImageTeacher{Model: b.zimage}
+		return zimage.Teacher{Model: b.zimage}
 	}
-	return distill.DiTTeacher{Model: b.dit}
+	return dit.Teacher{Model: b.dit}
 }
 
 // evalTeacher is the base as the evaluation's teacher of the data set,
@@ -151,12 +151,12 @@ func (b *base) teacher() distill.Teacher {
 // captions through the base's table.
 func (b *base) evalTeacher(r *recipes.Recipe, set *datasets.Set) eval.Teacher {
 	if b.zimage != nil && set.CaptionFeats != nil {
-		return eval.ZImagePromptTeacher(b.zimage, r.Diffusion.Shift, captionLen(r))
+		return eval.TeacherOf(zimage.Teacher{Model: b.zimage, CaptionLen: captionLen(r)}, nil, r.Diffusion.Shift)
 	}
 	if b.zimage != nil {
-		return eval.ZImageTeacher(b.zimage, b.captions.table, r.Diffusion.Shift, captionLen(r))
+		return eval.TeacherOf(zimage.Teacher{Model: b.zimage, CaptionLen: captionLen(r)}, b.captions.table, r.Diffusion.Shift)
 	}
-	return eval.DiTTeacher(b.dit)
+	return eval.TeacherOf(dit.Teacher{Model: b.dit}, nil, 0)
 }
 
 // identity names the base by its configuration and a SHA-256 of the

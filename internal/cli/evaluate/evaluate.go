@@ -342,7 +342,7 @@ func Run(opts *Options) error {
 		if err != nil {
 			return err
 		}
-		et, teacherParams = eval.DiTTeacher(teacher), teacher.Params
+		et, teacherParams = eval.TeacherOf(dit.Teacher{Model: teacher}, nil, 0), teacher.Params
 	}
 	data, err := datasets.Read(opts.Data)
 	if err != nil {
@@ -493,5 +493,5 @@ func zimageTeacher(opts *Options, m *dc.Model) (eval.Teacher, error) {
 		shift = flowmatch.DefaultConfig().Shift
 	}
 	zs, _ := meta.Backbone.Spec.(zimage.Spec)
-	return eval.ZImageTeacher(t, table, shift, zs.CaptionLen), nil
+	return eval.TeacherOf(zimage.Teacher{Model: t, CaptionLen: zs.CaptionLen}, table, shift), nil
 }

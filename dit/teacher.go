@@ -1,0 +1,78 @@
+package dit
+
+import (
+	"fmt"
+
+	"github.com/dcdit/dcdit/cond"
+	"github.com/dcdit/dcdit/family"
+	"github.com/dcdit/dcdit/params"
+)
+
+// Teacher is a class-conditional DiT as a family.Teacher: model times are
+// DDPM timesteps, labels condition (NumClasses is the null class), and
+// guidance is DiT's forward_with_cfg: u + s·(c − u) on the first three
+// channels.
+type Teacher struct{ Model *Model }
+
+var _ family.Teacher = Teacher{}
+
+// Predict runs the model on NCHW latents at the inputs' timesteps and
+// labels.
+func (t Teacher) Predict(xt []float32, in cond.Input, h, w int) ([]float32, error) {
+	c := t.Model.Config
+	if err := in.CheckLabels(c.NumClasses); err != nil {
+		return nil, fmt.Errorf("dit: teacher: %w", err)
+	}
+	if h != c.InputSize || w != c.InputSize {
+		return nil, fmt.Errorf("dit: the teacher takes %d×%d latents, got %d×%d", c.InputSize, c.InputSize, h, w)
+	}
+	return t.Model.Predict(xt, in.T, in.Labels)
+}
+
+// InChannels is the config's.
+func (t Teacher) InChannels() int { return t.Model.Config.InChannels }
+
+// OutChannels is 2C with a learned σ, else C.
+func (t Teacher) OutChannels() int { return t.Model.Config.OutChannels() }
+
+// Grid is the fixed input size.
+func (t Teacher) Grid() (int, int) { return t.Model.Config.InputSize, t.Model.Config.InputSize }
+
+// Conditioning is class labels.
+func (t Teacher) Conditioning() family.Conditioning {
+	return family.Conditioning{Classes: t.Model.Config.NumClasses}
+}
+
+// Process is DDPM.
+func (t Teacher) Process() string { return family.ProcessDDPM }
+
+// Guidance guides the first three channels by s.
+func (t Teacher) Guidance(s float64) (int, float64) {
+	return min(3, t.Model.Config.OutChannels()), s
+}
+
+// Guide writes u + s·(c − u) into the first three channels of both.
+func (t Teacher) Guide(c, u []float32, hw int, s float32) {
+	guided := min(3, t.Model.Config.OutChannels()) * hw
+	for i := range guided {
+		v := u[i] + s*(c[i]-u[i])
+		c[i], u[i] = v, v
+	}
+}
+
+// Tokens is the patch grid's size.
+func (t Teacher) Tokens(rows, cols int) int {
+	p := t.Model.Config.PatchSize
+	return (rows / p) * (cols / p)
+}
+
+// ForwardFLOPs counts one forward over the patch grid.
+func (t Teacher) ForwardFLOPs(rows, cols int) float64 {
+	return ForwardFLOPs(t.Model.Config, t.Tokens(rows, cols)).Total()
+}
+
+// Parameters are the model's.
+func (t Teacher) Parameters() *params.Set { return t.Model.Params }
+
+// Describe is the config as run folders have always recorded it.
+func (t Teacher) Describe() string { return fmt.Sprintf("%+v", *t.Model.Config) }

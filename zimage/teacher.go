@@ -1,0 +1,81 @@
+package zimage
+
+import (
+	"fmt"
+
+	"github.com/dcdit/dcdit/cond"
+	"github.com/dcdit/dcdit/family"
+	"github.com/dcdit/dcdit/params"
+)
+
+// Teacher is a caption-conditioned Z-Image as a family.Teacher: model
+// times are flow matching's 1 − σ, captions condition (the empty caption
+// is the unconditional branch), and guidance is Z-Image's
+// c + s·(c − u) on every channel.
+type Teacher struct {
+	Model *Model
+	// CaptionLen is the caption length its FLOPs are counted for (0:
+	// TypicalCaptionLen), as the DC model's backbone counts it.
+	CaptionLen int
+}
+
+var _ family.Teacher = Teacher{}
+
+// Predict runs the model on NCHW latents under the inputs' times and
+// captions.
+func (t Teacher) Predict(xt []float32, in cond.Input, h, w int) ([]float32, error) {
+	out, err := t.Model.Predict(xt, in, h, w)
+	if err != nil {
+		return nil, fmt.Errorf("zimage: teacher: %w", err)
+	}
+	return out, nil
+}
+
+// InChannels is the config's.
+func (t Teacher) InChannels() int { return t.Model.Config.InChannels }
+
+// OutChannels is a velocity per latent channel.
+func (t Teacher) OutChannels() int { return t.Model.Config.InChannels }
+
+// Grid is 0, 0: any grid the patch size divides.
+func (t Teacher) Grid() (int, int) { return 0, 0 }
+
+// Conditioning is caption features of cap_feat_dim.
+func (t Teacher) Conditioning() family.Conditioning {
+	return family.Conditioning{CaptionWidth: t.Model.Config.CapFeatDim}
+}
+
+// Process is flow matching.
+func (t Teacher) Process() string { return family.ProcessFlowMatching }
+
+// Guidance guides every channel: c + s·(c − u) = u + (1 + s)·(c − u).
+func (t Teacher) Guidance(s float64) (int, float64) { return t.Model.Config.InChannels, 1 + s }
+
+// Guide writes c + s·(c − u) into both.
+func (t Teacher) Guide(c, u []float32, _ int, s float32) {
+	for i := range c {
+		v := c[i] + s*(c[i]-u[i])
+		c[i], u[i] = v, v
+	}
+}
+
+// Tokens is the patch grid's size.
+func (t Teacher) Tokens(rows, cols int) int {
+	p := t.Model.Config.PatchSize
+	return (rows / p) * (cols / p)
+}
+
+// ForwardFLOPs counts one forward with a caption of CaptionLen tokens.
+func (t Teacher) ForwardFLOPs(rows, cols int) float64 {
+	n := t.CaptionLen
+	if n == 0 {
+		n = TypicalCaptionLen
+	}
+	return ForwardFLOPs(t.Model.Config, t.Tokens(rows, cols), n).Total()
+}
+
+// Parameters are the model's.
+func (t Teacher) Parameters() *params.Set { return t.Model.Params }
+
+// Describe names the config.
+func (t Teacher) Describe() string { return fmt.Sprintf("zimage %+v", *t.Model.Config) }
