@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/dcdit/dcdit/diffusion"
-	"github.com/dcdit/dcdit/internal/testckpt"
 	"github.com/dcdit/dcdit/diffusion/flowmatch"
+	"github.com/dcdit/dcdit/internal/testckpt"
 )
 
 // flowMatch is Z-Image's training process.

@@ -14,8 +14,8 @@ import (
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/diffusion"
-	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
+	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/ops"
 )
 

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
+	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/internal/fixtures"
 	"github.com/dcdit/dcdit/loaders/arch"
 )

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/dcdit/dcdit/accel"
+	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/dit"
-	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/optim"

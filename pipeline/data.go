@@ -9,8 +9,8 @@ import (
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/diffusion"
-	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
+	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/recipes"
 )
 

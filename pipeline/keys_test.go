@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
+	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/eval"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"

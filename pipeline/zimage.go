@@ -10,12 +10,12 @@ import (
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/diffusion"
+	"github.com/dcdit/dcdit/diffusion/flowmatch"
 	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/recipes"
 	"github.com/dcdit/dcdit/upcycle"
 	"github.com/dcdit/dcdit/zimage"
-	"github.com/dcdit/dcdit/diffusion/flowmatch"
 )
 
 // captionTable is a Z-Image's caption embedding table with what rebuilds it.

@@ -20,6 +20,7 @@ import (
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dc/hnet"
+	"github.com/dcdit/dcdit/diffusion/flowmatch"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/eval"
 	"github.com/dcdit/dcdit/eval/featnet"
@@ -30,7 +31,6 @@ import (
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/params"
 	"github.com/dcdit/dcdit/zimage"
-	"github.com/dcdit/dcdit/diffusion/flowmatch"
 )
 
 // Options are the flags and arguments of `dcdit eval`.

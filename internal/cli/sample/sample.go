@@ -17,15 +17,15 @@ import (
 
 	"github.com/dcdit/dcdit/accel"
 	"github.com/dcdit/dcdit/diffusion"
-	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
+	"github.com/dcdit/dcdit/diffusion/flowmatch"
+	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 	"github.com/dcdit/dcdit/internal/cli/progress"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
-	"github.com/dcdit/dcdit/diffusion/flowmatch"
 )
 
 // Options are the flags and arguments of `dcdit sample`.

@@ -15,13 +15,13 @@ import (
 
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/diffusion"
+	"github.com/dcdit/dcdit/diffusion/flowmatch"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/progress"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
 	"github.com/dcdit/dcdit/zimage"
-	"github.com/dcdit/dcdit/diffusion/flowmatch"
 )
 
 // Z-Image defaults: Z-Image-Turbo's pipeline (8 steps = 8 forwards, no

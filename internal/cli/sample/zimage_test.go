@@ -8,12 +8,12 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/dcdit/dcdit/diffusion/flowmatch"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 	"github.com/dcdit/dcdit/internal/fixtures"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
 	"github.com/dcdit/dcdit/zimage"
-	"github.com/dcdit/dcdit/diffusion/flowmatch"
 )
 
 // writeCaps writes n captions of L rows of dim seeded random features
