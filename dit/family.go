@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders"
@@ -136,3 +137,32 @@ func (s Spec) Build(ts map[string]loaders.Dense) (family.Backbone, error) {
 
 // FLOPs counts what Model.FLOPs counts, from the config.
 func (s Spec) FLOPs(lengths []int) float64 { return (&Model{Config: s.Config}).FLOPs(lengths) }
+
+// Opens reports whether a is DiT.
+func (Family) Opens(a arch.Architecture) bool { return a == arch.DiT }
+
+// OpenTeacher loads a DiT checkpoint, frozen, validating its config (the
+// head count may come from opts or the file's metadata rather than the
+// weights).
+func (Family) OpenTeacher(path string, opts family.OpenOptions) (family.Teacher, []string, error) {
+	w, err := Load(path, LoadOptions{NumHeads: opts.NumHeads})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := w.Config.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("dit: %s: %w", path, err)
+	}
+	var warnings []string
+	for _, msg := range w.Warnings {
+		// The learned-sigma note describes the layout the sampler expects.
+		if !strings.HasPrefix(msg, "learned sigma:") {
+			warnings = append(warnings, msg)
+		}
+	}
+	m, err := New(w)
+	if err != nil {
+		return nil, nil, err
+	}
+	m.Params.SetRequiresGrad(false)
+	return Teacher{Model: m}, warnings, nil
+}

@@ -180,3 +180,22 @@ func (s Spec) Build(ts map[string]loaders.Dense) (family.Backbone, error) {
 func (s Spec) FLOPs(lengths []int) float64 {
 	return (&Backbone{Model: &Model{Config: s.Config}, CaptionLen: s.CaptionLen, ImageMultiple: s.ImageMultiple}).FLOPs(lengths)
 }
+
+// Opens reports whether a is Z-Image.
+func (Family) Opens(a arch.Architecture) bool { return a == arch.ZImage }
+
+// OpenTeacher loads a Z-Image transformer (a file or a repository),
+// frozen, keeping BF16 matrices in BF16 when opts asks; its FLOPs count
+// the student's caption length when the student is a Z-Image.
+func (Family) OpenTeacher(path string, opts family.OpenOptions) (family.Teacher, []string, error) {
+	m, warnings, err := LoadModel(path, LoadOptions{KeepBF16: opts.KeepBF16})
+	if err != nil {
+		return nil, nil, err
+	}
+	m.Params.SetRequiresGrad(false)
+	t := Teacher{Model: m}
+	if s, ok := opts.Student.(Spec); ok {
+		t.CaptionLen = s.CaptionLen
+	}
+	return t, warnings, nil
+}

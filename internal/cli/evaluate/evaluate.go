@@ -21,8 +21,8 @@ import (
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/diffusion/flowmatch"
-	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/eval"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/eval/featnet"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
@@ -30,7 +30,6 @@ import (
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/params"
-	"github.com/dcdit/dcdit/zimage"
 )
 
 // Options are the flags and arguments of `dcdit eval`.
@@ -293,26 +292,6 @@ func LoadModel(path string, numHeads int, sigma float64, warn func(string)) (*dc
 	}
 }
 
-// LoadTeacher loads the teacher DiT.
-func LoadTeacher(path string, numHeads int, warn func(string)) (*dit.Model, error) {
-	w, err := dit.Load(path, dit.LoadOptions{NumHeads: numHeads})
-	if err != nil {
-		return nil, fmt.Errorf("--teacher: %w", err)
-	}
-	// The head count comes from --teacher-heads or the file's metadata, not
-	// from the weights: check it (and the rest) before the model runs.
-	if err := w.Config.Validate(); err != nil {
-		return nil, fmt.Errorf("--teacher %s: %w", path, err)
-	}
-	for _, msg := range w.Warnings {
-		// The learned-sigma note describes the layout the sampler expects.
-		if warn != nil && !strings.HasPrefix(msg, "learned sigma:") {
-			warn(msg)
-		}
-	}
-	return dit.New(w)
-}
-
 // Run evaluates and prints.
 func Run(opts *Options) error {
 	if opts.Out != "" {
@@ -332,17 +311,20 @@ func Run(opts *Options) error {
 	var et eval.Teacher
 	var teacherParams *params.Set
 	if m.Backbone.Spec().Conditioning().CaptionWidth > 0 {
-		zt, err := zimageTeacher(opts, m)
+		zt, err := captionTeacher(opts, m)
 		if err != nil {
 			return err
 		}
 		et = zt
 	} else {
-		teacher, err := LoadTeacher(opts.Teacher, opts.TeacherHeads, warn)
+		teacher, warnings, err := family.OpenTeacher(opts.Teacher, family.OpenOptions{NumHeads: opts.TeacherHeads, Student: m.Backbone.Spec()})
 		if err != nil {
-			return err
+			return fmt.Errorf("--teacher: %w", err)
 		}
-		et, teacherParams = eval.TeacherOf(dit.Teacher{Model: teacher}, nil, 0), teacher.Params
+		for _, msg := range warnings {
+			warn(msg)
+		}
+		et, teacherParams = eval.TeacherOf(teacher, nil, 0), teacher.Parameters()
 	}
 	data, err := datasets.Read(opts.Data)
 	if err != nil {
@@ -458,14 +440,14 @@ func (t *timesteps) Set(s string) error {
 
 func (t *timesteps) Type() string { return "timesteps" }
 
-// zimageTeacher is the evaluation's teacher for a DC model around a
-// Z-Image (a DC-Z-Image): --teacher is the Z-Image it was upcycled from,
+// captionTeacher is the evaluation's teacher for a caption-conditioned
+// DC model (a DC-Z-Image): --teacher is the model it was upcycled from,
 // its captions are read through the caption table the DC checkpoint
-// records, sampled with --shift, and costed for the caption length the
-// checkpoint records, as the DC model's backbone is.
-func zimageTeacher(opts *Options, m *dc.Model) (eval.Teacher, error) {
+// records, sampled with --shift, and costed as the DC model's backbone
+// is.
+func captionTeacher(opts *Options, m *dc.Model) (eval.Teacher, error) {
 	if opts.Device != "" && opts.Device != accel.CPU {
-		return nil, fmt.Errorf("--device %s: Z-Image backbones run on the CPU only for now", opts.Device)
+		return nil, fmt.Errorf("--device %s: caption-conditioned backbones run on the CPU only for now", opts.Device)
 	}
 	ck, err := loaders.Open(opts.Checkpoint)
 	if err != nil {
@@ -483,15 +465,14 @@ func zimageTeacher(opts *Options, m *dc.Model) (eval.Teacher, error) {
 	case !found:
 		return nil, fmt.Errorf("%s records no caption table (metadata %q): dcdit evaluates the DC-Z-Images it upcycled from Z-Images trained on the shapes captions", opts.Checkpoint, shapes.CaptionTableKey)
 	}
-	t, _, err := zimage.LoadModel(opts.Teacher, zimage.LoadOptions{KeepBF16: true}) // the teacher only predicts
+	// The teacher only predicts: BF16 matrices stay BF16.
+	t, _, err := family.OpenTeacher(opts.Teacher, family.OpenOptions{KeepBF16: true, Student: meta.Backbone.Spec})
 	if err != nil {
 		return nil, fmt.Errorf("--teacher: %w", err)
 	}
-	t.Params.SetRequiresGrad(false)
 	shift := opts.Shift
 	if shift == 0 {
 		shift = flowmatch.DefaultConfig().Shift
 	}
-	zs, _ := meta.Backbone.Spec.(zimage.Spec)
-	return eval.TeacherOf(zimage.Teacher{Model: t, CaptionLen: zs.CaptionLen}, table, shift), nil
+	return eval.TeacherOf(t, table, shift), nil
 }

@@ -1,0 +1,58 @@
+package family
+
+import (
+	"fmt"
+
+	"github.com/dcdit/dcdit/loaders"
+	"github.com/dcdit/dcdit/loaders/arch"
+)
+
+// TeacherOpener is implemented by a family whose pretrained fixed-patch
+// checkpoints dcdit opens as teachers (OpenTeacher).
+type TeacherOpener interface {
+	// Opens reports whether the family opens a checkpoint that detection
+	// (loaders/arch) found to be of architecture a.
+	Opens(a arch.Architecture) bool
+	// OpenTeacher loads the checkpoint at path, frozen, and returns it
+	// with the warnings loading it raised.
+	OpenTeacher(path string, opts OpenOptions) (Teacher, []string, error)
+}
+
+// OpenOptions are what opening a teacher may need beyond the file.
+type OpenOptions struct {
+	// NumHeads is the attention head count, for a file that does not
+	// store it (0: the file's or its config's).
+	NumHeads int
+	// KeepBF16 keeps matrices the file stores in BF16 in BF16, for a
+	// teacher that only predicts (a family may ignore it).
+	KeepBF16 bool
+	// Student is the description of the DC model the teacher is measured
+	// against, or nil: a family reads what its teacher shares with it
+	// (Z-Image: the caption length its FLOPs are counted for).
+	Student Spec
+}
+
+// OpenTeacher opens a pretrained checkpoint (a file or a model folder,
+// any layout loaders reads) as a frozen teacher of the family that opens
+// its detected architecture.
+func OpenTeacher(path string, opts OpenOptions) (Teacher, []string, error) {
+	ck, err := loaders.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	rep := arch.Detect(ck.ArchInput(opts.NumHeads))
+	ck.Close()
+	registry.RLock()
+	var opener TeacherOpener
+	for _, f := range registry.byKind {
+		if o, ok := f.(TeacherOpener); ok && o.Opens(rep.Architecture) {
+			opener = o
+			break
+		}
+	}
+	registry.RUnlock()
+	if opener == nil {
+		return nil, nil, fmt.Errorf("%s holds a %s checkpoint (%s naming), which no registered family (%s) opens as a teacher", path, rep.Architecture, rep.Layout, KindList())
+	}
+	return opener.OpenTeacher(path, opts)
+}
