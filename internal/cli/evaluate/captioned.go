@@ -9,16 +9,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dcdit/dcdit/accel"
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/diffusion/flowmatch"
 	"github.com/dcdit/dcdit/eval"
 	"github.com/dcdit/dcdit/eval/featnet"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
-	"github.com/dcdit/dcdit/zimage"
 )
 
 // isCaptioned says whether the checkpoint is a Z-Image that records a
@@ -70,18 +71,22 @@ func validateCaptioned(cmd *cobra.Command, o *Options) error {
 	return nil
 }
 
-// runCaptioned samples the Z-Image for the captions of the data's first
-// --samples samples (flow matching's Euler sampler, Tongyi's schedule at
-// --shift, guided by Z-Image's pos + s·(pos − neg) against the empty
-// prompt for --cfg > 1) and scores the samples (eval.ScoreCaptioned).
+// runCaptioned samples the caption-conditioned model (a Z-Image) for the
+// captions of the data's first --samples samples (flow matching's Euler
+// sampler, Tongyi's schedule at --shift, guided by pos + s·(pos − neg)
+// against the empty prompt for --cfg > 1) and scores the samples
+// (eval.ScoreCaptioned).
 func runCaptioned(opts *Options) error {
-	m, _, err := zimage.LoadModel(opts.Checkpoint, zimage.LoadOptions{KeepBF16: true}) // evaluation trains nothing
+	// Evaluation trains nothing: BF16 matrices stay BF16.
+	m, _, err := family.OpenTeacher(opts.Checkpoint, family.OpenOptions{KeepBF16: true})
 	if err != nil {
 		return err
 	}
-	m.Params.SetRequiresGrad(false)
-	c := m.Config
-	ct, table, _, err := cmdutil.ReadCaptionTable(opts.Checkpoint, c.CapFeatDim)
+	if m.Process() != family.ProcessFlowMatching || m.Conditioning().CaptionWidth == 0 {
+		return fmt.Errorf("eval %s: a %s model conditioned on %+v; this scores caption-conditioned flow-matching models", opts.Checkpoint, m.Process(), m.Conditioning())
+	}
+	inChannels := m.InChannels()
+	ct, table, _, err := cmdutil.ReadCaptionTable(opts.Checkpoint, m.Conditioning().CaptionWidth)
 	if err != nil {
 		return fmt.Errorf("eval %w", err)
 	}
@@ -95,8 +100,8 @@ func runCaptioned(opts *Options) error {
 		return fmt.Errorf("--data %s has no captions; write one with 'dcdit data shapes --captions'", opts.Data)
 	case !slices.Equal(data.Vocabulary, ct.Vocabulary):
 		return fmt.Errorf("--data %s: its captions use a vocabulary of %d words, %s's table %d", opts.Data, len(data.Vocabulary), opts.Checkpoint, len(ct.Vocabulary))
-	case data.C != c.InChannels:
-		return fmt.Errorf("--data %s: %d latent channels, the model takes %d", opts.Data, data.C, c.InChannels)
+	case data.C != inChannels:
+		return fmt.Errorf("--data %s: %d latent channels, the model takes %d", opts.Data, data.C, inChannels)
 	case n > data.N:
 		return fmt.Errorf("--samples %d: --data %s holds %d samples", n, opts.Data, data.N)
 	}
@@ -118,24 +123,19 @@ func runCaptioned(opts *Options) error {
 	}
 	// Empty captions: the empty prompt, one zero row each.
 	neg, _ := shapes.CaptionFeatures(make([][]int, n), table, ct.Dim)
-	per := c.InChannels * data.H * data.W
 	model := func(x, t []float32, guided bool) ([]float32, error) {
-		caps := pos
+		feats := pos
 		if guided {
-			caps = slices.Concat(pos, neg)
+			feats = slices.Concat(pos, neg)
 		}
-		lats := make([]zimage.Latent, len(caps))
-		for i := range lats {
-			lats[i] = zimage.Latent{Data: x[i*per : (i+1)*per], F: 1, H: data.H, W: data.W}
+		caps := make([]cond.Caption, len(feats))
+		for i, f := range feats {
+			caps[i] = cond.Caption{Features: f, Len: len(f) / ct.Dim}
 		}
-		outs, err := m.Forward(lats, t, caps)
-		if err != nil {
-			return nil, err
-		}
-		return slices.Concat(outs...), nil
+		return m.Predict(x, cond.Input{T: t, Captions: caps}, data.H, data.W)
 	}
 	proc := &diffusion.FlowMatch{Schedule: sched}
-	samples, err := proc.Sample(model, diffusion.Shape{B: n, C: c.InChannels, HW: data.H * data.W},
+	samples, err := proc.Sample(model, diffusion.Shape{B: n, C: inChannels, HW: data.H * data.W},
 		diffusion.SampleOptions{Guidance: opts.CFG, Seed: opts.Seed})
 	if err != nil {
 		return fmt.Errorf("eval %s: sampling: %w", opts.Checkpoint, err)
