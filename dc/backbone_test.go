@@ -115,8 +115,7 @@ func TestScaffoldAroundDiT(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Not joined: the DiT's own x_embedder.* and final_layer.* share
-			// their names with the scaffold's (docs/zimage.md, "Backbone
-			// seam: step 1").
+			// their names with the scaffold's (BackbonePrefix).
 			checkGradients(t, m, "DiT")
 		})
 	}

@@ -9,7 +9,7 @@ import (
 // sample a token: the backbone sees the whole grid, as the teacher did.
 // Elastic inference can spend that at the low-noise steps, where a cell
 // without a token cannot know its clean value precisely enough
-// (docs/dev-notes.md); the router still runs and its natural mask still
+// (docs/design.md); the router still runs and its natural mask still
 // feeds the ratio loss.
 const Dense float32 = -1
 

@@ -437,7 +437,7 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 			label, mask := keepTargets(target, tokens, cfg.CellOut(), cfg.CellIn(), a, c, cfg.CellRows(), cfg.CellCols(), keep)
 			// The targets train the router alone (DetachedLogits): through
 			// the encoder too they pulled its features from the prediction
-			// (FD 24.9 at ρ 0.8 against 7.9 detached; docs/dev-notes.md).
+			// (FD 24.9 at ρ 0.8 against 7.9 detached; docs/results.md).
 			logit := o.Model.DetachedLogits(res)
 			g := make([]float32, B*cfg.Cells())
 			m.Router = keepLoss(g, mat.Data[float32](logit.Value()), label, mask)

@@ -27,7 +27,7 @@ type InitOptions struct {
 	// ClassStd is the standard deviation of the label table's normal
 	// initialisation (0: DiT's 0.02). The label reaches the blocks only as
 	// y_emb added to the timestep embedding, whose norm grows to tens in a
-	// short run while a 0.02 table stays near 1 (docs/dev-notes.md); a
+	// short run while a 0.02 table stays near 1 (docs/results.md); a
 	// table of about unit scale is as loud as the timestep from step 0.
 	ClassStd float64
 }

@@ -207,7 +207,7 @@ func TestRun(t *testing.T) {
 	}
 }
 
-// TestJSONShape: the schema, key for key.
+// TestJSONShape: eval.json's schema, key for key.
 func TestJSONShape(t *testing.T) {
 	s := newSetup(t)
 	opts := tinyOptions()

@@ -66,8 +66,8 @@ func meanTime(t testing.TB, d *device.Device, rounds int, pass func() mat.Tensor
 }
 
 // TestDCDiTXLForwardTiming times DC-DiT-XL's forward pass at ρ = 0 and
-// ρ = 0.4 against DiT-XL/2's, in one run on one GPU: the done-when
-// is DC-DiT-XL at ρ = 0.4 within 0.75× DiT-XL/2's forward time, and only
+// ρ = 0.4 against DiT-XL/2's, in one run on one GPU: the goal is
+// DC-DiT-XL at ρ = 0.4 within 0.75× DiT-XL/2's forward time, and only
 // figures from the same run and device compare. Both models have random
 // weights and see the same batch of 32 256 px latents (32×32×4) and
 // conditioning. DC-DiT-XL is the paper's preset (dc.LookupPreset: its

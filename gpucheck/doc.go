@@ -1,4 +1,4 @@
-// Package gpucheck holds the GPU checks of whole models (issue 16): a
+// Package gpucheck holds the GPU checks of whole models: a
 // DiT and a DC-DiT run forward and backward with their parameters on the
 // device (package ops/device/arena) through the same model code as on the
 // CPU, and one AdamW step, each compared with the CPU; and the time of a

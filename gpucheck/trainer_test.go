@@ -119,7 +119,7 @@ func TestTrainerOnDevice(t *testing.T) {
 // backward, the gradient norm and clip, and AdamW, with the parameters,
 // gradients and moments on the device (accel.Optimizer), the mean of 5
 // after a warm-up, each waited for. PyTorch eager's figure for the same
-// step comes from the reference script run on the same GPU (docs/gpu.md).
+// step comes from the reference script run on the same GPU (docs/results.md).
 func TestDiTXLTrainStepTiming(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long")

@@ -517,7 +517,7 @@ func trajectoryKey(key string, i int) bool {
 	case "device", "precision":
 		// Where the steps run, not what they compute: a run may resume on
 		// the other device. The GPU's sums round differently, within
-		// the parity bounds (docs/gpu.md), so such a run is not bit for
+		// the parity bounds (docs/results.md), so such a run is not bit for
 		// bit the one that stayed put.
 		return false
 	}

@@ -162,7 +162,7 @@ func TestToyRecipe(t *testing.T) {
 		t.Errorf("dc %+v", pl.DC)
 	}
 	// The recipe is sized so that the DC model at ρ = 0 costs about the
-	// teacher (the limit: 1.1×) and higher ρ saves compute, per
+	// teacher (at most 1.1×) and higher ρ saves compute, per
 	// forward and per image (the steps below eval.dense_below at the full
 	// grid's cost).
 	var teacherFLOPs, teacherImage float64

@@ -218,7 +218,7 @@ type Model struct {
 	// normal initialisation when the model starts from scratch (the
 	// checkpoint format is DiT's either way). DiT draws N(0, 0.02²); a
 	// short run on small data learns to use the label much sooner from
-	// a table of unit scale (docs/dev-notes.md). Default: 0.02.
+	// a table of unit scale (docs/results.md). Default: 0.02.
 	ClassEmbeddingStd float64 `toml:"class_embedding_std"`
 }
 
@@ -515,7 +515,7 @@ type Stage struct {
 	// embedding table (y_embedder.*). The label reaches every block only
 	// as the class embedding added to the timestep embedding, and in a
 	// short from-scratch run the timestep part grows ~50× larger than
-	// the class part (docs/dev-notes.md), so the label hardly moves the
+	// the class part (docs/results.md), so the label hardly moves the
 	// prediction; a faster-learning table keeps it audible. Default: 1.
 	ClassEmbedderLRScale float64 `toml:"class_embedder_lr_scale"`
 	// EMADecay is the decay of the exponential moving average of the
@@ -575,7 +575,7 @@ type Eval struct {
 	// flow matching's σ·T) on every cell (dc.Dense), in every row:
 	// elastic inference that spends the
 	// full grid where a cell without a token cannot know its clean value
-	// well enough (docs/dev-notes.md). 0: never. Default: 0.
+	// well enough (docs/design.md). 0: never. Default: 0.
 	DenseBelow float64 `toml:"dense_below"`
 	// HeldOut is the number of held-out noisy inputs (not trained on)
 	// for the ε relative MSE. Default: 64.

@@ -70,7 +70,7 @@ func GraftZImage(b *zimage.Backbone, s Scaffold, rows, cols int, seed uint64) (*
 // there, else the config's. A DC model keeps any number of tokens, and
 // Z-Image's pad tokens attend: padding them where the teacher never did
 // adds tokens it never trained (FD at ρ 0.6 22.8 unpadded against 34.0
-// padded to 8 on the toy, docs/zimage.md), while a teacher that pads its
+// padded to 8 on the toy, docs/results.md), while a teacher that pads its
 // whole grid computes with its pad tokens and its graft must too.
 func ImageMultiple(c *arch.ZImageConfig, rows, cols int) int {
 	m := c.SeqMultiple()

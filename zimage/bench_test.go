@@ -13,7 +13,7 @@ import (
 // smallConfig is a small Z-Image with the real model's proportions (head
 // dim 64 split 16/24/24 like Turbo's 32/48/48 halved, FFN int(dim/3·8),
 // adaLN min(dim, 256), timestep MLP 1024): the configuration the PyTorch
-// reference was timed on (docs/zimage.md).
+// reference was timed on (docs/results.md).
 func smallConfig() *arch.ZImageConfig {
 	return &arch.ZImageConfig{
 		Dim: 256, NLayers: 4, NRefinerLayers: 2, NHeads: 4, NKVHeads: 4, InChannels: 16, PatchSize: 2, FPatchSize: 1,

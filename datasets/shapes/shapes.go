@@ -13,7 +13,7 @@
 // k/16, k ∈ {−2…2}. Every class has one orientation (triangles point up,
 // crescents open to the right, stripes run vertically): version 1 drew
 // one of 8 orientations and radii from 0.22, and a small DiT trained for
-// an hour on 2 cores could not learn to draw it (docs/dev-notes.md); one
+// an hour on 2 cores could not learn to draw it (docs/results.md); one
 // orientation and larger shapes keep what the method needs — flat
 // regions, sharp edges, ten classes that differ only in geometry — at a
 // cost a toy teacher can learn. The palette's

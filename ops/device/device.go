@@ -127,7 +127,7 @@ func (d *Device) Recycle(b cuda.Buffer) {
 // its first use and kept until Close: a training run sees few distinct
 // offsets (one per batch shape), and every op of a step shares them.
 // (DC-DiT's ragged kept-token counts will want a packing per batch whose
-// lifetime the trainer owns; see docs/gpu.md.)
+// lifetime the trainer owns.)
 func (d *Device) Packing(offsets []int) (*kernels.Packing, error) {
 	var key strings.Builder
 	for _, o := range offsets {

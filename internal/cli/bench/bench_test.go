@@ -16,12 +16,13 @@ import (
 )
 
 // referenceNames are torch_reference.py's case names, in its order, and
-// the DC-DiT-S cases the issue names.
+// the DC-DiT-S cases of shared/bench/README.md.
 var referenceNames = []string{
 	"gemm_2048x384x1152", "gemm_2048x384x1536", "gemm_2048x1536x384", "gemm_256x1152x1152", "gemm_1024x1024x1024",
 	"attention_fwd_bwd", "conv3x3_fwd_bwd", "dit_s_block_fwd", "dit_s_block_fwd_bwd",
 	"dit_s2_train_step", "dit_s2_forward",
-	// The issue's DC-DiT-S cases; torch_reference.py has no DC-DiT.
+	// The DC-DiT-S cases (shared/bench/README.md's workload);
+	// torch_reference.py has no DC-DiT.
 	"dcdit_s_forward_rho0", "dcdit_s_forward_rho0.3", "dcdit_s_forward_rho0.6",
 	"dcdit_s_train_step_rho0", "dcdit_s_train_step_rho0.3", "dcdit_s_train_step_rho0.6",
 	"adamw",

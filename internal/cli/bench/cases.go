@@ -42,7 +42,7 @@ const (
 )
 
 // allCases is the suite in the reference's order, with the DC-DiT-S cases
-// (named by the issue; the reference has none) after the DiT-S/2 ones; the
+// (shared/bench/README.md's; the reference script has none) after the DiT-S/2 ones; the
 // whole-model cases run max(2, base/2) times, as in the reference.
 func allCases() []benchCase {
 	return append([]benchCase{

@@ -23,7 +23,7 @@ type dcSpec struct {
 	side, batch int
 }
 
-// dcDiTS is DC-DiT-S as the issue and shared/bench/README.md measure it:
+// dcDiTS is DC-DiT-S as shared/bench/README.md measures it:
 // D 384, 6 heads, 12 blocks, encoder/decoder width 96, batch 8 of
 // 32×32×4 latents.
 func dcDiTS() dcSpec {

@@ -80,7 +80,7 @@ func TestMeasureResets(t *testing.T) {
 	}
 }
 
-// The suite's DC-DiT-S cases are the issue's, each timed at max(2, base/2)
+// The suite's DC-DiT-S cases are shared/bench/README.md's, each timed at max(2, base/2)
 // repetitions like the other whole-model cases.
 func TestDCCaseNames(t *testing.T) {
 	var names []string

@@ -1,4 +1,4 @@
-// Package arena holds a params.Set on a device (issue 16): its values and
+// Package arena holds a params.Set on a device: its values and
 // gradients as two flat device buffers, every parameter bound to views of
 // them, and AdamW over the buffers. It is apart from package ops/device
 // because params' tests import ops, which imports ops/device.
