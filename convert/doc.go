@@ -17,5 +17,5 @@
 // (with or without the model.diffusion_model. prefix); any of these to its
 // own layout (a dtype cast, resharding, or .pt → safetensors). DC
 // checkpoints convert whole to and from the official DC-DiT's files in
-// package dc/official.
+// package dc/hnet/official.
 package convert

@@ -143,7 +143,7 @@ func NewPlan(in arch.Input, opts Options) (*Plan, error) {
 	switch opts.Layout {
 	case arch.Original, arch.Diffusers, arch.Comfy:
 	case arch.DCLayout, "official":
-		return nil, fmt.Errorf("convert: layout %q is a DC-DiT's: DC checkpoints are rewritten whole (package dc/official), not planned tensor by tensor", opts.Layout)
+		return nil, fmt.Errorf("convert: layout %q is a DC-DiT's: DC checkpoints are rewritten whole (package dc/hnet/official), not planned tensor by tensor", opts.Layout)
 	default:
 		return nil, fmt.Errorf("convert: unknown layout %q (want original, diffusers or comfy)", opts.Layout)
 	}
