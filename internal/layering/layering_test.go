@@ -50,7 +50,6 @@ func backboneDebt() []debt {
 		{"dc/hnet/official", "dit", "GridPos, PosEmbed2D"},
 		{"dc/hnet", "dit", "ApplyBlock, Embedders, PosEmbed2D, PackedPosEmbed, GridPos, CheckPacked, BlockSizes, PackedFLOPs, param groups"},
 
-
 		// The pipelines.
 		{"convert", "dit", "PosEmbedGrid"},
 		{"distill", "dit", "Model, Unpatchify"},
