@@ -138,8 +138,8 @@ func (s Spec) Build(ts map[string]loaders.Dense) (family.Backbone, error) {
 // FLOPs counts what Model.FLOPs counts, from the config.
 func (s Spec) FLOPs(lengths []int) float64 { return (&Model{Config: s.Config}).FLOPs(lengths) }
 
-// Opens reports whether a is DiT.
-func (Family) Opens(a arch.Architecture) bool { return a == arch.DiT }
+// Opens reports whether detection found a DiT.
+func (Family) Opens(c family.Candidate) bool { return c.Report.Architecture == arch.DiT }
 
 // OpenTeacher loads a DiT checkpoint, frozen, validating its config (the
 // head count may come from opts or the file's metadata rather than the

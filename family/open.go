@@ -10,12 +10,21 @@ import (
 // TeacherOpener is implemented by a family whose pretrained fixed-patch
 // checkpoints dcdit opens as teachers (OpenTeacher).
 type TeacherOpener interface {
-	// Opens reports whether the family opens a checkpoint that detection
-	// (loaders/arch) found to be of architecture a.
-	Opens(a arch.Architecture) bool
+	// Opens reports whether the family opens a checkpoint: detection's
+	// report on it (loaders/arch: the built-in architectures) and its
+	// metadata (where a family of one's own marks its files).
+	Opens(c Candidate) bool
 	// OpenTeacher loads the checkpoint at path, frozen, and returns it
 	// with the warnings loading it raised.
 	OpenTeacher(path string, opts OpenOptions) (Teacher, []string, error)
+}
+
+// Candidate is what OpenTeacher knows of a checkpoint before a family
+// opens it.
+type Candidate struct {
+	Path     string
+	Report   *arch.Report
+	Metadata map[string]string
 }
 
 // OpenOptions are what opening a teacher may need beyond the file.
@@ -40,19 +49,18 @@ func OpenTeacher(path string, opts OpenOptions) (Teacher, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	rep := arch.Detect(ck.ArchInput(opts.NumHeads))
+	c := Candidate{Path: path, Report: arch.Detect(ck.ArchInput(opts.NumHeads)), Metadata: ck.Metadata}
 	ck.Close()
-	registry.RLock()
 	var opener TeacherOpener
-	for _, f := range registry.byKind {
-		if o, ok := f.(TeacherOpener); ok && o.Opens(rep.Architecture) {
+	for _, k := range Kinds() { // in kind order, so that the choice is stable
+		f, _ := Lookup(k)
+		if o, ok := f.(TeacherOpener); ok && o.Opens(c) {
 			opener = o
 			break
 		}
 	}
-	registry.RUnlock()
 	if opener == nil {
-		return nil, nil, fmt.Errorf("%s holds a %s checkpoint (%s naming), which no registered family (%s) opens as a teacher", path, rep.Architecture, rep.Layout, KindList())
+		return nil, nil, fmt.Errorf("%s holds a %s checkpoint (%s naming), which no registered family (%s) opens as a teacher", path, c.Report.Architecture, c.Report.Layout, KindList())
 	}
 	return opener.OpenTeacher(path, opts)
 }

@@ -181,8 +181,8 @@ func (s Spec) FLOPs(lengths []int) float64 {
 	return (&Backbone{Model: &Model{Config: s.Config}, CaptionLen: s.CaptionLen, ImageMultiple: s.ImageMultiple}).FLOPs(lengths)
 }
 
-// Opens reports whether a is Z-Image.
-func (Family) Opens(a arch.Architecture) bool { return a == arch.ZImage }
+// Opens reports whether detection found a Z-Image.
+func (Family) Opens(c family.Candidate) bool { return c.Report.Architecture == arch.ZImage }
 
 // OpenTeacher loads a Z-Image transformer (a file or a repository),
 // frozen, keeping BF16 matrices in BF16 when opts asks; its FLOPs count
