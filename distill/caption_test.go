@@ -10,6 +10,7 @@ import (
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/diffusion/flowmatch"
 	"github.com/dcdit/dcdit/internal/testckpt"
+	"github.com/dcdit/dcdit/zimage"
 )
 
 // flowMatch is Z-Image's training process.
@@ -41,7 +42,7 @@ func TestZImageDiffusionGradient(t *testing.T) {
 	for i := range table {
 		table[i] = float32(rng.NormFloat64())
 	}
-	o := &ZImageDiffusion{Model: m, Process: flowMatch(t), Table: table}
+	o := &Diffusion{Model: zimage.Teacher{Model: m}, Process: flowMatch(t), Table: table}
 	loss := func() float64 {
 		met, err := o.Step(0, b, rand.New(rand.NewPCG(7, 8)))
 		if err != nil {
@@ -101,7 +102,7 @@ func TestZImageDiffusionTrains(t *testing.T) {
 	tr := &Trainer{
 		Config:    Config{Stage: "flow", Steps: 3, BatchSize: 4, LR: 1e-3, LabelDropout: 0.5, NullClass: 0},
 		Params:    m.Params,
-		Objective: &ZImageDiffusion{Model: m, Process: flowMatch(t), Table: table},
+		Objective: &Diffusion{Model: zimage.Teacher{Model: m}, Process: flowMatch(t), Table: table},
 		Data:      data,
 		Dir:       t.TempDir(),
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
-	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/ops"
 )
 
@@ -74,46 +73,6 @@ func (p P2) settings(s map[string]string) map[string]string {
 		s["p2_k"], s["p2_gamma"] = num(p.K), num(p.Gamma)
 	}
 	return s
-}
-
-// DiTDiffusion trains a fixed-patch DiT on its own objective, DiT's hybrid
-// loss (training from scratch, or a teacher).
-type DiTDiffusion struct {
-	Model    *dit.Model
-	Schedule *ddpm.Schedule
-	// P2 weighs the ε term per timestep (zero value: uniform).
-	P2 P2
-}
-
-// Step implements Objective. Only the forward and backward passes are
-// DiT's; the noise, the input, the conditioning time and the loss are the
-// process's (diffusion.Process), so another process changes no line here.
-func (o *DiTDiffusion) Step(_ int, b *Batch, rng *rand.Rand) (Metrics, error) {
-	x0, y := b.X0, b.Labels
-	c := o.Model.Config
-	var proc diffusion.Process = o.P2.process(o.Schedule)
-	sh := diffusion.Shape{B: len(y), C: c.InChannels, HW: c.InputSize * c.InputSize}
-	if oc := proc.OutChannels(c.InChannels); oc != c.OutChannels() {
-		return Metrics{}, fmt.Errorf("distill: the diffusion process needs %d output channels, the DiT predicts %d", oc, c.OutChannels())
-	}
-	nz, xt, ts, err := noisyBatch(proc, rng, x0, sh)
-	if err != nil {
-		return Metrics{}, err
-	}
-	out := o.Model.ForwardLatents(xt, ts, y)
-	img := make([]float32, sh.B*c.OutChannels()*sh.HW)
-	dit.Unpatchify(img, mat.Data[float32](out.Value()), sh.B, c.OutChannels(), c.InputSize, c.PatchSize, false)
-	grad := make([]float32, len(img))
-	l, err := proc.Loss(grad, img, x0, nz, sh)
-	if err == nil {
-		err = o.Model.Backward(out, grad)
-	}
-	// The graph is done with: its buffers serve the next step.
-	ops.Release(out)
-	if err != nil {
-		return Metrics{}, err
-	}
-	return lossMetrics(l), nil
 }
 
 // lossMetrics reports the batch means of a process's loss terms; a term
@@ -630,11 +589,6 @@ func mean(v []float32) float64 {
 		s += float64(x)
 	}
 	return s / float64(len(v))
-}
-
-// Settings implements Describer.
-func (o *DiTDiffusion) Settings() map[string]string {
-	return o.P2.settings(map[string]string{"kind": "dit_hybrid", "diffusion_steps": strconv.Itoa(o.Schedule.Steps())})
 }
 
 // Settings implements Describer: the loss and its terms, the budgets, the

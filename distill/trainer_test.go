@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/internal/fixtures"
@@ -51,7 +52,7 @@ func ditTrainer(t *testing.T, dir string, steps int) *Trainer {
 		Config: Config{Stage: "train", Steps: steps, BatchSize: 3, LR: 1e-3, Warmup: 2, ClipNorm: 1, EMADecay: 0.9,
 			Seed: 7, LabelDropout: 0.2, NullClass: 3, SaveEvery: 2, Keep: 2},
 		Params:    m.Params,
-		Objective: &DiTDiffusion{Model: m, Schedule: ddpm.Linear(1000)},
+		Objective: &Diffusion{Model: dit.Teacher{Model: m}, Process: &diffusion.DDPM{Schedule: ddpm.Linear(1000)}},
 		Data:      randomData(t, 5, 4, 8),
 		Dir:       dir,
 	}
@@ -490,11 +491,11 @@ func TestResumeRefusesCheckpointPaths(t *testing.T) {
 func TestDiTDiffusionP2(t *testing.T) {
 	m := tinyDiT(t, 1)
 	data := randomData(t, 4, 4, 8)
-	b := &Batch{X0: make([]float32, 4*4*8*8), Labels: make([]int, 4)}
+	b := &Batch{X0: make([]float32, 4*4*8*8), C: data.C, H: data.H, W: data.W, Labels: make([]int, 4)}
 	data.Batch(b, 1, 0)
 	step := func(p P2) Metrics {
 		m.Params.ZeroGrad()
-		got, err := (&DiTDiffusion{Model: m, Schedule: ddpm.Linear(1000), P2: p}).Step(0, b, rand.New(rand.NewPCG(3, 4)))
+		got, err := (&Diffusion{Model: dit.Teacher{Model: m}, Process: &diffusion.DDPM{Schedule: ddpm.Linear(1000), P2: diffusion.P2{K: p.K, Gamma: p.Gamma}}}).Step(0, b, rand.New(rand.NewPCG(3, 4)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -510,7 +511,7 @@ func TestDiTDiffusionP2(t *testing.T) {
 	if eps := p2.Loss - p2.VB; !(eps > 0 && eps < plain.MSE) {
 		t.Errorf("P2's weighted ε term %g, want in (0, uniform %g)", eps, plain.MSE)
 	}
-	if _, err := (&DiTDiffusion{Model: m, Schedule: ddpm.Linear(1000), P2: P2{K: 0, Gamma: 1}}).Step(0, b, rand.New(rand.NewPCG(3, 4))); err == nil {
+	if _, err := (&Diffusion{Model: dit.Teacher{Model: m}, Process: &diffusion.DDPM{Schedule: ddpm.Linear(1000), P2: diffusion.P2{K: 0, Gamma: 1}}}).Step(0, b, rand.New(rand.NewPCG(3, 4))); err == nil {
 		t.Error("P2 with k = 0 ran")
 	}
 }

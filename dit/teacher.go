@@ -1,10 +1,13 @@
 package dit
 
 import (
+	"github.com/nlpodyssey/spago/mat"
+
 	"fmt"
 
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/family"
+	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
 )
 
@@ -76,3 +79,29 @@ func (t Teacher) Parameters() *params.Set { return t.Model.Params }
 
 // Describe is the config as run folders have always recorded it.
 func (t Teacher) Describe() string { return fmt.Sprintf("%+v", *t.Model.Config) }
+
+var _ family.Trainee = Teacher{}
+
+// TrainStep runs the model with a graph and back-propagates loss's
+// gradient (family.Trainee): DiT trained on its own objective.
+func (t Teacher) TrainStep(xt []float32, in cond.Input, h, w int, loss func(out, grad []float32) error) error {
+	c := t.Model.Config
+	if err := in.CheckLabels(c.NumClasses); err != nil {
+		return fmt.Errorf("dit: %w", err)
+	}
+	if h != c.InputSize || w != c.InputSize {
+		return fmt.Errorf("dit: the model takes %d×%d latents, got %d×%d", c.InputSize, c.InputSize, h, w)
+	}
+	out := t.Model.ForwardLatents(xt, in.T, in.Labels)
+	B := len(in.T)
+	img := make([]float32, B*c.OutChannels()*h*w)
+	Unpatchify(img, mat.Data[float32](out.Value()), B, c.OutChannels(), c.InputSize, c.PatchSize, false)
+	grad := make([]float32, len(img))
+	err := loss(img, grad)
+	if err == nil {
+		err = t.Model.Backward(out, grad)
+	}
+	// The graph is done with: its buffers serve the next step.
+	ops.Release(out)
+	return err
+}

@@ -56,3 +56,18 @@ type Teacher interface {
 	// Describe names its configuration (a run's fingerprint records it).
 	Describe() string
 }
+
+// Trainee is a family's fixed-patch model trained on its own diffusion
+// objective: a teacher trained from scratch or onwards. The objective
+// (noise, inputs, loss) is the process's; the family runs the model.
+type Trainee interface {
+	// TrainStep runs the model with a graph on latents xt [B, InChannels,
+	// h, w] under in, hands its output [B, OutChannels, h, w] to loss,
+	// which fills grad (the same layout) with ∂loss/∂output, and
+	// back-propagates grad into the parameters' gradients; the graph is
+	// released before it returns.
+	TrainStep(xt []float32, in cond.Input, h, w int, loss func(out, grad []float32) error) error
+	InChannels() int
+	OutChannels() int
+	Conditioning() Conditioning
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dcdit/dcdit/accel"
+	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/dit"
@@ -58,7 +59,7 @@ func TestTrainerOnDevice(t *testing.T) {
 				Frozen: func(name string) bool { return name == "y_embedder.embedding_table.weight" },
 				Groups: []distill.LRGroup{{Name: "attn", Match: func(name string) bool { return strings.Contains(name, ".attn.") }, Scale: 10}}},
 			Params:      m.Params,
-			Objective:   &distill.DiTDiffusion{Model: m, Schedule: ddpm.Linear(1000)},
+			Objective:   &distill.Diffusion{Model: dit.Teacher{Model: m}, Process: &diffusion.DDPM{Schedule: ddpm.Linear(1000)}},
 			Data:        data,
 			Dir:         dir,
 			Accelerator: acc,

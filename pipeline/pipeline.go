@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/pictures"
 	"github.com/dcdit/dcdit/vae"
 	"io"
@@ -439,13 +440,13 @@ func (m *model) objective(r *recipes.Recipe, st *recipes.Stage, teacher *base, s
 			return nil, err
 		}
 		table, _ := m.trainingTable()
-		return &distill.ZImageDiffusion{Model: m.zimage, Process: proc, Table: table}, nil
+		return &distill.Diffusion{Model: zimage.Teacher{Model: m.zimage}, Process: proc, Table: table}, nil
 	}
 	if m.dc == nil {
 		if st.Kind == recipes.KindDistill {
 			return nil, fmt.Errorf("pipeline: stage %s: distillation needs a scaffold (a DC model) to train", st.Name)
 		}
-		return &distill.DiTDiffusion{Model: m.dit, Schedule: sched, P2: distill.P2{K: st.P2K, Gamma: st.P2Gamma}}, nil
+		return &distill.Diffusion{Model: dit.Teacher{Model: m.dit}, Process: &diffusion.DDPM{Schedule: sched, P2: diffusion.P2{K: st.P2K, Gamma: st.P2Gamma}}}, nil
 	}
 	o := &distill.DCObjective{Model: m.dc, Schedule: sched, NullClass: m.numClasses, Loss: distill.DCLoss(st.Loss),
 		Budget: distill.Budget{Rhos: st.Rho, Warmup: st.MultiBudgetStart, Dense: st.DenseFraction, DenseBelow: st.DenseBelow}, RatioWeight: st.RatioLossWeight,

@@ -5,6 +5,7 @@ import (
 
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/family"
+	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
 )
 
@@ -79,3 +80,47 @@ func (t Teacher) Parameters() *params.Set { return t.Model.Params }
 
 // Describe names the config.
 func (t Teacher) Describe() string { return fmt.Sprintf("zimage %+v", *t.Model.Config) }
+
+var _ family.Trainee = Teacher{}
+
+// TrainStep runs the model with a graph over each sample's latent and
+// caption in one packed batch and back-propagates loss's gradient
+// (family.Trainee): Z-Image trained on its own objective.
+func (t Teacher) TrainStep(xt []float32, in cond.Input, h, w int, loss func(out, grad []float32) error) error {
+	c := t.Model.Config
+	if err := in.CheckCaptions(c.CapFeatDim); err != nil {
+		return fmt.Errorf("zimage: %w", err)
+	}
+	B, per := len(in.T), c.InChannels*h*w
+	if len(xt) != B*per {
+		return fmt.Errorf("zimage: %d latent values for %d samples of [%d %d %d]", len(xt), B, c.InChannels, h, w)
+	}
+	lats := make([]Latent, B)
+	caps := make([][]float32, B)
+	for i := range lats {
+		lats[i] = Latent{Data: xt[i*per : (i+1)*per], F: 1, H: h, W: w}
+		caps[i] = in.Captions[i].Features[:in.Captions[i].Len*c.CapFeatDim]
+	}
+	zb, err := t.Model.Prepare(lats, in.T, caps)
+	if err != nil {
+		return err
+	}
+	out := t.Model.Run(zb)
+	img := make([]float32, 0, B*per)
+	for _, x := range t.Model.Images(out, zb) {
+		img = append(img, x...)
+	}
+	grad := make([]float32, len(img))
+	err = loss(img, grad)
+	if err == nil {
+		// Run's rows are each item's patches in order: patchify the
+		// gradient the same way.
+		rows := make([]float32, 0, len(grad))
+		for i := range B {
+			rows = Patchify(rows, grad[i*per:(i+1)*per], c.InChannels, 1, h, w, c.FPatchSize, c.PatchSize)
+		}
+		err = ops.BackwardFrom(out, rows)
+	}
+	ops.Release(out)
+	return err
+}

@@ -52,8 +52,6 @@ func backboneDebt() []debt {
 
 		// The pipelines.
 		{"convert", "dit", "PosEmbedGrid"},
-		{"distill", "dit", "Model, Unpatchify"},
-		{"distill", "zimage", "Model, Latent, Patchify"},
 		{"pipeline", "dit", "Config, New, Load, InitWith, Weights, SaveAs, Params: the teacher and from-scratch models"},
 		{"pipeline", "zimage", "Config, New, NewBackbone, Load, Init, Weights, Save, Params, TypicalCaptionLen"},
 		{"recipes", "dit", "ForwardFLOPs, SamplingFLOPs: the plan's costs"},
