@@ -18,6 +18,7 @@ import (
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/internal/fixtures"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/ops/device"
@@ -59,31 +60,42 @@ func openDevice(t testing.TB, rt *cuda.Runtime, prec cuda.Precision) *device.Dev
 	return d
 }
 
-// relErr is max |got − want| / max |want| (the absolute error when want
-// is all zero).
-func relErr(got, want []float32) float64 {
-	var num, den float64
-	for i := range want {
-		num = max(num, math.Abs(float64(got[i])-float64(want[i])))
-		den = max(den, math.Abs(float64(want[i])))
-	}
-	if den == 0 {
-		return num
-	}
-	return num / den
-}
-
 // worstParam returns the parameter whose arena range differs most between
 // got and want, relative to that parameter's own magnitude.
-func worstParam(set *params.Set, got, want []float32) (string, float64) {
-	name, worst := "", -1.0
+func worstParam(set *params.Set, got, want []float32) fixtures.Worst[string] {
+	var w fixtures.Worst[string]
 	for _, p := range set.List() {
 		lo, hi, _ := set.Range(p.Name)
-		if e := relErr(got[lo:hi], want[lo:hi]); e > worst {
-			name, worst = p.Name, e
-		}
+		w.Add(p.Name, fixtures.RelErr(got[lo:hi], want[lo:hi]))
 	}
-	return name, worst
+	return w
+}
+
+// pass is what a forward and backward pass gives, on the host: the output,
+// the loss, and the gradient of every parameter (the arena's order).
+type pass struct {
+	out  []float32
+	loss float32
+	grad []float32
+}
+
+// parity compares a pass with the parameters on the device with the same
+// pass on the CPU: the output and the loss within forwardTol, every
+// parameter's gradient within gradTol. It returns a summary of the errors,
+// and one error per bound missed (a NaN or an infinity misses every bound).
+func parity(set *params.Set, dev, cpu pass) (string, []error) {
+	eOut := fixtures.RelErr(dev.out, cpu.out)
+	eLoss := fixtures.RelErr([]float32{dev.loss}, []float32{cpu.loss})
+	grad := worstParam(set, dev.grad, cpu.grad)
+	summary := fmt.Sprintf("output %.2g, loss %.2g, worst parameter gradient %.2g (%s)", eOut, eLoss, grad.Err, grad.At)
+	var errs []error
+	if !fixtures.Within(eOut, forwardTol) || !fixtures.Within(eLoss, forwardTol) {
+		errs = append(errs, fmt.Errorf("forward: output %.3g, loss %.3g, want ≤ %g", eOut, eLoss, forwardTol))
+	}
+	if !fixtures.Within(grad.Err, gradTol) {
+		errs = append(errs, fmt.Errorf("gradient of %s: %.3g, want ≤ %g", grad.At, grad.Err, gradTol))
+	}
+	return summary, errs
 }
 
 func hostData(t testing.TB, x mat.Tensor) []float32 {
@@ -145,6 +157,12 @@ func newDiTInputs(cfg *arch.DiTConfig, batch int, seed uint64) *ditInputs {
 	return in
 }
 
+// tinyDiT is a two-block DiT on 8×8 latents, small enough for the CPU.
+func tinyDiT() *arch.DiTConfig {
+	return &arch.DiTConfig{Depth: 2, HiddenSize: 64, NumHeads: 4, PatchSize: 2, InChannels: 4, InputSize: 8,
+		LearnSigma: true, NumClasses: 10, MLPRatio: 4, FrequencySize: 256}
+}
+
 // ditPass runs ForwardLatents, the MSE loss and the backward pass, and
 // returns the output and the loss (on whichever side the parameters are).
 func ditPass(t testing.TB, m *dit.Model, in *ditInputs) (out, loss mat.Tensor) {
@@ -156,6 +174,70 @@ func ditPass(t testing.TB, m *dit.Model, in *ditInputs) (out, loss mat.Tensor) {
 		t.Fatal(err)
 	}
 	return out, loss
+}
+
+// ditHostPass runs ditPass with the parameters on the host and returns
+// what it gave.
+func ditHostPass(t testing.TB, m *dit.Model, in *ditInputs) pass {
+	t.Helper()
+	out, loss := ditPass(t, m, in)
+	p := pass{out: hostData(t, out), loss: hostData(t, loss)[0], grad: slices.Clone(m.Params.Grad)}
+	ops.Release(loss)
+	return p
+}
+
+// TestParityFailsNaN: the comparison of the device tests fails a device
+// that returns NaN. The stand-in for the device is a CPU pass of the tiny
+// DiT with NaN written over the values a device would have returned.
+func TestParityFailsNaN(t *testing.T) {
+	m, err := dit.Init(tinyDiT(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	randomize(m.Params, 2)
+	cpu := ditHostPass(t, m, newDiTInputs(m.Config, 2, 4))
+	if summary, errs := parity(m.Params, cpu, cpu); len(errs) != 0 {
+		t.Fatalf("a pass against itself (%s): %v", summary, errs)
+	}
+	nan := float32(math.NaN())
+	allNaN := func(v []float32) []float32 {
+		o := make([]float32, len(v))
+		for i := range o {
+			o[i] = nan
+		}
+		return o
+	}
+	oneNaN := func(v []float32) []float32 {
+		o := slices.Clone(v)
+		o[len(o)/2] = nan
+		return o
+	}
+	tests := []struct {
+		name string
+		dev  pass
+		want []string // how the failures start, in order
+	}{
+		{"all NaN", pass{allNaN(cpu.out), nan, allNaN(cpu.grad)}, []string{"forward:", "gradient of"}},
+		{"output", pass{oneNaN(cpu.out), cpu.loss, cpu.grad}, []string{"forward:"}},
+		{"loss", pass{cpu.out, nan, cpu.grad}, []string{"forward:"}},
+		{"one gradient element", pass{cpu.out, cpu.loss, oneNaN(cpu.grad)}, []string{"gradient of"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			summary, errs := parity(m.Params, tt.dev, cpu)
+			ok := len(errs) == len(tt.want)
+			for i := range errs {
+				ok = ok && strings.HasPrefix(errs[i].Error(), tt.want[i])
+			}
+			if !ok {
+				t.Errorf("failures %q (%s), want ones starting %q", errs, summary, tt.want)
+			}
+		})
+	}
+	// The training-step check: every parameter after the step NaN.
+	if w := worstParam(m.Params, allNaN(m.Params.Data), m.Params.Data); fixtures.Within(w.Err, stepTol) {
+		t.Errorf("an all-NaN step passes: worst %g (%s)", w.Err, w.At)
+	}
 }
 
 // TestDiTModel: a whole dit.Model forward (ForwardLatents: patch
@@ -173,8 +255,7 @@ func TestDiTModel(t *testing.T) {
 		cfg   *arch.DiTConfig
 		batch int
 	}{
-		{"tiny", &arch.DiTConfig{Depth: 2, HiddenSize: 64, NumHeads: 4, PatchSize: 2, InChannels: 4, InputSize: 8,
-			LearnSigma: true, NumClasses: 10, MLPRatio: 4, FrequencySize: 256}, 3},
+		{"tiny", tinyDiT(), 3},
 		{"DiT-S/2", small, 4},
 	}
 	for _, c := range cases {
@@ -186,9 +267,7 @@ func TestDiTModel(t *testing.T) {
 			randomize(m.Params, 2)
 			in := newDiTInputs(c.cfg, c.batch, 4)
 
-			out, loss := ditPass(t, m, in)
-			cpuOut, cpuLoss, cpuGrad := hostData(t, out), hostData(t, loss)[0], slices.Clone(m.Params.Grad)
-			ops.Release(loss)
+			cpu := ditHostPass(t, m, in)
 			m.Params.ZeroGrad()
 
 			ar, err := arena.New(d, m.Params)
@@ -196,23 +275,18 @@ func TestDiTModel(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ar.Close()
-			out, loss = ditPass(t, m, in)
-			gpuOut, gpuLoss := hostData(t, out), hostData(t, loss)[0]
+			out, loss := ditPass(t, m, in)
+			dev := pass{out: hostData(t, out), loss: hostData(t, loss)[0]}
 			if err := ar.DownloadGrad(); err != nil {
 				t.Fatal(err)
 			}
+			dev.grad = m.Params.Grad
 			ops.Release(loss)
 
-			eOut := relErr(gpuOut, cpuOut)
-			eLoss := math.Abs(float64(gpuLoss-cpuLoss)) / math.Abs(float64(cpuLoss))
-			name, eGrad := worstParam(m.Params, m.Params.Grad, cpuGrad)
-			t.Logf("%s (%d parameters, batch %d): output %.2g, loss %.2g, worst parameter gradient %.2g (%s)",
-				c.name, m.Params.Len(), c.batch, eOut, eLoss, eGrad, name)
-			if eOut > forwardTol || eLoss > forwardTol {
-				t.Errorf("forward: output %.3g, loss %.3g, want ≤ %g", eOut, eLoss, forwardTol)
-			}
-			if eGrad > gradTol {
-				t.Errorf("gradient of %s: %.3g, want ≤ %g", name, eGrad, gradTol)
+			summary, errs := parity(m.Params, dev, cpu)
+			t.Logf("%s (%d parameters, batch %d): %s", c.name, m.Params.Len(), c.batch, summary)
+			for _, err := range errs {
+				t.Error(err)
 			}
 		})
 	}
@@ -224,8 +298,7 @@ func TestDiTModel(t *testing.T) {
 func TestDiTTrainingStep(t *testing.T) {
 	rt := gpu(t)
 	d := openDevice(t, rt, cuda.FP32)
-	cfg := &arch.DiTConfig{Depth: 2, HiddenSize: 64, NumHeads: 4, PatchSize: 2, InChannels: 4, InputSize: 8,
-		LearnSigma: true, NumClasses: 10, MLPRatio: 4, FrequencySize: 256}
+	cfg := tinyDiT()
 	m, err := dit.Init(cfg, 5)
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +338,7 @@ func TestDiTTrainingStep(t *testing.T) {
 	}
 	ops.Release(loss)
 
-	name, e := worstParam(m.Params, m.Params.Data, cpuAfter)
+	w := worstParam(m.Params, m.Params.Data, cpuAfter)
 	// The update alone (after − before): AdamW's first step is about
 	// lr·sign(g), so an element whose gradient is rounding noise on both
 	// sides may step the other way; count those.
@@ -278,9 +351,9 @@ func TestDiTTrainingStep(t *testing.T) {
 		}
 	}
 	t.Logf("AdamW step, %d parameters: worst updated parameter %.2g (%s); update alone %.2g; %d elements stepped the other way",
-		len(before), e, name, relErr(gd, cd), flips)
-	if e > stepTol {
-		t.Errorf("updated %s: %.3g, want ≤ %g", name, e, stepTol)
+		len(before), w.Err, w.At, fixtures.RelErr(gd, cd), flips)
+	if !fixtures.Within(w.Err, stepTol) {
+		t.Errorf("updated %s: %.3g, want ≤ %g", w.At, w.Err, stepTol)
 	}
 }
 
@@ -474,16 +547,11 @@ func TestDCModel(t *testing.T) {
 				if !slices.Equal(dev.natural, cpu.natural) || !slices.Equal(dev.kept, cpu.kept) || !slices.Equal(dev.index, cpu.index) {
 					t.Fatalf("routing differs: kept per sample %v on the device, %v on the CPU", dev.numKept, cpu.numKept)
 				}
-				eOut := relErr(dev.out, cpu.out)
-				eLoss := math.Abs(float64(dev.loss-cpu.loss)) / math.Abs(float64(cpu.loss))
-				name, eGrad := worstParam(joint, joint.Grad, cpuGrad)
-				t.Logf("%s ρ=%g (%d parameters, batch %d, kept %v of %d): output %.2g, loss %.2g, worst parameter gradient %.2g (%s); masks identical",
-					c.name, rho, joint.Len(), c.batch, cpu.numKept, L, eOut, eLoss, eGrad, name)
-				if eOut > forwardTol || eLoss > forwardTol {
-					t.Errorf("forward: output %.3g, loss %.3g, want ≤ %g", eOut, eLoss, forwardTol)
-				}
-				if eGrad > gradTol {
-					t.Errorf("gradient of %s: %.3g, want ≤ %g", name, eGrad, gradTol)
+				summary, errs := parity(joint, pass{dev.out, dev.loss, joint.Grad}, pass{cpu.out, cpu.loss, cpuGrad})
+				t.Logf("%s ρ=%g (%d parameters, batch %d, kept %v of %d): %s; masks identical",
+					c.name, rho, joint.Len(), c.batch, cpu.numKept, L, summary)
+				for _, err := range errs {
+					t.Error(err)
 				}
 			})
 		}
@@ -542,7 +610,7 @@ func TestDiTXLForwardTiming(t *testing.T) {
 				if first == nil {
 					first = out
 				} else {
-					t.Logf("TF32 output vs FP32: %.2g", relErr(out, first))
+					t.Logf("TF32 output vs FP32: %.2g", fixtures.RelErr(out, first))
 				}
 			} else {
 				fwd += el
@@ -578,6 +646,6 @@ func TestDiTXLForwardTiming(t *testing.T) {
 		y := m.ForwardLatents(in.x, in.t, in.y)
 		el := time.Since(start)
 		t.Logf("CPU forward (GOMAXPROCS %d): %.2f s (%.2f TFLOP/s); output vs GPU FP32 %.2g", runtime.GOMAXPROCS(0), el.Seconds(),
-			flop/el.Seconds()/1e12, relErr(mat.Data[float32](y.Value()), first))
+			flop/el.Seconds()/1e12, fixtures.RelErr(mat.Data[float32](y.Value()), first))
 	}
 }
