@@ -3,12 +3,12 @@ package cuda
 import (
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dcdit/dcdit/internal/fixtures"
 	"github.com/dcdit/dcdit/kernels/gemm"
 )
 
@@ -182,23 +182,6 @@ func TestEvents(t *testing.T) {
 	t.Logf("64 MiB device copy: %.3f ms (%.0f GB/s read+write)", ms, 2*64*(1<<20)/float64(ms)/1e6)
 }
 
-// relErr is max|got − want| / max|want|: the error relative to the
-// result's scale. NaN anywhere makes it NaN, which fails !(err <= tol).
-func relErr(got, want []float32) float64 {
-	var d, s float64
-	for i := range want {
-		d = math.Max(d, math.Abs(float64(got[i])-float64(want[i])))
-		s = math.Max(s, math.Abs(float64(want[i])))
-		if got[i] != got[i] {
-			return math.NaN()
-		}
-	}
-	if s == 0 {
-		return d
-	}
-	return d / s
-}
-
 func randSlice(rng *rand.Rand, n int) []float32 {
 	s := make([]float32, n)
 	for i := range s {
@@ -258,7 +241,7 @@ func downloadC(t testing.TB, p Precision, c Buffer) []float32 {
 	return out
 }
 
-// gemmTol is each precision's bound on relErr against the CPU float32
+// gemmTol is each precision's bound on fixtures.RelErr against the CPU float32
 // GEMM on the unrounded inputs.
 var gemmTol = map[Precision]float64{FP32: 1e-5, TF32: 1e-2, BF16: 2e-2, BF16Out: 2e-2}
 
@@ -330,9 +313,9 @@ func TestGemmParity(t *testing.T) {
 							t.Fatalf("element %d outside the product changed: %g → %g", i, c[i], got[i])
 						}
 					}
-					e := relErr(got, want)
-					if !(e <= gemmTol[p]) {
-						t.Errorf("relative error %.3g > %.0g", e, gemmTol[p])
+					e, err := fixtures.Check("C", got, want, gemmTol[p])
+					if err != nil {
+						t.Error(err)
 					}
 					if s.m*s.n*s.k >= 1<<20 && !ta && !tb {
 						t.Logf("relative error %.3g (tolerance %.0g)", e, gemmTol[p])

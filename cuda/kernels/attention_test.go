@@ -115,12 +115,7 @@ func (c *attnCase) compare(t *testing.T, g *attnDevice) {
 	check(t, "lse", download(t, g.lse), c.lse)
 	got := download(t, g.dqkv)
 	for i, name := range []string{"dq", "dk", "dv"} {
-		e := relErr(columns(got, n, 3*hd, i*hd, hd), columns(c.dqkv, n, 3*hd, i*hd, hd))
-		if !(e <= attnBwdTol) {
-			t.Errorf("%s: relative error %.3g > %g", name, e, attnBwdTol)
-		} else {
-			t.Logf("%s: relative error %.3g", name, e)
-		}
+		checkTol(t, name, columns(got, n, 3*hd, i*hd, hd), columns(c.dqkv, n, 3*hd, i*hd, hd), attnBwdTol)
 	}
 }
 

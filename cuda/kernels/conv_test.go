@@ -33,17 +33,6 @@ func alloc(t testing.TB, r *cuda.Runtime, n int) cuda.Buffer {
 	return b
 }
 
-// checkTol is check with a bound other than tol.
-func checkTol(t *testing.T, what string, got, want []float32, bound float64) {
-	t.Helper()
-	e := relErr(got, want)
-	if !(e <= bound) {
-		t.Errorf("%s: relative error %.3g > %g", what, e, bound)
-	} else {
-		t.Logf("%s: relative error %.3g", what, e)
-	}
-}
-
 // gpuConvCase is one 3×3 convolution problem; chunk > 0 gives a workspace
 // of that many tokens' panel rows, so the tokens go through in chunks.
 type gpuConvCase struct {

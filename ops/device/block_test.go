@@ -10,6 +10,7 @@ import (
 
 	"github.com/dcdit/dcdit/cuda"
 	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/internal/fixtures"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/ops/device"
 	"github.com/dcdit/dcdit/params"
@@ -171,21 +172,6 @@ func (di *deviceInputs) zeroGrad() {
 	di.c.ZeroGrad()
 }
 
-func relErr(got, want []float32) float64 {
-	var d, s float64
-	for i := range want {
-		if got[i] != got[i] {
-			return math.NaN()
-		}
-		d = math.Max(d, math.Abs(float64(got[i])-float64(want[i])))
-		s = math.Max(s, math.Abs(float64(want[i])))
-	}
-	if s == 0 {
-		return d
-	}
-	return d / s
-}
-
 func download(t testing.TB, x mat.Tensor) []float32 {
 	t.Helper()
 	if x == nil {
@@ -221,10 +207,10 @@ func TestDeviceBlock(t *testing.T) {
 			di := upload(t, d, b)
 			dy := di.run(t, b)
 			check := func(what string, got, want []float32, tol float64) {
-				e := relErr(got, want)
+				e, err := fixtures.Check(what, got, want, tol)
 				t.Logf("%-40s %.2g", what, e)
-				if !(e <= tol) {
-					t.Errorf("%s: relative error %.3g > %.3g", what, e, tol)
+				if err != nil {
+					t.Error(err)
 				}
 			}
 			check("y", download(t, dy), mat.Data[float32](hy.Value()), 1e-4)
