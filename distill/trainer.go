@@ -10,7 +10,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/dcdit/dcdit/accel"
+	"github.com/dcdit/dcdit/gpu/accel"
 	"github.com/dcdit/dcdit/loaders/atomicfile"
 	"github.com/dcdit/dcdit/optim"
 	"github.com/dcdit/dcdit/params"

@@ -8,9 +8,9 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
-	"github.com/dcdit/dcdit/cuda"
+	"github.com/dcdit/dcdit/gpu/cuda"
+	"github.com/dcdit/dcdit/gpu/device"
 	"github.com/dcdit/dcdit/internal/fixtures"
-	"github.com/dcdit/dcdit/ops/device"
 )
 
 // The device is opened once for all the GPU tests of a run (compiling the
