@@ -15,7 +15,6 @@ import (
 
 	"github.com/dcdit/dcdit/gpu/cuda"
 	"github.com/dcdit/dcdit/gpu/device"
-	"github.com/dcdit/dcdit/gpu/device/arena"
 	"github.com/dcdit/dcdit/params"
 )
 
@@ -121,7 +120,7 @@ func (a *Accelerator) Close() error {
 // Optimizer brings them up to date). On the CPU (a nil *Binding) every
 // method does nothing.
 type Binding struct {
-	arenas []*arena.Arena
+	arenas []*device.Arena
 }
 
 // Attach uploads each set's values to the device and binds its parameters
@@ -136,7 +135,7 @@ func (a *Accelerator) Attach(sets ...*params.Set) (*Binding, error) {
 		if set == nil {
 			continue
 		}
-		ar, err := arena.New(a.dev, set)
+		ar, err := device.NewArena(a.dev, set)
 		if err != nil {
 			return nil, errors.Join(err, b.Close())
 		}

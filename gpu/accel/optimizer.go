@@ -7,7 +7,7 @@ import (
 
 	"github.com/dcdit/dcdit/gpu/cuda"
 	"github.com/dcdit/dcdit/gpu/cudakernels"
-	"github.com/dcdit/dcdit/gpu/device/arena"
+	"github.com/dcdit/dcdit/gpu/device"
 	"github.com/dcdit/dcdit/optim"
 )
 
@@ -18,7 +18,7 @@ import (
 // and groups, whose learning rates the trainer keeps setting there) and
 // the optim.EMA. Pull copies the device state back into them.
 type Optimizer struct {
-	ar      *arena.Arena
+	ar      *device.Arena
 	opt     *optim.AdamW
 	segs    []optim.Segment
 	ema     *optim.EMA

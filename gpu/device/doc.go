@@ -1,4 +1,5 @@
-// Package device holds tensors that live in GPU memory, for the ops layer.
+// Package device holds tensors that live in GPU memory, for the ops layer,
+// and parameter sets held there (Arena) with the optimiser over them.
 //
 // A Tensor is a row-major float32 matrix in a cuda.Buffer that implements
 // spago's mat.Matrix, so that it travels through ops, spago's ag.Operator
@@ -6,12 +7,13 @@
 // graph whatever its operands' residence, and ops picks the device
 // implementation of an op when its operands are device tensors.
 //
-// Why a package of its own, below ops and beside cuda/kernels: the tensor
+// Why a package of its own, below ops and beside cudakernels: the tensor
 // is storage, not an op. ops imports it to dispatch and to make results;
 // the trainer and the commands import it to move parameters and batches
-// (ToDevice, ToHost). It imports cuda and cuda/kernels (its gradients are
-// accumulated with the device's Add) and never ops, so the kernels stay
-// free of spago and the graph machinery stays in ops.
+// (ToDevice, ToHost). It imports cuda and cudakernels (its gradients are
+// accumulated with the device's Add), params and optim (an Arena binds a
+// params.Set), and never ops, so the kernels stay free of spago and the
+// graph machinery stays in ops.
 //
 // # What lives where
 //
@@ -37,4 +39,11 @@
 // on Release, or when the garbage collector finds the tensor unreachable
 // (inference results that nobody releases). Views (Device.View) over
 // memory the caller owns, such as a parameter arena, are never recycled.
+//
+// # Parameters
+//
+// An Arena holds a params.Set on the device: its values and gradients as
+// two flat buffers in the set's layout, every parameter bound to views of
+// them (params.Param.Bind), so that model code keeps calling Set.Get and
+// its ops see device tensors.
 package device

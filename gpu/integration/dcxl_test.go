@@ -14,7 +14,6 @@ import (
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/gpu/cuda"
 	"github.com/dcdit/dcdit/gpu/device"
-	"github.com/dcdit/dcdit/gpu/device/arena"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
 )
@@ -26,7 +25,7 @@ import (
 func onDevice(t testing.TB, rt *cuda.Runtime, prec cuda.Precision, set *params.Set, run func(*device.Device)) uint64 {
 	t.Helper()
 	d := openDevice(t, rt, prec)
-	ar, err := arena.New(d, set)
+	ar, err := device.NewArena(d, set)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/gpu/cuda"
 	"github.com/dcdit/dcdit/gpu/device"
-	"github.com/dcdit/dcdit/gpu/device/arena"
 	"github.com/dcdit/dcdit/internal/fixtures"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/ops"
@@ -270,7 +269,7 @@ func TestDiTModel(t *testing.T) {
 			cpu := ditHostPass(t, m, in)
 			m.Params.ZeroGrad()
 
-			ar, err := arena.New(d, m.Params)
+			ar, err := device.NewArena(d, m.Params)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -319,7 +318,7 @@ func TestDiTTrainingStep(t *testing.T) {
 	m.Params.ZeroGrad()
 	copy(m.Params.Data, before)
 
-	ar, err := arena.New(d, m.Params)
+	ar, err := device.NewArena(d, m.Params)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -533,7 +532,7 @@ func TestDCModel(t *testing.T) {
 				cpuGrad := slices.Clone(joint.Grad)
 				joint.ZeroGrad()
 
-				ar, err := arena.New(d, joint)
+				ar, err := device.NewArena(d, joint)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -593,7 +592,7 @@ func TestDiTXLForwardTiming(t *testing.T) {
 	var first []float32
 	for _, prec := range []cuda.Precision{cuda.FP32, cuda.TF32} {
 		d := openDevice(t, rt, prec)
-		ar, err := arena.New(d, m.Params)
+		ar, err := device.NewArena(d, m.Params)
 		if err != nil {
 			t.Fatal(err)
 		}

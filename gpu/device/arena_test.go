@@ -1,4 +1,4 @@
-package arena
+package device
 
 import (
 	"strings"
@@ -7,9 +7,9 @@ import (
 	"github.com/dcdit/dcdit/params"
 )
 
-// TestNewArgs: New refuses missing arguments before touching a device
-// (the GPU checks of the arena are in package gpucheck).
-func TestNewArgs(t *testing.T) {
+// TestNewArenaArgs: NewArena refuses missing arguments before touching a device
+// (the GPU checks of the arena are in package gpu/integration).
+func TestNewArenaArgs(t *testing.T) {
 	set, err := params.New([]params.Spec{{Name: "w", Rows: 2, Cols: 2}})
 	if err != nil {
 		t.Fatal(err)
@@ -23,12 +23,12 @@ func TestNewArgs(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := New(nil, c.set); err == nil || !strings.Contains(err.Error(), "nil device or set") {
+			if _, err := NewArena(nil, c.set); err == nil || !strings.Contains(err.Error(), "nil device or set") {
 				t.Errorf("error %v, want one about a nil device or set", err)
 			}
 		})
 	}
 	if set.Get("w").Bound() != nil {
-		t.Errorf("a refused New bound a parameter")
+		t.Errorf("a refused NewArena bound a parameter")
 	}
 }

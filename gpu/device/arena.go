@@ -1,8 +1,4 @@
-// Package arena holds a params.Set on a device (issue 16): its values and
-// gradients as two flat device buffers, every parameter bound to views of
-// them, and AdamW over the buffers. It is apart from package ops/device
-// because params' tests import ops, which imports ops/device.
-package arena
+package device
 
 import (
 	"errors"
@@ -12,7 +8,6 @@ import (
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/gpu/cuda"
-	"github.com/dcdit/dcdit/gpu/device"
 	"github.com/dcdit/dcdit/optim"
 	"github.com/dcdit/dcdit/params"
 )
@@ -25,7 +20,7 @@ import (
 // runs see device tensors. The host arena is untouched in between; Upload
 // and Download copy at the edges, and Close unbinds.
 type Arena struct {
-	dev        *device.Device
+	dev        *Device
 	set        *params.Set
 	data, grad cuda.Buffer
 	sides      []*paramSide
@@ -34,35 +29,35 @@ type Arena struct {
 // paramSide is one parameter on the device: views of the arena's value
 // and gradient buffers.
 type paramSide struct {
-	dev       *device.Device
+	dev       *Device
 	host      *params.Param
-	val, grad *device.Tensor
+	val, grad *Tensor
 
 	mu      sync.Mutex
 	touched bool // a gradient was added since the last ZeroGrad
 }
 
-// New allocates the device arena for set, uploads its values, zeroes
+// NewArena allocates the device arena for set, uploads its values, zeroes
 // the gradients and binds every parameter to it. The buffers are the
 // arena's own (not the pool's), freed by Close.
-func New(d *device.Device, set *params.Set) (*Arena, error) {
+func NewArena(d *Device, set *params.Set) (*Arena, error) {
 	if d == nil || set == nil {
-		return nil, errors.New("arena: New: nil device or set")
+		return nil, errors.New("device: NewArena: nil device or set")
 	}
 	for _, p := range set.List() {
 		if p.Bound() != nil {
-			return nil, fmt.Errorf("arena: New: parameter %q is bound already", p.Name)
+			return nil, fmt.Errorf("device: NewArena: parameter %q is bound already", p.Name)
 		}
 	}
 	n := set.Len()
 	m := &Arena{dev: d, set: set}
 	var err error
 	if m.data, err = d.Runtime().Alloc(4 * n); err != nil {
-		return nil, fmt.Errorf("arena: New: %d values: %w", n, err)
+		return nil, fmt.Errorf("device: NewArena: %d values: %w", n, err)
 	}
 	if m.grad, err = d.Runtime().Alloc(4 * n); err != nil {
 		m.data.Free()
-		return nil, fmt.Errorf("arena: New: %d gradients: %w", n, err)
+		return nil, fmt.Errorf("device: NewArena: %d gradients: %w", n, err)
 	}
 	if err := m.Upload(); err != nil {
 		m.free()
@@ -70,7 +65,7 @@ func New(d *device.Device, set *params.Set) (*Arena, error) {
 	}
 	if err := m.grad.Zero(); err != nil {
 		m.free()
-		return nil, fmt.Errorf("arena: New: %w", err)
+		return nil, fmt.Errorf("device: NewArena: %w", err)
 	}
 	for _, p := range set.List() {
 		lo, hi, _ := set.Range(p.Name)
@@ -81,7 +76,7 @@ func New(d *device.Device, set *params.Set) (*Arena, error) {
 		}
 		if err != nil {
 			m.free()
-			return nil, fmt.Errorf("arena: New: %q: %w", p.Name, err)
+			return nil, fmt.Errorf("device: NewArena: %q: %w", p.Name, err)
 		}
 		m.sides = append(m.sides, s)
 	}
@@ -92,7 +87,7 @@ func New(d *device.Device, set *params.Set) (*Arena, error) {
 }
 
 // view is a [shape] tensor over elements [lo, hi) of b.
-func (m *Arena) view(b cuda.Buffer, lo, hi int, shape []int) (*device.Tensor, error) {
+func (m *Arena) view(b cuda.Buffer, lo, hi int, shape []int) (*Tensor, error) {
 	sl, err := b.Slice(4*lo, 4*(hi-lo))
 	if err != nil {
 		return nil, err
@@ -106,7 +101,7 @@ func (m *Arena) free() {
 }
 
 // Device is the device the arena lives on.
-func (m *Arena) Device() *device.Device { return m.dev }
+func (m *Arena) Device() *Device { return m.dev }
 
 // Set is the parameter set held on the device.
 func (m *Arena) Set() *params.Set { return m.set }
@@ -120,7 +115,7 @@ func (m *Arena) Grad() cuda.Buffer { return m.grad }
 // Upload copies the host arena's values (Set().Data) to the device.
 func (m *Arena) Upload() error {
 	if err := cuda.CopyFromHost(m.data, m.set.Data); err != nil {
-		return fmt.Errorf("arena: Upload: %w", err)
+		return fmt.Errorf("device: arena: Upload: %w", err)
 	}
 	return nil
 }
@@ -129,7 +124,7 @@ func (m *Arena) Upload() error {
 // (Set().Data), for a checkpoint or a host-side evaluation.
 func (m *Arena) Download() error {
 	if err := cuda.CopyToHost(m.set.Data, m.data); err != nil {
-		return fmt.Errorf("arena: Download: %w", err)
+		return fmt.Errorf("device: arena: Download: %w", err)
 	}
 	return nil
 }
@@ -138,7 +133,7 @@ func (m *Arena) Download() error {
 // gradient arena (Set().Grad).
 func (m *Arena) DownloadGrad() error {
 	if err := cuda.CopyToHost(m.set.Grad, m.grad); err != nil {
-		return fmt.Errorf("arena: DownloadGrad: %w", err)
+		return fmt.Errorf("device: arena: DownloadGrad: %w", err)
 	}
 	return nil
 }
@@ -152,7 +147,7 @@ func (m *Arena) ZeroGrad() error {
 		s.mu.Unlock()
 	}
 	if err := m.grad.Zero(); err != nil {
-		return fmt.Errorf("arena: ZeroGrad: %w", err)
+		return fmt.Errorf("device: arena: ZeroGrad: %w", err)
 	}
 	return nil
 }
@@ -179,22 +174,22 @@ func (s *paramSide) Value() mat.Tensor {
 // does a CUDA error: spago's interface returns none, and the error is
 // sticky, so the next synchronising call reports it too.
 func (s *paramSide) AccGrad(g mat.Tensor) {
-	r, ok := g.(device.Resident)
+	r, ok := g.(Resident)
 	if !ok && g != nil {
-		r, ok = g.Value().(device.Resident)
+		r, ok = g.Value().(Resident)
 	}
 	if !ok {
-		panic(fmt.Sprintf("arena: AccGrad: the gradient of a device parameter %v is a %T on the host", s.val.Shape(), g))
+		panic(fmt.Sprintf("device: arena: AccGrad: the gradient of a device parameter %v is a %T on the host", s.val.Shape(), g))
 	}
 	src := r.DeviceTensor()
 	if src.Size() != s.grad.Size() {
-		panic(fmt.Sprintf("arena: AccGrad: gradient of %d values for a parameter of %d", src.Size(), s.grad.Size()))
+		panic(fmt.Sprintf("device: arena: AccGrad: gradient of %d values for a parameter of %d", src.Size(), s.grad.Size()))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// The arena is zero after ZeroGrad, so the first gradient adds to 0.
 	if err := s.dev.Kernels().Add(s.grad.Buffer(), s.grad.Buffer(), src.Buffer()); err != nil {
-		panic(fmt.Sprintf("arena: AccGrad: %v", err))
+		panic(fmt.Sprintf("device: arena: AccGrad: %v", err))
 	}
 	s.touched = true
 }
@@ -223,7 +218,7 @@ func (s *paramSide) ZeroGrad() {
 	defer s.mu.Unlock()
 	if s.touched {
 		if err := s.grad.Buffer().Zero(); err != nil {
-			panic(fmt.Sprintf("arena: ZeroGrad: %v", err))
+			panic(fmt.Sprintf("device: arena: ZeroGrad: %v", err))
 		}
 	}
 	s.touched = false
@@ -244,11 +239,11 @@ func (m *Arena) NewAdamW(h optim.Hyper) (*AdamW, error) {
 	n := m.set.Len()
 	mom, err := m.dev.Runtime().Alloc(8 * n)
 	if err != nil {
-		return nil, fmt.Errorf("arena: NewAdamW: %w", err)
+		return nil, fmt.Errorf("device: arena: NewAdamW: %w", err)
 	}
 	if err := mom.Zero(); err != nil {
 		mom.Free()
-		return nil, fmt.Errorf("arena: NewAdamW: %w", err)
+		return nil, fmt.Errorf("device: arena: NewAdamW: %w", err)
 	}
 	return &AdamW{m: m, hyper: h, mom: mom}, nil
 }
@@ -266,7 +261,7 @@ func (a *AdamW) Step() error {
 	}
 	a.t++
 	if err := a.m.dev.Kernels().AdamW(a.m.data, a.m.grad, mb, vb, optim.NewAdamWScalars(a.hyper, a.t)); err != nil {
-		return fmt.Errorf("arena: AdamW step %d: %w", a.t, err)
+		return fmt.Errorf("device: arena: AdamW step %d: %w", a.t, err)
 	}
 	return nil
 }
