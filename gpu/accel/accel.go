@@ -15,6 +15,7 @@ import (
 
 	"github.com/dcdit/dcdit/gpu/cuda"
 	"github.com/dcdit/dcdit/gpu/device"
+	"github.com/dcdit/dcdit/optim"
 	"github.com/dcdit/dcdit/params"
 )
 
@@ -156,4 +157,14 @@ func (b *Binding) Close() error {
 	}
 	b.arenas = nil
 	return errors.Join(errs...)
+}
+
+// NewOptimizer puts a training stage's optimiser on the device beside the
+// binding's arena (device.Arena.NewOptimizer). The binding must hold one
+// parameter set, the one opt and ema describe.
+func (b *Binding) NewOptimizer(opt *optim.AdamW, maxNorm float64, ema *optim.EMA) (*device.Optimizer, error) {
+	if b == nil || len(b.arenas) != 1 {
+		return nil, errors.New("accel: NewOptimizer: the binding must hold exactly one parameter set")
+	}
+	return b.arenas[0].NewOptimizer(opt, maxNorm, ema)
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/gpu/cuda"
-	"github.com/dcdit/dcdit/optim"
 	"github.com/dcdit/dcdit/params"
 )
 
@@ -223,48 +222,3 @@ func (s *paramSide) ZeroGrad() {
 	}
 	s.touched = false
 }
-
-// AdamW is optim.AdamW over an Arena's flat buffers, for a set whose
-// parameters are all trainable in one group: the moments live on the
-// device, and each Step is one kernel launch over the arena.
-type AdamW struct {
-	m     *Arena
-	hyper optim.Hyper
-	mom   cuda.Buffer // m then v, each Set().Len() float32
-	t     int64
-}
-
-// NewAdamW allocates zeroed moments for the arena's arena.
-func (m *Arena) NewAdamW(h optim.Hyper) (*AdamW, error) {
-	n := m.set.Len()
-	mom, err := m.dev.Runtime().Alloc(8 * n)
-	if err != nil {
-		return nil, fmt.Errorf("device: arena: NewAdamW: %w", err)
-	}
-	if err := mom.Zero(); err != nil {
-		mom.Free()
-		return nil, fmt.Errorf("device: arena: NewAdamW: %w", err)
-	}
-	return &AdamW{m: m, hyper: h, mom: mom}, nil
-}
-
-// Step applies one update to the arena's values from its gradients.
-func (a *AdamW) Step() error {
-	n := a.m.set.Len()
-	mb, err := a.mom.Slice(0, 4*n)
-	if err != nil {
-		return err
-	}
-	vb, err := a.mom.Slice(4*n, 4*n)
-	if err != nil {
-		return err
-	}
-	a.t++
-	if err := a.m.dev.Kernels().AdamW(a.m.data, a.m.grad, mb, vb, optim.NewAdamWScalars(a.hyper, a.t)); err != nil {
-		return fmt.Errorf("device: arena: AdamW step %d: %w", a.t, err)
-	}
-	return nil
-}
-
-// Close frees the moments.
-func (a *AdamW) Close() error { return a.mom.Free() }

@@ -323,7 +323,11 @@ func TestDiTTrainingStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ar.Close()
-	adam, err := ar.NewAdamW(h)
+	devOpt, err := optim.NewAdamW(optim.AllTrainable(m.Params.Len()), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adam, err := ar.NewOptimizer(devOpt, math.Inf(1), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 )
 
 // TestTrainerOnDevice: a distill.Trainer stage run with its parameters,
-// moments and EMA on the GPU (accel.Optimizer) against the same stage on
+// moments and EMA on the GPU (device.Optimizer) against the same stage on
 // the CPU, from the same weights and data, with everything the optimiser
 // handles: a frozen parameter, a learning-rate group, gradient clipping
 // that bites, the EMA, warm-up and a decaying schedule, and checkpoints
@@ -118,7 +118,7 @@ func TestTrainerOnDevice(t *testing.T) {
 // TestDiTXLTrainStepTiming times one whole DiT-XL/2 training step on the
 // GPU at batch 32 (256 px), FP32 and TF32 GEMMs: forward, MSE loss,
 // backward, the gradient norm and clip, and AdamW, with the parameters,
-// gradients and moments on the device (accel.Optimizer), the mean of 5
+// gradients and moments on the device (device.Optimizer), the mean of 5
 // after a warm-up, each waited for. PyTorch eager's figure for the same
 // step comes from the reference script run on the same GPU (docs/gpu.md).
 func TestDiTXLTrainStepTiming(t *testing.T) {

@@ -1,4 +1,4 @@
-package accel
+package device
 
 import (
 	"errors"
@@ -7,18 +7,17 @@ import (
 
 	"github.com/dcdit/dcdit/gpu/cuda"
 	"github.com/dcdit/dcdit/gpu/cudakernels"
-	"github.com/dcdit/dcdit/gpu/device"
 	"github.com/dcdit/dcdit/optim"
 )
 
 // Optimizer is a training stage's gradient clip, AdamW and EMA running on
-// the device over a Binding's arena, so that a step moves nothing but the
-// gradient norm between host and device. It mirrors host objects that
-// stay the reference for checkpoints: the optim.AdamW (its mask, segments
-// and groups, whose learning rates the trainer keeps setting there) and
-// the optim.EMA. Pull copies the device state back into them.
+// the device over an Arena, so that a step moves nothing but the gradient
+// norm between host and device. It mirrors host objects that stay the
+// reference for checkpoints: the optim.AdamW (its mask, segments and
+// groups, whose learning rates the trainer keeps setting there) and the
+// optim.EMA. Pull copies the device state back into them.
 type Optimizer struct {
-	ar      *device.Arena
+	ar      *Arena
 	opt     *optim.AdamW
 	segs    []optim.Segment
 	ema     *optim.EMA
@@ -29,18 +28,14 @@ type Optimizer struct {
 }
 
 // NewOptimizer uploads opt's moments (its State, as resumed) and ema's
-// weights (nil: no EMA) beside the binding's arena. The binding must hold
-// one parameter set, the one opt and ema describe.
-func (b *Binding) NewOptimizer(opt *optim.AdamW, maxNorm float64, ema *optim.EMA) (*Optimizer, error) {
-	if b == nil || len(b.arenas) != 1 {
-		return nil, errors.New("accel: NewOptimizer: the binding must hold exactly one parameter set")
-	}
-	ar := b.arenas[0]
+// weights (nil: no EMA) beside the arena, whose parameter set opt and ema
+// describe.
+func (ar *Arena) NewOptimizer(opt *optim.AdamW, maxNorm float64, ema *optim.EMA) (*Optimizer, error) {
 	if n := ar.Set().Len(); opt.Mask().Len() != n {
-		return nil, fmt.Errorf("accel: NewOptimizer: the optimiser covers %d values, the set has %d", opt.Mask().Len(), n)
+		return nil, fmt.Errorf("device: NewOptimizer: the optimiser covers %d values, the set has %d", opt.Mask().Len(), n)
 	}
 	if !(maxNorm > 0) {
-		return nil, fmt.Errorf("accel: NewOptimizer: max norm %v, want a positive number (+Inf: no clip)", maxNorm)
+		return nil, fmt.Errorf("device: NewOptimizer: max norm %v, want a positive number (+Inf: no clip)", maxNorm)
 	}
 	o := &Optimizer{ar: ar, opt: opt, segs: opt.Segments(), ema: ema, maxNorm: maxNorm}
 	st := opt.State()
@@ -55,7 +50,7 @@ func (b *Binding) NewOptimizer(opt *optim.AdamW, maxNorm float64, ema *optim.EMA
 		}
 	}
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("accel: NewOptimizer: %w", err), o.Close())
+		return nil, errors.Join(fmt.Errorf("device: NewOptimizer: %w", err), o.Close())
 	}
 	return o, nil
 }
@@ -74,11 +69,11 @@ func (o *Optimizer) ClipNorm() (float64, error) {
 		err = k.ClipGradNorm(o.work, o.ar.Grad(), o.maxNorm)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("accel: gradient norm: %w", err)
+		return 0, fmt.Errorf("device: gradient norm: %w", err)
 	}
 	norm, err := cudakernels.ReadNorm(o.work)
 	if err != nil && !errors.Is(err, optim.ErrNonFiniteNorm) {
-		return 0, fmt.Errorf("accel: gradient norm: %w", err)
+		return 0, fmt.Errorf("device: gradient norm: %w", err)
 	}
 	return norm, nil
 }
@@ -100,10 +95,10 @@ func (o *Optimizer) Step() error {
 		m, err3 := o.m.Slice(4*s.Off, 4*s.N)
 		v, err4 := o.v.Slice(4*s.Off, 4*s.N)
 		if err := errors.Join(err1, err2, err3, err4); err != nil {
-			return fmt.Errorf("accel: AdamW step %d: %w", o.step, err)
+			return fmt.Errorf("device: AdamW step %d: %w", o.step, err)
 		}
 		if err := k.AdamW(p, g, m, v, scalars[s.Group]); err != nil {
-			return fmt.Errorf("accel: AdamW step %d: %w", o.step, err)
+			return fmt.Errorf("device: AdamW step %d: %w", o.step, err)
 		}
 	}
 	if o.ema == nil {
@@ -113,10 +108,10 @@ func (o *Optimizer) Step() error {
 		e, err1 := o.avg.Slice(4*r.Lo, 4*r.Len())
 		p, err2 := data.Slice(4*r.Lo, 4*r.Len())
 		if err := errors.Join(err1, err2); err != nil {
-			return fmt.Errorf("accel: EMA step %d: %w", o.step, err)
+			return fmt.Errorf("device: EMA step %d: %w", o.step, err)
 		}
 		if err := k.EMA(e, p, o.ema.Decay); err != nil {
-			return fmt.Errorf("accel: EMA step %d: %w", o.step, err)
+			return fmt.Errorf("device: EMA step %d: %w", o.step, err)
 		}
 	}
 	return nil
@@ -127,19 +122,19 @@ func (o *Optimizer) Step() error {
 // the average into the EMA, for a checkpoint or anything that reads them.
 func (o *Optimizer) Pull() error {
 	if err := o.ar.Download(); err != nil {
-		return fmt.Errorf("accel: Pull: %w", err)
+		return fmt.Errorf("device: Pull: %w", err)
 	}
 	n := o.opt.Mask().NumTrainable()
 	st := optim.State{Step: o.step, M: make([]float32, n), V: make([]float32, n)}
 	if err := errors.Join(cuda.CopyToHost(st.M, o.m), cuda.CopyToHost(st.V, o.v)); err != nil {
-		return fmt.Errorf("accel: Pull: moments: %w", err)
+		return fmt.Errorf("device: Pull: moments: %w", err)
 	}
 	if err := o.opt.SetState(st); err != nil {
-		return fmt.Errorf("accel: Pull: %w", err)
+		return fmt.Errorf("device: Pull: %w", err)
 	}
 	if o.ema != nil {
 		if err := cuda.CopyToHost(o.ema.Weights(), o.avg); err != nil {
-			return fmt.Errorf("accel: Pull: EMA: %w", err)
+			return fmt.Errorf("device: Pull: EMA: %w", err)
 		}
 	}
 	return nil
@@ -149,7 +144,7 @@ func (o *Optimizer) Pull() error {
 // weights into the set's arena and back (an evaluation of the EMA).
 func (o *Optimizer) Push() error {
 	if err := o.ar.Upload(); err != nil {
-		return fmt.Errorf("accel: Push: %w", err)
+		return fmt.Errorf("device: Push: %w", err)
 	}
 	return nil
 }
