@@ -1,5 +1,5 @@
 // Package accel chooses where a command's models run: on the CPU, or on a
-// CUDA GPU with their parameters held there (issue 16). The commands and
+// CUDA GPU with their parameters held there. The commands and
 // pipelines open one Accelerator from the user's --device (or a recipe's
 // device key) and attach each model's parameter set to it; the model code
 // itself is unchanged, since the ops dispatch on where their operands

@@ -66,12 +66,12 @@ type attnKernels struct {
 func (s *Set) attention(kernel string, headDim int) (*attnKernels, error) {
 	i, ne, ok := attnWidth(headDim)
 	if !ok {
-		return nil, fmt.Errorf("cuda/kernels: %s: no kernel for head dimension %d", kernel, headDim)
+		return nil, fmt.Errorf("cudakernels: %s: no kernel for head dimension %d", kernel, headDim)
 	}
 	k := &s.attn[i]
 	k.once.Do(func() { k.err = s.compileAttention(k, ne) })
 	if k.err != nil {
-		return nil, fmt.Errorf("cuda/kernels: %s: %w", kernel, k.err)
+		return nil, fmt.Errorf("cudakernels: %s: %w", kernel, k.err)
 	}
 	return k, nil
 }
@@ -102,7 +102,7 @@ func (s *Set) compileAttention(k *attnKernels, ne int) error {
 // module (its target, whether it came from the cache, how long NVRTC took).
 func (s *Set) AttentionModule(headDim int) (*cuda.Module, error) {
 	if headDim < 1 || headDim > MaxHeadDim {
-		return nil, fmt.Errorf("cuda/kernels: AttentionModule: head dimension %d, want 1..%d", headDim, MaxHeadDim)
+		return nil, fmt.Errorf("cudakernels: AttentionModule: head dimension %d, want 1..%d", headDim, MaxHeadDim)
 	}
 	k, err := s.attention("AttentionModule", headDim)
 	if err != nil {
@@ -128,15 +128,15 @@ type Packing struct {
 // releases the device memory.
 func (s *Set) NewPacking(offsets []int) (*Packing, error) {
 	if len(offsets) < 1 || offsets[0] != 0 {
-		return nil, fmt.Errorf("cuda/kernels: NewPacking: offsets %v must have at least one entry and start at 0", head(offsets))
+		return nil, fmt.Errorf("cudakernels: NewPacking: offsets %v must have at least one entry and start at 0", head(offsets))
 	}
 	for i := 1; i < len(offsets); i++ {
 		if offsets[i] < offsets[i-1] {
-			return nil, fmt.Errorf("cuda/kernels: NewPacking: offsets decrease at %d: %d < %d", i, offsets[i], offsets[i-1])
+			return nil, fmt.Errorf("cudakernels: NewPacking: offsets decrease at %d: %d < %d", i, offsets[i], offsets[i-1])
 		}
 	}
 	if last := offsets[len(offsets)-1]; last > 1<<31-1 {
-		return nil, fmt.Errorf("cuda/kernels: NewPacking: %d rows do not fit int32", last)
+		return nil, fmt.Errorf("cudakernels: NewPacking: %d rows do not fit int32", last)
 	}
 	host := make([]int32, 0, len(offsets)+3*(offsets[len(offsets)-1]/attnRows+len(offsets)))
 	for _, o := range offsets {
@@ -154,7 +154,7 @@ func (s *Set) NewPacking(offsets []int) (*Packing, error) {
 	}
 	buf, err := cuda.Upload(s.rt, host)
 	if err != nil {
-		return nil, fmt.Errorf("cuda/kernels: NewPacking: %w", err)
+		return nil, fmt.Errorf("cudakernels: NewPacking: %w", err)
 	}
 	p := &Packing{offsets: append([]int(nil), offsets...), buf: buf, ntiles: ntiles}
 	nOff := 4 * len(offsets)
@@ -163,7 +163,7 @@ func (s *Set) NewPacking(offsets []int) (*Packing, error) {
 	}
 	if err != nil {
 		buf.Free()
-		return nil, fmt.Errorf("cuda/kernels: NewPacking: %w", err)
+		return nil, fmt.Errorf("cudakernels: NewPacking: %w", err)
 	}
 	return p, nil
 }
@@ -190,7 +190,7 @@ func atLeast(kernel, name string, b cuda.Buffer, want int) error {
 		return err
 	}
 	if n < want {
-		return fmt.Errorf("cuda/kernels: %s: %s has %d float32, want at least %d", kernel, name, n, want)
+		return fmt.Errorf("cudakernels: %s: %s has %d float32, want at least %d", kernel, name, n, want)
 	}
 	return nil
 }
@@ -206,13 +206,13 @@ type attnBuf struct {
 // kernels for headDim.
 func (s *Set) attnArgs(kernel string, p *Packing, heads, headDim int, bufs ...attnBuf) (*attnKernels, error) {
 	if p == nil {
-		return nil, fmt.Errorf("cuda/kernels: %s: nil packing", kernel)
+		return nil, fmt.Errorf("cudakernels: %s: nil packing", kernel)
 	}
 	if heads < 1 || heads > 65535 || headDim < 1 || headDim > MaxHeadDim {
-		return nil, fmt.Errorf("cuda/kernels: %s: %d heads of dimension %d; want 1..65535 heads of dimension 1..%d", kernel, heads, headDim, MaxHeadDim)
+		return nil, fmt.Errorf("cudakernels: %s: %d heads of dimension %d; want 1..65535 heads of dimension 1..%d", kernel, heads, headDim, MaxHeadDim)
 	}
 	if int64(p.Rows())*3*int64(heads)*int64(headDim) > 1<<62 {
-		return nil, fmt.Errorf("cuda/kernels: %s: shape too large", kernel)
+		return nil, fmt.Errorf("cudakernels: %s: shape too large", kernel)
 	}
 	for _, b := range bufs {
 		if err := atLeast(kernel, b.name, b.b, b.n); err != nil {

@@ -27,7 +27,7 @@ extern "C" __global__ void cols_copy(float* dst, int dst_cols, int dst_lo,
 // colsRange checks a column range [lo, hi) of a matrix of cols columns.
 func colsRange(kernel string, rows, cols, lo, hi int) error {
 	if rows < 0 || cols < 1 || lo < 0 || hi > cols || lo > hi || int64(rows)*int64(cols) > 1<<40 || cols > 1<<31-1 {
-		return fmt.Errorf("cuda/kernels: %s: columns [%d, %d) of a [%d %d] matrix: want 0 ≤ lo ≤ hi ≤ cols and rows ≥ 0", kernel, lo, hi, rows, cols)
+		return fmt.Errorf("cudakernels: %s: columns [%d, %d) of a [%d %d] matrix: want 0 ≤ lo ≤ hi ≤ cols and rows ≥ 0", kernel, lo, hi, rows, cols)
 	}
 	return nil
 }
@@ -58,7 +58,7 @@ func (sc *Scaffold) SliceColsBackward(dx, dy cuda.Buffer, rows, cols, lo, hi int
 		return err
 	}
 	if err := dx.Zero(); err != nil {
-		return fmt.Errorf("cuda/kernels: %s: %w", kernel, err)
+		return fmt.Errorf("cudakernels: %s: %w", kernel, err)
 	}
 	return sc.set.elementwise(sc.colsCopy, rows*w, dx, int32(cols), int32(lo), dy, int32(w), int32(0), int32(w))
 }

@@ -37,7 +37,7 @@ import (
 // convPrecision accepts the GEMM precisions that read float32 storage.
 func convPrecision(kernel string, p cuda.Precision) error {
 	if p != cuda.FP32 && p != cuda.TF32 {
-		return fmt.Errorf("cuda/kernels: %s: precision %v, want FP32 or TF32 (float32 storage)", kernel, p)
+		return fmt.Errorf("cudakernels: %s: precision %v, want FP32 or TF32 (float32 storage)", kernel, p)
 	}
 	return nil
 }
@@ -45,11 +45,11 @@ func convPrecision(kernel string, p cuda.Precision) error {
 // convShape validates a batch of grids and returns its token count.
 func convShape(kernel string, batch, height, width, cin, cout int) (int, error) {
 	if batch < 0 || height < 1 || width < 1 || cin < 1 || cout < 1 {
-		return 0, fmt.Errorf("cuda/kernels: %s: batch %d of %d×%d grids, %d → %d channels: want batch ≥ 0 and the rest ≥ 1", kernel, batch, height, width, cin, cout)
+		return 0, fmt.Errorf("cudakernels: %s: batch %d of %d×%d grids, %d → %d channels: want batch ≥ 0 and the rest ≥ 1", kernel, batch, height, width, cin, cout)
 	}
 	tokens := int64(batch) * int64(height) * int64(width)
 	if tokens*9*int64(max(cin, cout)) > 1<<40 || tokens > 1<<31-1 || int64(height)*int64(width) > 1<<31-1 || 9*int64(cin)*int64(cout) > 1<<31-1 {
-		return 0, fmt.Errorf("cuda/kernels: %s: batch %d of %d×%d grids, %d → %d channels is too large", kernel, batch, height, width, cin, cout)
+		return 0, fmt.Errorf("cudakernels: %s: batch %d of %d×%d grids, %d → %d channels is too large", kernel, batch, height, width, cin, cout)
 	}
 	return int(tokens), nil
 }
@@ -71,7 +71,7 @@ func Conv3x3MinWorkspaceBytes(cin, cout int) int { return 4 * (9*cin*cout + 9*ma
 func convChunk(kernel string, ws cuda.Buffer, reserved, k, tokens int) (int, error) {
 	n := (ws.Len()/4 - reserved) / k
 	if n < 1 {
-		return 0, fmt.Errorf("cuda/kernels: %s: workspace of %d bytes holds no panel row (%d bytes reserved, %d a row)", kernel, ws.Len(), 4*reserved, 4*k)
+		return 0, fmt.Errorf("cudakernels: %s: workspace of %d bytes holds no panel row (%d bytes reserved, %d a row)", kernel, ws.Len(), 4*reserved, 4*k)
 	}
 	return min(n, tokens), nil
 }
@@ -129,7 +129,7 @@ func (sc *Scaffold) Conv3x3Forward(y, x, w, bias, ws cuda.Buffer, batch, height,
 	}
 	bl, err := sc.set.rt.BLAS()
 	if err != nil {
-		return fmt.Errorf("cuda/kernels: %s: %w", kernel, err)
+		return fmt.Errorf("cudakernels: %s: %w", kernel, err)
 	}
 	var beta float32
 	if bias.Len() > 0 {
@@ -152,7 +152,7 @@ func (sc *Scaffold) Conv3x3Forward(y, x, w, bias, ws cuda.Buffer, batch, height,
 			return err
 		}
 		if err := bl.Gemm(prec, false, true, n, cout, k, 1, col, k, w, k, beta, yb, cout); err != nil {
-			return fmt.Errorf("cuda/kernels: %s: %w", kernel, err)
+			return fmt.Errorf("cudakernels: %s: %w", kernel, err)
 		}
 	}
 	return nil
@@ -202,7 +202,7 @@ func (sc *Scaffold) Conv3x3Backward(dx, dw, dbias, dy, x, w, ws cuda.Buffer, bat
 	}
 	bl, err := sc.set.rt.BLAS()
 	if err != nil {
-		return fmt.Errorf("cuda/kernels: %s: %w", kernel, err)
+		return fmt.Errorf("cudakernels: %s: %w", kernel, err)
 	}
 	kin, kout := 9*cin, 9*cout
 	if dw.Len() > 0 {
@@ -230,7 +230,7 @@ func (sc *Scaffold) Conv3x3Backward(dx, dw, dbias, dy, x, w, ws cuda.Buffer, bat
 				beta = 1
 			}
 			if err := bl.Gemm(prec, true, false, cout, kin, n, 1, dyb, cout, col, kin, beta, dw, kin); err != nil {
-				return fmt.Errorf("cuda/kernels: %s: dw: %w", kernel, err)
+				return fmt.Errorf("cudakernels: %s: dw: %w", kernel, err)
 			}
 		}
 	}
@@ -239,7 +239,7 @@ func (sc *Scaffold) Conv3x3Backward(dx, dw, dbias, dy, x, w, ws cuda.Buffer, bat
 		// w[co, :, 8 − tap]; wf sits at the start of ws, the panels after.
 		wf, err := f32Slice(ws, 0, kout*cin)
 		if err != nil {
-			return fmt.Errorf("cuda/kernels: %s: workspace of %d bytes cannot hold the flipped weights: %w", kernel, ws.Len(), err)
+			return fmt.Errorf("cudakernels: %s: workspace of %d bytes cannot hold the flipped weights: %w", kernel, ws.Len(), err)
 		}
 		chunk, err := convChunk(kernel, ws, kout*cin, kout, tokens)
 		if err != nil {
@@ -262,7 +262,7 @@ func (sc *Scaffold) Conv3x3Backward(dx, dw, dbias, dy, x, w, ws cuda.Buffer, bat
 				return err
 			}
 			if err := bl.Gemm(prec, false, false, n, cin, kout, 1, col, kout, wf, cin, 0, dxb, cin); err != nil {
-				return fmt.Errorf("cuda/kernels: %s: dx: %w", kernel, err)
+				return fmt.Errorf("cudakernels: %s: dx: %w", kernel, err)
 			}
 		}
 	}
@@ -272,7 +272,7 @@ func (sc *Scaffold) Conv3x3Backward(dx, dw, dbias, dy, x, w, ws cuda.Buffer, bat
 // conv1x1Shape validates a 1×1 convolution's dimensions.
 func conv1x1Shape(kernel string, tokens, cin, cout int) error {
 	if tokens < 0 || cin < 1 || cout < 1 || tokens > 1<<31-1 || int64(cin)*int64(cout) > 1<<31-1 {
-		return fmt.Errorf("cuda/kernels: %s: %d tokens, %d → %d channels: want tokens ≥ 0 and channels ≥ 1", kernel, tokens, cin, cout)
+		return fmt.Errorf("cudakernels: %s: %d tokens, %d → %d channels: want tokens ≥ 0 and channels ≥ 1", kernel, tokens, cin, cout)
 	}
 	return nil
 }
@@ -297,7 +297,7 @@ func (sc *Scaffold) Conv1x1Forward(y, x, w, bias cuda.Buffer, tokens, cin, cout 
 	}
 	bl, err := sc.set.rt.BLAS()
 	if err != nil {
-		return fmt.Errorf("cuda/kernels: %s: %w", kernel, err)
+		return fmt.Errorf("cudakernels: %s: %w", kernel, err)
 	}
 	var beta float32
 	if bias.Len() > 0 {
@@ -307,7 +307,7 @@ func (sc *Scaffold) Conv1x1Forward(y, x, w, bias cuda.Buffer, tokens, cin, cout 
 		beta = 1
 	}
 	if err := bl.Gemm(prec, false, true, tokens, cout, cin, 1, x, cin, w, cin, beta, y, cout); err != nil {
-		return fmt.Errorf("cuda/kernels: %s: %w", kernel, err)
+		return fmt.Errorf("cudakernels: %s: %w", kernel, err)
 	}
 	return nil
 }
@@ -353,16 +353,16 @@ func (sc *Scaffold) Conv1x1Backward(dx, dw, dbias, dy, x, w cuda.Buffer, tokens,
 	}
 	bl, err := sc.set.rt.BLAS()
 	if err != nil {
-		return fmt.Errorf("cuda/kernels: %s: %w", kernel, err)
+		return fmt.Errorf("cudakernels: %s: %w", kernel, err)
 	}
 	if dx.Len() > 0 {
 		if err := bl.Gemm(prec, false, false, tokens, cin, cout, 1, dy, cout, w, cin, 0, dx, cin); err != nil {
-			return fmt.Errorf("cuda/kernels: %s: dx: %w", kernel, err)
+			return fmt.Errorf("cudakernels: %s: dx: %w", kernel, err)
 		}
 	}
 	if dw.Len() > 0 {
 		if err := bl.Gemm(prec, true, false, cout, cin, tokens, 1, dy, cout, x, cin, 0, dw, cin); err != nil {
-			return fmt.Errorf("cuda/kernels: %s: dw: %w", kernel, err)
+			return fmt.Errorf("cudakernels: %s: dw: %w", kernel, err)
 		}
 	}
 	return nil

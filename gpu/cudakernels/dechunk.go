@@ -54,17 +54,17 @@ func deChunkGroups(cols int) int { return (cols + deChunkCols - 1) / deChunkCols
 // rows, the samples and the grid.
 func deChunkArgs(kernel string, pk *Packing, cols int, pos cuda.Buffer, sigma, pmin, pmax float64) (rows, samples int, grid cuda.Dim3, err error) {
 	if pk == nil {
-		return 0, 0, grid, fmt.Errorf("cuda/kernels: %s: nil packing", kernel)
+		return 0, 0, grid, fmt.Errorf("cudakernels: %s: nil packing", kernel)
 	}
 	rows, samples = pk.Rows(), pk.Sequences()
 	if cols < 1 || int64(rows)*int64(cols) > 1<<62 || samples > 65535 || deChunkGroups(cols) > 65535 {
-		return 0, 0, grid, fmt.Errorf("cuda/kernels: %s: %d rows of %d columns in %d samples (want ≥ 1 column, ≤ 65535 samples)", kernel, rows, cols, samples)
+		return 0, 0, grid, fmt.Errorf("cudakernels: %s: %d rows of %d columns in %d samples (want ≥ 1 column, ≤ 65535 samples)", kernel, rows, cols, samples)
 	}
 	if !(sigma > 0) || !(pmin <= pmax) {
-		return 0, 0, grid, fmt.Errorf("cuda/kernels: %s: σ = %v, clamp [%v, %v]: want σ > 0 and pmin ≤ pmax", kernel, sigma, pmin, pmax)
+		return 0, 0, grid, fmt.Errorf("cudakernels: %s: σ = %v, clamp [%v, %v]: want σ > 0 and pmin ≤ pmax", kernel, sigma, pmin, pmax)
 	}
 	if pos.Len() != 16*rows {
-		return 0, 0, grid, fmt.Errorf("cuda/kernels: %s: pos has %d bytes, want 2·%d float64 (row, column per token)", kernel, pos.Len(), rows)
+		return 0, 0, grid, fmt.Errorf("cudakernels: %s: pos has %d bytes, want 2·%d float64 (row, column per token)", kernel, pos.Len(), rows)
 	}
 	maxM := 0
 	for s := 1; s < len(pk.offsets); s++ {
@@ -118,7 +118,7 @@ func (sc *Scaffold) DeChunkBackward(dh, dp, dy, h, p, q, z, s, pos cuda.Buffer, 
 		return nil
 	}
 	if need := DeChunkWorkspaceBytes(rows, cols); ws.Len() < need {
-		return fmt.Errorf("cuda/kernels: %s: workspace has %d bytes, want %d", kernel, ws.Len(), need)
+		return fmt.Errorf("cudakernels: %s: workspace has %d bytes, want %d", kernel, ws.Len(), need)
 	}
 	ng := deChunkGroups(cols)
 	var u, beta, kb, part cuda.Buffer
@@ -130,7 +130,7 @@ func (sc *Scaffold) DeChunkBackward(dh, dp, dy, h, p, q, z, s, pos cuda.Buffer, 
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("cuda/kernels: %s: %w", kernel, err)
+		return fmt.Errorf("cudakernels: %s: %w", kernel, err)
 	}
 	if err := sc.dcBwdU.Launch(cuda.Dim3{X: rows}, cuda.Dim3{X: blockSize}, 0, u, beta, dy, q, z, s, int32(cols)); err != nil {
 		return err

@@ -47,7 +47,7 @@ func (sc *Scaffold) NewRowIndex(idx []int, rows int) (*RowIndex, error) {
 	}
 	buf, err := cuda.Upload(sc.set.rt, host)
 	if err != nil {
-		return nil, fmt.Errorf("cuda/kernels: NewRowIndex: %w", err)
+		return nil, fmt.Errorf("cudakernels: NewRowIndex: %w", err)
 	}
 	ri, err := newRowIndex(buf, len(idx), rows, unique)
 	if err != nil {
@@ -69,14 +69,14 @@ func (sc *Scaffold) RowIndexIn(buf cuda.Buffer, idx []int, rows int) (*RowIndex,
 		return nil, err
 	}
 	if buf.Len() < 4*len(host) {
-		return nil, fmt.Errorf("cuda/kernels: RowIndexIn: a buffer of %d bytes for an index of %d", buf.Len(), 4*len(host))
+		return nil, fmt.Errorf("cudakernels: RowIndexIn: a buffer of %d bytes for an index of %d", buf.Len(), 4*len(host))
 	}
 	sl, err := buf.Slice(0, 4*len(host))
 	if err == nil {
 		err = cuda.CopyFromHost(sl, host)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cuda/kernels: RowIndexIn: %w", err)
+		return nil, fmt.Errorf("cudakernels: RowIndexIn: %w", err)
 	}
 	return newRowIndex(sl, len(idx), rows, unique)
 }
@@ -85,7 +85,7 @@ func (sc *Scaffold) RowIndexIn(buf cuda.Buffer, idx []int, rows int) (*RowIndex,
 // device holds them: idx [n], inverse offsets [rows+1], inverse list [n].
 func rowIndexHost(idx []int, rows int) (host []int32, unique bool, err error) {
 	if rows < 0 || rows > 1<<31-2 || len(idx) > 1<<31-1 {
-		return nil, false, fmt.Errorf("cuda/kernels: row index: %d indices into %d rows: sizes must fit int32", len(idx), rows)
+		return nil, false, fmt.Errorf("cudakernels: row index: %d indices into %d rows: sizes must fit int32", len(idx), rows)
 	}
 	n := len(idx)
 	host = make([]int32, 2*n+rows+1)
@@ -93,7 +93,7 @@ func rowIndexHost(idx []int, rows int) (host []int32, unique bool, err error) {
 	unique = true
 	for i, j := range idx {
 		if uint(j) >= uint(rows) {
-			return nil, false, fmt.Errorf("cuda/kernels: row index: idx[%d] = %d out of range [0, %d)", i, j, rows)
+			return nil, false, fmt.Errorf("cudakernels: row index: idx[%d] = %d out of range [0, %d)", i, j, rows)
 		}
 		fwd[i] = int32(j)
 		offs[j+1]++
@@ -124,7 +124,7 @@ func newRowIndex(buf cuda.Buffer, n, rows int, unique bool) (*RowIndex, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cuda/kernels: row index: %w", err)
+		return nil, fmt.Errorf("cudakernels: row index: %w", err)
 	}
 	return ri, nil
 }
@@ -151,7 +151,7 @@ func (ri *RowIndex) Free() error {
 // offs empty means list(r) = {list[r]}.
 func (sc *Scaffold) gatherSum(kernel string, out, in, offs, list cuda.Buffer, outRows, inRows, cols int) error {
 	if cols < 1 || int64(outRows)*int64(cols) > 1<<62 || int64(inRows)*int64(cols) > 1<<62 {
-		return fmt.Errorf("cuda/kernels: %s: %d columns, want ≥ 1", kernel, cols)
+		return fmt.Errorf("cudakernels: %s: %d columns, want ≥ 1", kernel, cols)
 	}
 	if err := checkBufs(kernel, bufArg{"out", out, outRows * cols, false}, bufArg{"in", in, inRows * cols, false}); err != nil {
 		return err
@@ -163,7 +163,7 @@ func (sc *Scaffold) gatherSum(kernel string, out, in, offs, list cuda.Buffer, ou
 // [ri.Len(), cols] (kernels.GatherRows). Indices may repeat.
 func (sc *Scaffold) GatherRows(y, x cuda.Buffer, ri *RowIndex, cols int) error {
 	if ri == nil {
-		return fmt.Errorf("cuda/kernels: GatherRows: nil index")
+		return fmt.Errorf("cudakernels: GatherRows: nil index")
 	}
 	return sc.gatherSum("GatherRows", y, x, cuda.Buffer{}, ri.idx, ri.n, ri.rows, cols)
 }
@@ -173,7 +173,7 @@ func (sc *Scaffold) GatherRows(y, x cuda.Buffer, ri *RowIndex, cols int) error {
 // of their gradients in order of i (kernels.GatherRowsBackward).
 func (sc *Scaffold) GatherRowsBackward(dx, dy cuda.Buffer, ri *RowIndex, cols int) error {
 	if ri == nil {
-		return fmt.Errorf("cuda/kernels: GatherRowsBackward: nil index")
+		return fmt.Errorf("cudakernels: GatherRowsBackward: nil index")
 	}
 	return sc.gatherSum("GatherRowsBackward", dx, dy, ri.invOffs, ri.invList, ri.rows, ri.n, cols)
 }
@@ -183,10 +183,10 @@ func (sc *Scaffold) GatherRowsBackward(dx, dy cuda.Buffer, ri *RowIndex, cols in
 // not repeat (an error otherwise).
 func (sc *Scaffold) ScatterRows(y, x cuda.Buffer, ri *RowIndex, cols int) error {
 	if ri == nil {
-		return fmt.Errorf("cuda/kernels: ScatterRows: nil index")
+		return fmt.Errorf("cudakernels: ScatterRows: nil index")
 	}
 	if !ri.unique {
-		return fmt.Errorf("cuda/kernels: ScatterRows: the index repeats a row: which copy wins would be arbitrary")
+		return fmt.Errorf("cudakernels: ScatterRows: the index repeats a row: which copy wins would be arbitrary")
 	}
 	return sc.gatherSum("ScatterRows", y, x, ri.invOffs, ri.invList, ri.rows, ri.n, cols)
 }
@@ -195,7 +195,7 @@ func (sc *Scaffold) ScatterRows(y, x cuda.Buffer, ri *RowIndex, cols int) error 
 // kernels.ScatterRowsBackward).
 func (sc *Scaffold) ScatterRowsBackward(dx, dy cuda.Buffer, ri *RowIndex, cols int) error {
 	if ri == nil {
-		return fmt.Errorf("cuda/kernels: ScatterRowsBackward: nil index")
+		return fmt.Errorf("cudakernels: ScatterRowsBackward: nil index")
 	}
 	return sc.gatherSum("ScatterRowsBackward", dx, dy, cuda.Buffer{}, ri.idx, ri.n, ri.rows, cols)
 }

@@ -1,5 +1,5 @@
-// Package kernels holds the project's CUDA C kernels and typed launchers for
-// them. The sources (source.go, and the *Source constants beside their
+// Package cudakernels holds the project's CUDA C kernels and typed launchers
+// for them (package kernels holds the CPU kernels they mirror). The sources (source.go, and the *Source constants beside their
 // launchers in the other files) are Go strings compiled by NVRTC for the
 // device at first use, through cuda.Runtime.Compile and its disk cache, so
 // the package needs no CUDA toolkit at build time.
@@ -82,11 +82,11 @@ func (s *Set) Module() *cuda.Module { return s.mod }
 // whole number).
 func f32Len(kernel, name string, b cuda.Buffer, want int) (int, error) {
 	if b.Len()%4 != 0 {
-		return 0, fmt.Errorf("cuda/kernels: %s: %s has %d bytes, not a whole number of float32", kernel, name, b.Len())
+		return 0, fmt.Errorf("cudakernels: %s: %s has %d bytes, not a whole number of float32", kernel, name, b.Len())
 	}
 	n := b.Len() / 4
 	if want >= 0 && n != want {
-		return 0, fmt.Errorf("cuda/kernels: %s: %s has %d float32, want %d", kernel, name, n, want)
+		return 0, fmt.Errorf("cudakernels: %s: %s has %d float32, want %d", kernel, name, n, want)
 	}
 	return n, nil
 }
@@ -149,7 +149,7 @@ func (s *Set) SiLU(y, x cuda.Buffer) error { return s.unary("SiLU", s.silu, y, x
 // rowsCols checks a [rows, cols] float32 matrix's arguments.
 func rowsCols(kernel string, rows, cols int) error {
 	if rows < 0 || cols < 0 || rows > 1<<31-1 || cols > 1<<31-1 {
-		return fmt.Errorf("cuda/kernels: %s: bad shape [%d, %d]", kernel, rows, cols)
+		return fmt.Errorf("cudakernels: %s: bad shape [%d, %d]", kernel, rows, cols)
 	}
 	return nil
 }

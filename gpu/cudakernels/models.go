@@ -170,7 +170,7 @@ extern "C" __global__ void mdl_mean_rows_bwd(float* dx, const float* dy, const i
 // device.
 func LoadModels(s *Set) (*Models, error) {
 	if s == nil {
-		return nil, fmt.Errorf("cuda/kernels: LoadModels: nil kernel set")
+		return nil, fmt.Errorf("cudakernels: LoadModels: nil kernel set")
 	}
 	mod, err := s.rt.Compile("dcdit_models.cu", modelsSource, fmadOff)
 	if err != nil {

@@ -142,10 +142,10 @@ func (s *Set) RMSNormBackward(dx, dw, dy, x, w, rstd cuda.Buffer, rows, cols int
 // gnShape validates GroupNorm's dimensions.
 func gnShape(kernel string, batch, tokens, channels, groups int) error {
 	if batch < 0 || tokens < 0 || channels < 1 || groups < 1 || channels%groups != 0 {
-		return fmt.Errorf("cuda/kernels: %s: batch %d, tokens %d, %d channels in %d groups: want channels a positive multiple of groups", kernel, batch, tokens, channels, groups)
+		return fmt.Errorf("cudakernels: %s: batch %d, tokens %d, %d channels in %d groups: want channels a positive multiple of groups", kernel, batch, tokens, channels, groups)
 	}
 	if int64(batch)*int64(tokens)*int64(channels) > 1<<31-1 || int64(batch)*int64(groups) > 1<<31-1 {
-		return fmt.Errorf("cuda/kernels: %s: shape too large", kernel)
+		return fmt.Errorf("cudakernels: %s: shape too large", kernel)
 	}
 	return nil
 }
@@ -235,11 +235,11 @@ func (s *Set) groupNormBackward(kernel string, silu int32, dx, dw, db, dy, x, me
 // with per-sample vectors [S, cols].
 func modArgs(kernel string, p *Packing, cols int) (rows, samples int, err error) {
 	if p == nil {
-		return 0, 0, fmt.Errorf("cuda/kernels: %s: nil packing", kernel)
+		return 0, 0, fmt.Errorf("cudakernels: %s: nil packing", kernel)
 	}
 	rows, samples = p.Rows(), p.Sequences()
 	if cols < 1 || int64(rows)*int64(cols) > 1<<62 || samples > 65535 {
-		return 0, 0, fmt.Errorf("cuda/kernels: %s: %d rows of %d columns in %d samples (want ≥ 1 column, ≤ 65535 samples)", kernel, rows, cols, samples)
+		return 0, 0, fmt.Errorf("cudakernels: %s: %d rows of %d columns in %d samples (want ≥ 1 column, ≤ 65535 samples)", kernel, rows, cols, samples)
 	}
 	return rows, samples, nil
 }
@@ -337,7 +337,7 @@ func (s *Set) GatedResidualBackward(dx, dgate, dh, dy, gate, h cuda.Buffer, p *P
 	}
 	if dx.Len() > 0 && rows > 0 {
 		if err := dx.CopyFrom(dy); err != nil {
-			return fmt.Errorf("cuda/kernels: GatedResidualBackward: dx: %w", err)
+			return fmt.Errorf("cudakernels: GatedResidualBackward: dx: %w", err)
 		}
 	}
 	if dh.Len() > 0 && rows > 0 {

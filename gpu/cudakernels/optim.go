@@ -78,7 +78,7 @@ func (s *Set) AdamW(params, grads, m, v cuda.Buffer, k optim.AdamWScalars) error
 // with decay and 1−decay each rounded once to float32 (optim.EMA.Update).
 func (s *Set) EMA(ema, params cuda.Buffer, decay float64) error {
 	if !(decay >= 0 && decay <= 1) {
-		return fmt.Errorf("cuda/kernels: EMA: decay %v, want 0 ≤ decay ≤ 1", decay)
+		return fmt.Errorf("cudakernels: EMA: decay %v, want 0 ≤ decay ≤ 1", decay)
 	}
 	n, err := sameLen("EMA", []string{"ema", "params"}, ema, params)
 	if err != nil {
@@ -93,7 +93,7 @@ func (s *Set) EMA(ema, params cuda.Buffer, decay float64) error {
 // fixed order, so the result does not depend on the device or the run.
 func (s *Set) GradNorm(work, grads cuda.Buffer) error {
 	if work.Len() < ClipWorkBytes {
-		return fmt.Errorf("cuda/kernels: GradNorm: work has %d bytes, want %d", work.Len(), ClipWorkBytes)
+		return fmt.Errorf("cudakernels: GradNorm: work has %d bytes, want %d", work.Len(), ClipWorkBytes)
 	}
 	n, err := f32Len("GradNorm", "grads", grads, -1)
 	if err != nil {
@@ -115,7 +115,7 @@ func (s *Set) GradNorm(work, grads cuda.Buffer) error {
 // it by ReadNorm, when it reads the norm for its logs.
 func (s *Set) ClipGradNorm(work, grads cuda.Buffer, maxNorm float64) error {
 	if !(maxNorm > 0) || math.IsInf(maxNorm, 1) {
-		return fmt.Errorf("cuda/kernels: ClipGradNorm: max norm %v, want a positive finite number", maxNorm)
+		return fmt.Errorf("cudakernels: ClipGradNorm: max norm %v, want a positive finite number", maxNorm)
 	}
 	if err := s.GradNorm(work, grads); err != nil {
 		return err
@@ -130,14 +130,14 @@ func (s *Set) ClipGradNorm(work, grads cuda.Buffer, maxNorm float64) error {
 func ReadNorm(work cuda.Buffer) (float64, error) {
 	head, err := work.Slice(0, 8)
 	if err != nil {
-		return 0, fmt.Errorf("cuda/kernels: ReadNorm: %w", err)
+		return 0, fmt.Errorf("cudakernels: ReadNorm: %w", err)
 	}
 	v := make([]float64, 1)
 	if err := cuda.CopyToHost(v, head); err != nil {
-		return 0, fmt.Errorf("cuda/kernels: ReadNorm: %w", err)
+		return 0, fmt.Errorf("cudakernels: ReadNorm: %w", err)
 	}
 	if math.IsNaN(v[0]) || math.IsInf(v[0], 0) {
-		return v[0], fmt.Errorf("cuda/kernels: %w (%v)", optim.ErrNonFiniteNorm, v[0])
+		return v[0], fmt.Errorf("cudakernels: %w (%v)", optim.ErrNonFiniteNorm, v[0])
 	}
 	return v[0], nil
 }

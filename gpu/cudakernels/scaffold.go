@@ -36,7 +36,7 @@ type Scaffold struct {
 // s's device.
 func LoadScaffold(s *Set) (*Scaffold, error) {
 	if s == nil {
-		return nil, fmt.Errorf("cuda/kernels: LoadScaffold: nil kernel set")
+		return nil, fmt.Errorf("cudakernels: LoadScaffold: nil kernel set")
 	}
 	mod, err := s.rt.Compile("dcdit_scaffold.cu", source+normSource+convSource+gatherSource+deChunkSource+actGradSource+colsSource, fmadOff)
 	if err != nil {
