@@ -248,7 +248,7 @@ func TestBackboneFLOPsAgree(t *testing.T) {
 	net := &hnet.Network{Config: &hnet.Config{Width: tc.HiddenSize, Depth: tc.Depth, Heads: tc.NumHeads, MLPHidden: tc.MLPHidden(),
 		FrequencySize: tc.FrequencySize, NumClasses: tc.NumClasses, PatchSize: tc.PatchSize}}
 	for _, lengths := range [][]int{{16}, {3, 40}, {0, 1, 64}} {
-		if a, b := bb.FLOPs(lengths), net.FLOPs(lengths); a != b || a <= 0 {
+		if a, b := bb.FLOPs(lengths), net.FLOPs(lengths); a != b || !(a > 0) {
 			t.Errorf("lengths %v: DiT counts %g, main network %g", lengths, a, b)
 		}
 	}

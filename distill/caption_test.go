@@ -110,7 +110,7 @@ func TestZImageDiffusionTrains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !finite(res.Last.Loss) || res.Last.Loss <= 0 {
+	if !finite(res.Last.Loss) || !(res.Last.Loss > 0) {
 		t.Errorf("last loss %v, want positive and finite", res.Last.Loss)
 	}
 	plain := randomData(t, 6, c.InChannels, 4)

@@ -82,7 +82,8 @@ func TestDCObjectiveZImage(t *testing.T) {
 				losses = append(losses, p.Metrics.Loss)
 				rhos[p.Metrics.Rho] = true
 				// σ·T < 1001 always: every sample keeps every cell.
-				if obj.Budget.DenseBelow > 1000 && p.Metrics.Kept != 1 {
+				dense := obj.Budget.DenseBelow > 1000
+				if dense && p.Metrics.Kept != 1 {
 					t.Errorf("step %d: kept %g of the cells below every timestep, want all", p.Step, p.Metrics.Kept)
 				}
 			}

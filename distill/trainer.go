@@ -10,7 +10,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/dcdit/dcdit/accel"
+	"github.com/dcdit/dcdit/gpu/accel"
+	"github.com/dcdit/dcdit/gpu/device"
 	"github.com/dcdit/dcdit/loaders/atomicfile"
 	"github.com/dcdit/dcdit/optim"
 	"github.com/dcdit/dcdit/params"
@@ -133,15 +134,15 @@ type Trainer struct {
 	// resumes.
 	Context context.Context
 	// Accelerator, if set, runs the stage on a GPU: Params, the gradients,
-	// the AdamW moments and the EMA live there (accel.Optimizer), and a
+	// the AdamW moments and the EMA live there (device.Optimizer), and a
 	// step reads back only the loss and the gradient norm. The host copies
 	// are brought up to date for each checkpoint and at the end, so the run
 	// folder is that of a CPU run and may resume on either.
 	Accelerator *accel.Accelerator
 
 	ema   *optim.EMA
-	dev   *accel.Optimizer // the optimiser on the Accelerator while Run runs
-	bound *accel.Binding   // Params on the Accelerator while Run runs
+	dev   *device.Optimizer // the optimiser on the Accelerator while Run runs
+	bound *accel.Binding    // Params on the Accelerator while Run runs
 }
 
 // Result summarises a finished stage.

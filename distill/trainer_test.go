@@ -361,7 +361,7 @@ func TestLRSchedules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		c := Config{Steps: 10, LR: 1, MinLR: 0.1, Warmup: 2, Schedule: tt.sched}
-		if got := c.lr(tt.step); math.Abs(got-tt.want) > 1e-12 {
+		if got := c.lr(tt.step); !(math.Abs(got-tt.want) <= 1e-12) {
 			t.Errorf("%s lr(%d) = %g, want %g", tt.sched, tt.step, got, tt.want)
 		}
 	}
@@ -393,7 +393,7 @@ func TestLRGroups(t *testing.T) {
 		return m
 	}
 	fast, slow := step("t_embedder.mlp.0.weight"), step("blocks.0.mlp.fc1.weight")
-	if math.Abs(fast-1e-2) > 1e-4 || math.Abs(slow-1e-3) > 1e-5 {
+	if !(math.Abs(fast-1e-2) <= 1e-4 && math.Abs(slow-1e-3) <= 1e-5) {
 		t.Fatalf("largest first-step change: grouped %g (want 1e-2), others %g (want 1e-3)", fast, slow)
 	}
 }

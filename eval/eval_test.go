@@ -114,17 +114,17 @@ func TestRun(t *testing.T) {
 			t.Errorf("ρ %v: %v kept tokens of %v", row.Rho, row.KeptTokens, L)
 		}
 		for name, v := range map[string]float64{"gflops": row.GFLOPsPerImage, "ms": row.MsPerImage, "eps": row.EpsRelMSE} {
-			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			if math.IsInf(v, 0) || !(v >= 0) {
 				t.Errorf("ρ %v: %s = %v", row.Rho, name, v)
 			}
 		}
 		// A random model's samples can be far off (negative PSNR).
-		if row.SamplePSNR >= MaxPSNR || row.EpsRelMSE == 0 {
+		if !(row.SamplePSNR < MaxPSNR) || row.EpsRelMSE == 0 {
 			t.Errorf("ρ %v: PSNR %v, ε MSE %v: the random teacher and model cannot agree", row.Rho, row.SamplePSNR, row.EpsRelMSE)
 		}
 		if i > 0 {
 			prev := r.Rows[i-1]
-			if row.KeptTokens >= prev.KeptTokens || row.GFLOPsPerImage >= prev.GFLOPsPerImage {
+			if !(row.KeptTokens < prev.KeptTokens && row.GFLOPsPerImage < prev.GFLOPsPerImage) {
 				t.Errorf("ρ %v keeps %v tokens at %v GFLOPs, ρ %v kept %v at %v: want strictly fewer", row.Rho, row.KeptTokens, row.GFLOPsPerImage, prev.Rho, prev.KeptTokens, prev.GFLOPsPerImage)
 			}
 		}
@@ -140,7 +140,7 @@ func TestRun(t *testing.T) {
 	if rel := math.Abs(r.Rows[0].GFLOPsPerImage-atMean) / atMean; !(rel <= 0.05) {
 		t.Errorf("ρ 0: %v GFLOPs per image, %v at the mean kept count", r.Rows[0].GFLOPsPerImage, atMean)
 	}
-	if r.Teacher.Tokens != 64 || r.Teacher.GFLOPsPerImage <= 0 {
+	if r.Teacher.Tokens != 64 || !(r.Teacher.GFLOPsPerImage > 0) {
 		t.Errorf("teacher row %+v", r.Teacher)
 	}
 	l := r.LiteCFG
@@ -148,7 +148,7 @@ func TestRun(t *testing.T) {
 		t.Fatal("no Lite-CFG row")
 	}
 	t.Logf("lite %+v", *l)
-	if !(l.KeptTokensUncond < l.KeptTokensCond) || l.EpsRelMSE <= 0 || l.TeacherGFLOPsPerImage != 2*r.Teacher.GFLOPsPerImage {
+	if !(l.KeptTokensUncond < l.KeptTokensCond) || !(l.EpsRelMSE > 0) || l.TeacherGFLOPsPerImage != 2*r.Teacher.GFLOPsPerImage {
 		t.Errorf("Lite-CFG row %+v", *l)
 	}
 	// Both branches: more than one ρ = 0 forward, less than two.

@@ -61,7 +61,7 @@ func TestRunZImage(t *testing.T) {
 		if r.Teacher.PromptFollowing == nil || r.Teacher.FD == nil || !(math.Abs(*row.FD-*r.Teacher.FD) <= 1e-3*(1+*r.Teacher.FD)) {
 			t.Errorf("cfg %g: FD %v against the teacher's %v, want the same", cfg, *row.FD, optional(r.Teacher.FD, "%g"))
 		}
-		if r.Teacher.GFLOPsPerImage <= 0 || row.GFLOPsPerImage <= 0 {
+		if !(r.Teacher.GFLOPsPerImage > 0 && row.GFLOPsPerImage > 0) {
 			t.Errorf("cfg %g: GFLOPs per image %g, teacher %g", cfg, row.GFLOPsPerImage, r.Teacher.GFLOPsPerImage)
 		}
 	}

@@ -278,7 +278,7 @@ func TestConv3x3NoAllocation(t *testing.T) {
 	small := allocs(1, 3, 2)
 	large := allocs(3, 16, 24) // 48 blocks
 	limit := float64(8 + 8*runtime.GOMAXPROCS(0))
-	if large > limit || large > small+float64(3*runtime.GOMAXPROCS(0)) {
+	if !(large <= limit && large <= small+float64(3*runtime.GOMAXPROCS(0))) {
 		t.Errorf("allocations per forward+backward beyond the GEMMs': %v (small problem %v, limit %v)", large, small, limit)
 	}
 }

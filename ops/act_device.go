@@ -3,7 +3,7 @@ package ops
 import (
 	"github.com/nlpodyssey/spago/mat"
 
-	"github.com/dcdit/dcdit/ops/device"
+	"github.com/dcdit/dcdit/gpu/device"
 )
 
 // activationDevice is GELU, SiLU and Sigmoid on the device (Tanh has no

@@ -5,9 +5,9 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
-	"github.com/dcdit/dcdit/cuda"
-	"github.com/dcdit/dcdit/cuda/kernels"
-	"github.com/dcdit/dcdit/ops/device"
+	"github.com/dcdit/dcdit/gpu/cuda"
+	"github.com/dcdit/dcdit/gpu/cudakernels"
+	"github.com/dcdit/dcdit/gpu/device"
 )
 
 // attentionDevice is Attention on the device: the packed flash-style
@@ -20,8 +20,8 @@ type attentionDevice struct {
 }
 
 func (f *attentionDevice) Forward() (mat.Tensor, error) {
-	if f.dim > kernels.MaxHeadDim {
-		return nil, fmt.Errorf("ops: Attention (device): head dimension %d, the kernels take up to %d", f.dim, kernels.MaxHeadDim)
+	if f.dim > cudakernels.MaxHeadDim {
+		return nil, fmt.Errorf("ops: Attention (device): head dimension %d, the kernels take up to %d", f.dim, cudakernels.MaxHeadDim)
 	}
 	d, y, err := newDeviceOutput("Attention", f.qkv, f.rows, f.heads*f.dim)
 	if err != nil {

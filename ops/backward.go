@@ -6,7 +6,7 @@ import (
 	"github.com/nlpodyssey/spago/ag"
 	"github.com/nlpodyssey/spago/mat"
 
-	"github.com/dcdit/dcdit/ops/device"
+	"github.com/dcdit/dcdit/gpu/device"
 )
 
 // Backward back-propagates from root through the graph of ops behind it,

@@ -7,8 +7,8 @@ import (
 	"github.com/nlpodyssey/spago/mat"
 	"github.com/nlpodyssey/spago/mat/float"
 
-	"github.com/dcdit/dcdit/cuda"
-	"github.com/dcdit/dcdit/ops/device"
+	"github.com/dcdit/dcdit/gpu/cuda"
+	"github.com/dcdit/dcdit/gpu/device"
 )
 
 // Dispatch on where the operands live. An op whose operands are all device

@@ -1,15 +1,16 @@
 package ops
 
 import (
-	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 
 	"github.com/nlpodyssey/spago/mat"
 
-	"github.com/dcdit/dcdit/cuda"
-	"github.com/dcdit/dcdit/ops/device"
+	"github.com/dcdit/dcdit/gpu/cuda"
+	"github.com/dcdit/dcdit/gpu/device"
+	"github.com/dcdit/dcdit/internal/fixtures"
 )
 
 // The device is opened once for all the GPU tests of a run (compiling the
@@ -42,22 +43,6 @@ func testDevice(t *testing.T) *device.Device {
 		t.Skip(gpu.skip)
 	}
 	return gpu.dev
-}
-
-// relErr is max|got − want| / max|want|.
-func relErr(got, want []float32) float64 {
-	var d, s float64
-	for i := range want {
-		if got[i] != got[i] {
-			return math.NaN()
-		}
-		d = math.Max(d, math.Abs(float64(got[i])-float64(want[i])))
-		s = math.Max(s, math.Abs(float64(want[i])))
-	}
-	if s == 0 {
-		return d
-	}
-	return d / s
 }
 
 func toHost(t *testing.T, x mat.Tensor) []float32 {
@@ -179,10 +164,10 @@ func TestDeviceOpsMatchHost(t *testing.T) {
 				}
 			}
 			check := func(what string, got, want []float32) {
-				e := relErr(got, want)
+				e, err := fixtures.Check(what, got, want, c.tol)
 				t.Logf("%s: %.2g", what, e)
-				if !(e <= c.tol) {
-					t.Errorf("%s: relative error %.3g > %.3g", what, e, c.tol)
+				if err != nil {
+					t.Error(err)
 				}
 			}
 			check("value", toHost(t, dy), mat.Data[float32](hy.Value()))
@@ -228,8 +213,8 @@ func TestDeviceScalarRoot(t *testing.T) {
 	if err := Backward(y); err != nil {
 		t.Fatal(err)
 	}
-	if e := relErr(toHost(t, w.Grad()), xs); e != 0 {
-		t.Errorf("dw = %v, want x = %v", toHost(t, w.Grad()), xs)
+	if dw := toHost(t, w.Grad()); !slices.Equal(dw, xs) {
+		t.Errorf("dw = %v, want x = %v", dw, xs)
 	}
 	if x.HasGrad() {
 		t.Errorf("x takes no gradient but got one")

@@ -7,7 +7,7 @@ import (
 	"github.com/nlpodyssey/spago/ag"
 	"github.com/nlpodyssey/spago/mat"
 
-	"github.com/dcdit/dcdit/ops/device"
+	"github.com/dcdit/dcdit/gpu/device"
 )
 
 // fakeResident stands in for a device tensor on a machine without a GPU:

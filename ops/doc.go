@@ -60,11 +60,11 @@
 //
 // # Device operands
 //
-// An op whose operands are GPU tensors (package ops/device) runs on the
+// An op whose operands are GPU tensors (package gpu/device) runs on the
 // GPU: its constructor calls pickOn instead of pick, with a third
 // candidate, a float32 type in a *_device.go file that embeds the host
 // op's struct and replaces Forward and Backward with calls to package
-// cuda/kernels. Its result is a deviceValue (device.go), whose memory goes
+// gpu/cudakernels. Its result is a deviceValue (device.go), whose memory goes
 // back to the device's pool on Release. Code above ops does not change:
 // the same calls build the same graph, and Backward walks it the same way.
 // All operands of an op must live in the same place; a host operand beside

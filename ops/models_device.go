@@ -5,9 +5,9 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
-	"github.com/dcdit/dcdit/cuda"
-	"github.com/dcdit/dcdit/cuda/kernels"
-	"github.com/dcdit/dcdit/ops/device"
+	"github.com/dcdit/dcdit/gpu/cuda"
+	"github.com/dcdit/dcdit/gpu/cudakernels"
+	"github.com/dcdit/dcdit/gpu/device"
 )
 
 // Device variants of the ops a whole DiT or DC-DiT uses besides the
@@ -183,7 +183,7 @@ func (f *convDevice) Forward() (mat.Tensor, error) {
 	if f.taps == 1 {
 		return finish(f.name(), y, sc.Conv1x1Forward(y.Buffer(), dbuf(f.x), dbuf(f.w), dbuf(f.b), f.rows, f.cin, f.cout, d.Precision()))
 	}
-	ws, err := d.Alloc(kernels.Conv3x3WorkspaceBytes(f.batch, f.height, f.width, f.cin, f.cout) / 4)
+	ws, err := d.Alloc(cudakernels.Conv3x3WorkspaceBytes(f.batch, f.height, f.width, f.cin, f.cout) / 4)
 	if err != nil {
 		return finish(f.name(), y, err)
 	}
@@ -207,7 +207,7 @@ func (f *convDevice) Backward(gy mat.Tensor) error {
 		err = sc.Conv1x1Backward(gbuf(dx), gbuf(dw), gbuf(db), dbuf(gy), dbuf(f.x), dbuf(f.w), f.rows, f.cin, f.cout, d.Precision())
 	} else {
 		var ws cuda.Buffer
-		if ws, err = d.Alloc(kernels.Conv3x3WorkspaceBytes(f.batch, f.height, f.width, f.cin, f.cout) / 4); err == nil {
+		if ws, err = d.Alloc(cudakernels.Conv3x3WorkspaceBytes(f.batch, f.height, f.width, f.cin, f.cout) / 4); err == nil {
 			err = sc.Conv3x3Backward(gbuf(dx), gbuf(dw), gbuf(db), dbuf(gy), dbuf(f.x), dbuf(f.w), ws,
 				f.batch, f.height, f.width, f.cin, f.cout, d.Precision())
 			d.Recycle(ws)
@@ -229,9 +229,9 @@ func (f *convDevice) Backward(gy mat.Tensor) error {
 // buffer's size is rounded up to a power of two: DC-DiT's kept counts
 // change every step, and the pool keeps buffers by exact size, so exact
 // sizes would miss it and grow it without bound.
-func rowIndexFor(op string, d *device.Device, y *device.Tensor, idx []int, rows int) (*kernels.RowIndex, error) {
+func rowIndexFor(op string, d *device.Device, y *device.Tensor, idx []int, rows int) (*cudakernels.RowIndex, error) {
 	floats := 1
-	for 4*floats < kernels.RowIndexBytes(len(idx), rows) {
+	for 4*floats < cudakernels.RowIndexBytes(len(idx), rows) {
 		floats *= 2
 	}
 	buf, err := d.Alloc(floats)
@@ -250,7 +250,7 @@ func rowIndexFor(op string, d *device.Device, y *device.Tensor, idx []int, rows 
 // gatherRowsDevice is GatherRows on the device.
 type gatherRowsDevice struct {
 	gatherRows[float32]
-	ri *kernels.RowIndex
+	ri *cudakernels.RowIndex
 }
 
 func (f *gatherRowsDevice) Forward() (mat.Tensor, error) {
@@ -282,7 +282,7 @@ func (f *gatherRowsDevice) Backward(gy mat.Tensor) error {
 // scatterRowsDevice is ScatterRows on the device.
 type scatterRowsDevice struct {
 	scatterRows[float32]
-	ri *kernels.RowIndex
+	ri *cudakernels.RowIndex
 }
 
 func (f *scatterRowsDevice) Forward() (mat.Tensor, error) {
@@ -356,7 +356,7 @@ func (f *deChunkDevice) Backward(gy mat.Tensor) error {
 	if gs[0] == nil && gs[1] == nil {
 		return nil
 	}
-	ws, err := d.Alloc(kernels.DeChunkWorkspaceBytes(f.rows, f.cols) / 4)
+	ws, err := d.Alloc(cudakernels.DeChunkWorkspaceBytes(f.rows, f.cols) / 4)
 	if err == nil {
 		err = d.Scaffold().DeChunkBackward(gbuf(gs[0]), gbuf(gs[1]), dbuf(gy), dbuf(f.h), dbuf(f.p), f.qBuf, f.zBuf, f.sBuf, f.posBuf, pk,
 			f.cols, f.sigma, f.clamp, 1-f.clamp, ws)
@@ -466,7 +466,7 @@ func (f *totalDevice) Forward() (mat.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	ws, err := d.Alloc(kernels.ReduceWorkspaceFloats)
+	ws, err := d.Alloc(cudakernels.ReduceWorkspaceFloats)
 	if err != nil {
 		return finish(f.name(), y, err)
 	}

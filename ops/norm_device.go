@@ -3,7 +3,7 @@ package ops
 import (
 	"github.com/nlpodyssey/spago/mat"
 
-	"github.com/dcdit/dcdit/cuda"
+	"github.com/dcdit/dcdit/gpu/cuda"
 )
 
 // layerNormDevice is the affine-free LayerNorm on the device. The per-row

@@ -9,7 +9,7 @@ import (
 	"github.com/nlpodyssey/spago/mat"
 	"github.com/nlpodyssey/spago/mat/float"
 
-	"github.com/dcdit/dcdit/ops/device"
+	"github.com/dcdit/dcdit/gpu/device"
 )
 
 // named is an operand with the name used in panic messages.

@@ -7,7 +7,7 @@ import (
 
 // AdamWScalars are the per-step float32 constants of one group's AdamW
 // update, in the layout the assembly kernels read (offsets 0, 4, ..., 28)
-// and the CUDA kernel takes (cuda/kernels):
+// and the CUDA kernel takes (gpu/cudakernels):
 //
 //	p = p·Decay
 //	m = Beta1·m + C1·g

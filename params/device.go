@@ -3,8 +3,8 @@ package params
 import "github.com/nlpodyssey/spago/mat"
 
 // DeviceSide is where a parameter lives while it is on a device: its value
-// there and its gradient there. Package ops/device implements it (its
-// Mirror binds every parameter of a Set to views of two flat device
+// there and its gradient there. Package gpu/device implements it (its
+// Arena binds every parameter of a Set to views of two flat device
 // buffers); this package only routes to it, so that it needs no device
 // code and model code keeps calling Set.Get unchanged.
 //

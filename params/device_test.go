@@ -7,7 +7,7 @@ import (
 )
 
 // fakeSide records what a bound parameter routes to it (the device side is
-// package ops/device/arena's; this checks only the routing, without a GPU).
+// package gpu/device's Arena; this checks only the routing, without a GPU).
 type fakeSide struct {
 	val   mat.Tensor
 	acc   int

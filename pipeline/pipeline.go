@@ -29,7 +29,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/dcdit/dcdit/accel"
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc"
@@ -38,6 +37,7 @@ import (
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/eval"
 	"github.com/dcdit/dcdit/eval/featnet"
+	"github.com/dcdit/dcdit/gpu/accel"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/atomicfile"
 	"github.com/dcdit/dcdit/params"

@@ -344,7 +344,7 @@ func TestBackboneFLOPs(t *testing.T) {
 			f := ForwardFLOPs(c, n, tt.want)
 			want += f.Total() - f.Final - 2*float64(n)*patch*float64(c.Dim)
 		}
-		if got := bb.FLOPs(tt.lengths); got != want || got <= 0 {
+		if got := bb.FLOPs(tt.lengths); got != want || !(got > 0) {
 			t.Errorf("caption length %d, lengths %v: FLOPs %g, want %g", tt.captionLen, tt.lengths, got, want)
 		}
 	}

@@ -47,7 +47,7 @@ func TestInit(t *testing.T) {
 	}
 	qkv := m.Params.Get("layers.0.attention.qkv.weight").Values()
 	bound := float32(math.Sqrt(6.0 / float64(3*cfg.Dim+cfg.Dim)))
-	if lo, hi := slices.Min(qkv), slices.Max(qkv); lo < -bound || hi > bound || hi-lo < bound {
+	if lo, hi := slices.Min(qkv), slices.Max(qkv); !(lo >= -bound && hi <= bound && hi-lo >= bound) {
 		t.Errorf("qkv weights in [%v, %v], want Xavier-uniform within ±%v", lo, hi, bound)
 	}
 	again, err := Init(cfg, 7)

@@ -123,7 +123,7 @@ func TestSampleStructure(t *testing.T) {
 				}
 				for ch := range Channels {
 					v := s.Latent[ch*n+l]
-					if v < -2 || v > 2 {
+					if !(v >= -2 && v <= 2) {
 						t.Fatalf("size %d sample %d: value %v outside [−2, 2]", size, i, v)
 					}
 					// Flat: every cell of a region has the region's value.
@@ -240,7 +240,7 @@ func TestPaletteRendersAsNamed(t *testing.T) {
 			for c := range Channels {
 				got += v[c] * preview.SD.Coef[c][ch]
 			}
-			if want := 0.85 * target[k][ch]; math.Abs(float64(got-want)) > 0.005 {
+			if want := 0.85 * target[k][ch]; !(math.Abs(float64(got-want)) <= 0.005) {
 				t.Errorf("%s: RGB channel %d renders %.3f, want %.3f", Palette[k], ch, got, want)
 			}
 		}
@@ -249,7 +249,7 @@ func TestPaletteRendersAsNamed(t *testing.T) {
 			for c := range Channels {
 				d += float64((v[c] - paletteLatent[j][c]) * (v[c] - paletteLatent[j][c]))
 			}
-			if math.Sqrt(d) < 1.2 {
+			if !(math.Sqrt(d) >= 1.2) {
 				t.Errorf("%s and %s are %.2f apart in latent space, want ≥ 1.2", Palette[k], Palette[j], math.Sqrt(d))
 			}
 		}
@@ -280,7 +280,7 @@ func TestStatistics(t *testing.T) {
 		mean := sum / cnt
 		std := math.Sqrt(sq/cnt - mean*mean)
 		t.Logf("channel %d: mean %.3f std %.3f", c, mean, std)
-		if math.Abs(mean) > 0.6 || std < 0.6 || std > 1.6 {
+		if !(math.Abs(mean) <= 0.6 && std >= 0.6 && std <= 1.6) {
 			t.Errorf("channel %d: mean %.3f std %.3f, want |mean| ≤ 0.6 and std in [0.6, 1.6]", c, mean, std)
 		}
 	}

@@ -219,7 +219,7 @@ func TestLoadErrors(t *testing.T) {
 	}
 	n := vt.Shape[0]
 	width, _ := backbone(goodCfg)["width"].(float64)
-	if width <= 0 {
+	if !(width > 0) {
 		t.Fatalf("%s: dcdit.config has no backbone width", good)
 	}
 	badHeads := 3 // the smallest head count that does not divide the width

@@ -147,14 +147,14 @@ func TestFrechet(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if math.Abs(got-c.want) > c.tol {
+			if !(math.Abs(got-c.want) <= c.tol) {
 				t.Errorf("Frechet = %.15g, want %.15g (±%g)", got, c.want, c.tol)
 			}
 			back, err := Frechet(c.b, c.a)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if math.Abs(back-got) > 1e-9*max(1, got) {
+			if !(math.Abs(back-got) <= 1e-9*max(1, got)) {
 				t.Errorf("not symmetric: FD(a,b) = %.15g, FD(b,a) = %.15g", got, back)
 			}
 		})
@@ -224,7 +224,7 @@ func TestStats(t *testing.T) {
 				}
 			}
 			for i := range c.cov {
-				if math.Abs(m.Cov[i]-c.cov[i]) > 1e-12 {
+				if !(math.Abs(m.Cov[i]-c.cov[i]) <= 1e-12) {
 					t.Errorf("cov = %v, want %v", m.Cov, c.cov)
 					break
 				}
@@ -255,14 +255,14 @@ func TestSymEig(t *testing.T) {
 				rec += v[i*dim+k] * ev[k] * v[j*dim+k]
 				orth += v[k*dim+i] * v[k*dim+j]
 			}
-			if math.Abs(rec-a[i*dim+j]) > 1e-12 {
+			if !(math.Abs(rec-a[i*dim+j]) <= 1e-12) {
 				t.Fatalf("V·Λ·Vᵀ[%d,%d] = %g, want %g", i, j, rec, a[i*dim+j])
 			}
 			want := 0.0
 			if i == j {
 				want = 1
 			}
-			if math.Abs(orth-want) > 1e-12 {
+			if !(math.Abs(orth-want) <= 1e-12) {
 				t.Fatalf("Vᵀ·V[%d,%d] = %g, want %g", i, j, orth, want)
 			}
 		}

@@ -319,7 +319,7 @@ func TestBundled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if net.Info.Dataset != shapes.Version || net.Info.HeldOutAccuracy < 0.95 {
+	if net.Info.Dataset != shapes.Version || !(net.Info.HeldOutAccuracy >= 0.95) {
 		t.Fatalf("bundled network info %+v: want data %s and held-out accuracy ≥ 0.95", net.Info, shapes.Version)
 	}
 	const n = 500
@@ -331,14 +331,14 @@ func TestBundled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if acc < 0.95 {
+	if !(acc >= 0.95) {
 		t.Fatalf("accuracy %.4f on fresh held-out data, want ≥ 0.95", acc)
 	}
 	fl, err := DataFloor(net, FloorOptions{Num: 200, Seed: 0x7e57_0002})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fl.Accuracy < 0.95 || !(fl.FD >= 0) {
+	if !(fl.Accuracy >= 0.95 && fl.FD >= 0) {
 		t.Fatalf("floor %+v", fl)
 	}
 	t.Logf("accuracy %.4f; floor at 200 per half: FD %.3f, accuracy %.4f", acc, fl.FD, fl.Accuracy)

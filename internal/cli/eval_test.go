@@ -46,7 +46,7 @@ func dcTinyCase(t *testing.T) dcTiny {
 	if ok {
 		h, ok = heads[len(heads)-1].(float64)
 	}
-	if !ok || h <= 0 {
+	if !ok || !(h > 0) {
 		t.Fatalf("%s: config.json lacks hnet.num_heads", c.Dir)
 	}
 	d.heads = strconv.Itoa(int(h))

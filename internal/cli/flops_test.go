@@ -19,7 +19,7 @@ func TestFlopsCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("not one JSON object: %v\n%s", err, out)
 	}
-	if tf, _ := res["tflops_per_image"].(float64); tf < 58.4 || tf > 59.6 {
+	if tf, _ := res["tflops_per_image"].(float64); !(tf >= 58.4 && tf <= 59.6) {
 		t.Errorf("tflops_per_image = %v, want 59.00 ± 1%%", res["tflops_per_image"])
 	}
 	for _, c := range []struct {

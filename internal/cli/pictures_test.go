@@ -465,7 +465,7 @@ func TestFIDForms(t *testing.T) {
 		t.Fatalf("--save-stats: %s", stderr)
 	}
 	decoded := fidOf(lat[0], stats, "--vae", v.dir)
-	if math.Abs(decoded-folders) > 1e-9*folders {
+	if !(math.Abs(decoded-folders) <= 1e-9*folders) {
 		t.Errorf("FID of latents decoded on the fly against saved statistics %v, between folders %v", decoded, folders)
 	}
 	if self := fidOf(filepath.Join(dir, "f0"), filepath.Join(dir, "0.npz")); !(math.Abs(self) < 1e-6) {

@@ -66,12 +66,12 @@ func sampleDC(t *testing.T, ckpt string, args ...string) dcRun {
 		t.Errorf("%d kept counts for %d steps", len(r.kept), steps)
 	}
 	for _, k := range r.kept {
-		if k < 1 || k > float64(L) {
+		if !(k >= 1 && k <= float64(L)) {
 			t.Errorf("kept %v of %d tokens", k, L)
 		}
 	}
 	var err error
-	if r.flops, err = strconv.ParseFloat(md["dcdit.flops_per_image"], 64); err != nil || r.flops <= 0 {
+	if r.flops, err = strconv.ParseFloat(md["dcdit.flops_per_image"], 64); err != nil || !(r.flops > 0) {
 		t.Errorf("dcdit.flops_per_image = %q", md["dcdit.flops_per_image"])
 	}
 	return r

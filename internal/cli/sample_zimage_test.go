@@ -53,7 +53,7 @@ func zimageTinyCase(t *testing.T) tinyZImage {
 		v, ok := patches[0].(float64)
 		return v, ok
 	}()
-	if p < 1 {
+	if !(p >= 1) {
 		t.Fatalf("%s: config.json has no all_patch_size", c.Dir)
 	}
 	return tinyZImage{weights: filepath.Join(c.Dir, "weights.safetensors"), config: filepath.Join(c.Dir, "config.json"),

@@ -265,7 +265,7 @@ func parallelCases() []gemmCase {
 // as many regions as workers and with more; run it with -race to check
 // that regions and workspaces are not shared.
 func TestSgemmParallel(t *testing.T) {
-	if m, n, k := 70, 517, 39; float64(m*n*k) < 2*minParallelWork {
+	if m, n, k := 70, 517, 39; !(float64(m*n*k) >= 2*minParallelWork) {
 		t.Fatalf("parallel cases too small to go parallel")
 	}
 	for _, im := range sgemmImpls {
@@ -436,7 +436,7 @@ func TestNoAllocs(t *testing.T) {
 	pa, pb, pc := make([]float32, pm*pk), make([]float32, pk*pn), make([]float32, pm*pn)
 	body := func(lo, hi int) {}
 	base := testing.AllocsPerRun(20, func() { parallel.For(2, 1, body) })
-	if got := testing.AllocsPerRun(20, func() { Gemm(false, true, pm, pn, pk, 1, pa, pk, pb, pk, 1, pc, pn) }); got > base {
+	if got := testing.AllocsPerRun(20, func() { Gemm(false, true, pm, pn, pk, 1, pa, pk, pb, pk, 1, pc, pn) }); !(got <= base) {
 		t.Errorf("Gemm allocates %v times per call, parallel.For alone %v", got, base)
 	}
 }

@@ -142,7 +142,7 @@ func TestRealCases(t *testing.T) {
 			if len(cases) != 1 || cases[0]["name"] != name {
 				t.Fatalf("cases = %v", cases)
 			}
-			if ms, gf := cases[0]["ms"].(float64), cases[0]["gflops"].(float64); ms <= 0 || gf <= 0 {
+			if ms, gf := cases[0]["ms"].(float64), cases[0]["gflops"].(float64); !(ms > 0 && gf > 0) {
 				t.Errorf("ms %v, gflops %v", ms, gf)
 			}
 		})

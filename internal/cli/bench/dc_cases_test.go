@@ -27,7 +27,7 @@ func TestDCCases(t *testing.T) {
 		natural += n
 	}
 	L := d.m.Config.Tokens()
-	if r := float64(natural) / float64(s.batch*L); math.Abs(r-dcKeep) > 0.05 {
+	if r := float64(natural) / float64(s.batch*L); !(math.Abs(r-dcKeep) <= 0.05) {
 		t.Errorf("router keeps %.3f of the tokens, want about %v", r, dcKeep)
 	}
 	prev := math.Inf(1)

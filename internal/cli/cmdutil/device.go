@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dcdit/dcdit/accel"
+	"github.com/dcdit/dcdit/gpu/accel"
 	"github.com/dcdit/dcdit/params"
 )
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dcdit/dcdit/accel"
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/datasets/shapes"
@@ -17,6 +16,7 @@ import (
 	"github.com/dcdit/dcdit/eval"
 	"github.com/dcdit/dcdit/eval/featnet"
 	"github.com/dcdit/dcdit/family"
+	"github.com/dcdit/dcdit/gpu/accel"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"

@@ -131,14 +131,14 @@ func TestBaselinesMatchPaper(t *testing.T) {
 			if res.Architecture != "dit" || res.Resolution != 256 || res.Tokens != 256 || res.Steps != 250 || res.CFG {
 				t.Errorf("result %+v", res)
 			}
-			if rel := math.Abs(res.TFLOPsPerImage-c.paper) / c.paper; rel > 0.01 {
+			if rel := math.Abs(res.TFLOPsPerImage-c.paper) / c.paper; !(rel <= 0.01) {
 				t.Errorf("%.3f TFLOPs per image, paper %.2f (%.2f%% off)", res.TFLOPsPerImage, c.paper, 100*rel)
 			}
 			res249, err := runJSON(t, c.preset, "--steps", "249")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := math.Abs(res249.TFLOPsPerImage - c.paper); d > c.tol249 {
+			if d := math.Abs(res249.TFLOPsPerImage - c.paper); !(d <= c.tol249) {
 				t.Errorf("249 steps: %.3f TFLOPs, paper %.2f", res249.TFLOPsPerImage, c.paper)
 			}
 			guided, err := runJSON(t, c.preset, "--cfg")
@@ -268,7 +268,7 @@ func TestCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Architecture != "dit" || d.Tokens != 16 || d.Resolution != 64 || d.TFLOPsPerImage <= 0 {
+	if d.Architecture != "dit" || d.Tokens != 16 || d.Resolution != 64 || !(d.TFLOPsPerImage > 0) {
 		t.Errorf("DiT checkpoint: %+v", d)
 	}
 

@@ -7,12 +7,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dcdit/dcdit/accel"
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
+	"github.com/dcdit/dcdit/gpu/accel"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/progress"
 	"github.com/dcdit/dcdit/loaders"
