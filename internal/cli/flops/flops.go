@@ -20,6 +20,7 @@ import (
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 	"github.com/dcdit/dcdit/loaders"
@@ -237,8 +238,12 @@ type Budget struct {
 // DCConfig is a DC model's configuration in the JSON: the scaffold (at
 // the counted resolution) and its main network.
 type DCConfig struct {
-	Scaffold *dc.Config   `json:"scaffold"`
-	Main     *hnet.Config `json:"main_network"`
+	Scaffold *dc.Config `json:"scaffold"`
+	// Main is the backbone family's config (DC-DiT's own main network:
+	// an hnet config).
+	Main any `json:"main_network"`
+	// Kind is the backbone's family.
+	Kind string `json:"backbone_kind"`
 }
 
 // Part is one line of the split.
@@ -254,7 +259,7 @@ type model struct {
 	dit      *arch.DiTConfig
 	zimage   *arch.ZImageConfig
 	scaffold *dc.Config
-	net      *hnet.Config
+	backbone family.Spec // a DC model's backbone: its description and FLOPs
 	// steps is the model's own sampling steps, when it has them (Z-Image).
 	steps int
 	// native is the model's own latent side.
@@ -311,7 +316,7 @@ func resolve(opts *Options) (*model, error) {
 			if opts.NumHeads > 0 {
 				net.Heads = opts.NumHeads
 			}
-			return &model{preset: p.Name, scaffold: p.Config(defaultResolution / vaeFactor), net: net, native: defaultResolution / vaeFactor}, nil
+			return &model{preset: p.Name, scaffold: p.Config(defaultResolution / vaeFactor), backbone: hnet.Spec{Config: net}, native: defaultResolution / vaeFactor}, nil
 		}
 	}
 	if _, err := os.Stat(name); errors.Is(err, os.ErrNotExist) {
@@ -328,15 +333,13 @@ func resolve(opts *Options) (*model, error) {
 		if err != nil {
 			return nil, fmt.Errorf("flops: %s: %w", name, err)
 		}
-		hc, ok := meta.Backbone.Config().(*hnet.Config)
-		if !ok {
-			return nil, fmt.Errorf("flops: %s: a DC checkpoint with a %s backbone; this command counts DC-DiT's own (hnet) backbone only (dcdit inspect reports the checkpoint's FLOPs per ρ)", name, meta.Backbone.Kind)
-		}
-		cfg, net := meta.Scaffold, *hc
-		if opts.NumHeads > 0 {
+		cfg, spec := meta.Scaffold, meta.Backbone.Spec
+		if hc, ok := meta.Backbone.Config().(*hnet.Config); ok && opts.NumHeads > 0 {
+			net := *hc
 			net.Heads = opts.NumHeads
+			spec = hnet.Spec{Config: &net}
 		}
-		m.scaffold, m.net, m.native = &cfg, &net, cfg.GridRows
+		m.scaffold, m.backbone, m.native = &cfg, spec, cfg.GridRows
 		if cfg.GridRows != cfg.GridCols {
 			return nil, fmt.Errorf("flops: %s: grid %d×%d is not square; --resolution sets a square grid", name, cfg.GridRows, cfg.GridCols)
 		}
@@ -409,7 +412,7 @@ func referenceDC(name string, shapes map[string][]int, opts *Options, m *model) 
 		return nil, fmt.Errorf("flops: %s: %w", name, err)
 	}
 	m.warnings = append(m.warnings, "an official DC-DiT state dict stores no target N; assuming N = 4")
-	m.scaffold, m.net, m.native = cfg, net, cfg.GridRows
+	m.scaffold, m.backbone, m.native = cfg, hnet.Spec{Config: net}, cfg.GridRows
 	return m, nil
 }
 
@@ -455,9 +458,9 @@ func count(m *model, opts *Options) (*Result, error) {
 			return nil, err
 		}
 		res.Architecture, res.Tokens, res.KeptRatio = string(arch.DCDiT), L, ratio
-		res.Config = &DCConfig{Scaffold: &cfg, Main: m.net}
+		res.Config = &DCConfig{Scaffold: &cfg, Main: m.backbone.Settings(), Kind: m.backbone.Kind()}
 		// Counting needs only the configurations, no weights.
-		main := &hnet.Network{Config: m.net}
+		main := m.backbone
 		rhos := opts.Rho
 		if len(rhos) == 0 {
 			rhos = []float64{0}
@@ -619,7 +622,11 @@ func heads(n int) string {
 }
 
 func dcLine(c *DCConfig) string {
-	s, n := c.Scaffold, c.Main
-	return fmt.Sprintf("main network %d blocks × %d, %s; enc/dec width %d, %d+%d conv blocks; router %d; N = %g",
-		n.Depth, n.Width, heads(n.Heads), s.EncDecDim, s.EncoderBlocks, s.DecoderBlocks, s.RouterDim, s.TargetN)
+	s := c.Scaffold
+	main := fmt.Sprintf("%s backbone %+v", c.Kind, c.Main)
+	if n, ok := c.Main.(*hnet.Config); ok {
+		main = fmt.Sprintf("main network %d blocks × %d, %s", n.Depth, n.Width, heads(n.Heads))
+	}
+	return fmt.Sprintf("%s; enc/dec width %d, %d+%d conv blocks; router %d; N = %g",
+		main, s.EncDecDim, s.EncoderBlocks, s.DecoderBlocks, s.RouterDim, s.TargetN)
 }

@@ -11,11 +11,13 @@ import (
 	"testing"
 
 	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 	"github.com/dcdit/dcdit/internal/dctest"
 	"github.com/dcdit/dcdit/internal/fixtures"
+	"github.com/dcdit/dcdit/internal/zimagetest"
 )
 
 const testdata = "../../../testdata"
@@ -353,5 +355,33 @@ func TestTable(t *testing.T) {
 		if errOut.Len() != 0 {
 			t.Errorf("%v: stderr %q, want nothing for a preset", c.args, errOut)
 		}
+	}
+}
+
+// TestOtherFamilies counts a DC checkpoint whose backbone is not DC-DiT's
+// own main network (a grafted Z-Image) through its family, as the loaded
+// model counts itself.
+func TestOtherFamilies(t *testing.T) {
+	_, model := zimagetest.Grafted(t, 1, 8)
+	path := filepath.Join(t.TempDir(), "dc-zimage.safetensors")
+	if err := checkpoint.Save(path, model, checkpoint.Info{}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := runJSON(t, path, "--rho", "0.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	L := model.Config.Cells()
+	natural, err := dc.AssumedBoundaries(1/model.Config.TargetN, L)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, _ := dc.KeptAfterDrop(natural, 0.5)
+	want := model.ForwardFLOPs([]int{kept}).Total() / 1e9
+	if r.Architecture != "dcdit" || r.Budgets[0].KeptTokens != kept {
+		t.Errorf("%+v, want a dcdit model keeping %d tokens", r, kept)
+	}
+	if got := r.Budgets[0].ForwardGFLOPs; !(got > 0) || !fixtures.Within(math.Abs(got-want), 1e-9*want) {
+		t.Errorf("%v GFLOPs per forward, the model counts %v", got, want)
 	}
 }
