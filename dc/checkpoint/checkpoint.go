@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
@@ -243,7 +244,7 @@ func ParseChecksums(md map[string]string) (map[string]string, error) {
 		return nil, nil
 	}
 	var sums map[string]string
-	if err := strictUnmarshal([]byte(raw), &sums); err != nil {
+	if err := family.DecodeStrict([]byte(raw), &sums); err != nil {
 		return nil, fmt.Errorf("__metadata__ %q is not a JSON object of tensor checksums: %s", ChecksumKey, capped(err))
 	}
 	if sums == nil {

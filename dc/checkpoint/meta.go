@@ -79,7 +79,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"sort"
 	"strings"
@@ -231,20 +230,6 @@ type Base struct {
 	ModTime      string `json:"mtime,omitempty"`  // newest file, RFC 3339
 }
 
-// strictUnmarshal decodes one JSON value, rejecting unknown fields and
-// trailing data.
-func strictUnmarshal(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data after the JSON value")
-	}
-	return nil
-}
-
 // capped is err's message cut to maxErrLen bytes: JSON errors quote the
 // offending field names and values, which a file may make arbitrarily long.
 func capped(err error) string {
@@ -276,7 +261,7 @@ func ParseMeta(md map[string]string) (*Meta, error) {
 		return nil, fmt.Errorf("__metadata__ %q: unknown format_version %.40s (this build reads %d)", ConfigKey, v, FormatVersion)
 	}
 	m := &Meta{}
-	if err := strictUnmarshal([]byte(raw), m); err != nil {
+	if err := family.DecodeStrict([]byte(raw), m); err != nil {
 		return nil, fmt.Errorf("__metadata__ %q: %s", ConfigKey, capped(err))
 	}
 	if err := m.Validate(); err != nil {
