@@ -9,9 +9,9 @@
 //   - Config and Backbone: the transformer over packed tokens, a
 //     dc.Backbone (what the DC scaffold wraps);
 //   - TeacherConfig and Teacher: the fixed-patch model (patch embedding,
-//     Backbone, final layer) trained with DDPM and a learned σ
-//     (Pretraining, a distill.Objective) and used as the frozen teacher of
-//     distillation and evaluation (a family.Teacher);
+//     Backbone, final layer) trained with DDPM and a learned σ (a
+//     family.Trainee, which distill.Diffusion trains) and used as the
+//     frozen teacher of distillation and evaluation (a family.Teacher);
 //   - file.go: the teacher's file (Teacher.Save, LoadTeacher), safetensors
 //     marked by the metadata FamilyKey, which the family opens for
 //     family.OpenTeacher and so for `dcdit eval --teacher`;

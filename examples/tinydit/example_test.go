@@ -61,7 +61,7 @@ func Example() {
 	}
 	sched := ddpm.Linear(1000)
 	stage("pretrain", &distill.Trainer{Config: distill.Config{LR: 3e-3}, Params: teacher.Parameters(),
-		Objective: &tinydit.Pretraining{Teacher: teacher, Process: &diffusion.DDPM{Schedule: sched}}})
+		Objective: &distill.Diffusion{Model: teacher, Process: &diffusion.DDPM{Schedule: sched}}})
 	teacher.Parameters().SetRequiresGrad(false)
 
 	// The graft: the paper's scaffold, its group counts lowered for the

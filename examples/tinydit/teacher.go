@@ -55,7 +55,7 @@ func (c *TeacherConfig) OutChannels() int { return 2 * c.InChannels }
 // column), the Backbone on the patch grid (each patch at its centre), and
 // a final layer (RMSNorm, shift and scale from the conditioning, a Linear
 // to the patch's 2C·p² outputs). It is trained as DiT is, with DDPM and a
-// learned σ (Pretraining), and is the frozen teacher DC models are
+// learned σ (TrainStep, through distill.Diffusion), and is the frozen teacher DC models are
 // distilled onto and evaluated against: a family.Teacher, saved (Save)
 // and opened (LoadTeacher, family.OpenTeacher) in a file of its own.
 type Teacher struct {
@@ -64,7 +64,10 @@ type Teacher struct {
 	params   *params.Set
 }
 
-var _ family.Teacher = (*Teacher)(nil)
+var (
+	_ family.Teacher = (*Teacher)(nil)
+	_ family.Trainee = (*Teacher)(nil)
+)
 
 // headShapes lists the teacher's own tensors: the patch embedding and the
 // final layer.
@@ -184,6 +187,31 @@ func (t *Teacher) Predict(xt []float32, in cond.Input, h, w int) ([]float32, err
 		return nil, err
 	}
 	return dc.FromTokens(mat.Data[float32](out.Value()), in.Samples(), c.OutChannels(), h, w, c.PatchSize), nil
+}
+
+// TrainStep runs the teacher with a graph on latents xt [B, C, h, w]
+// under in, hands its output [B, 2C, h, w] to loss, and back-propagates
+// the gradient loss fills (family.Trainee: distill.Diffusion trains the
+// teacher on its process's loss, DDPM's hybrid loss with a learned σ).
+func (t *Teacher) TrainStep(xt []float32, in cond.Input, h, w int, loss func(out, grad []float32) error) error {
+	c := t.Config
+	if G := c.Backbone.GridSize; h != G || w != G {
+		return fmt.Errorf("tinydit: the teacher takes %d×%d latents, got %d×%d", G, G, h, w)
+	}
+	out, err := t.Forward(xt, in)
+	if err != nil {
+		return err
+	}
+	B, O, p := in.Samples(), c.OutChannels(), c.PatchSize
+	img := dc.FromTokens(mat.Data[float32](out.Value()), B, O, h, w, p)
+	grad := make([]float32, len(img))
+	err = loss(img, grad)
+	if err == nil {
+		err = ops.BackwardFrom(out, dc.ToTokens(grad, B, O, h, w, p))
+	}
+	// The graph is done with: its buffers serve the next step.
+	ops.Release(out)
+	return err
 }
 
 // InChannels is C.

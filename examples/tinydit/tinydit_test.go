@@ -204,7 +204,7 @@ func TestLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pre := train(t, "pretrain", teacher.Parameters(), &tinydit.Pretraining{Teacher: teacher,
+	pre := train(t, "pretrain", teacher.Parameters(), &distill.Diffusion{Model: teacher,
 		Process: &diffusion.DDPM{Schedule: ddpm.Linear(diffusionSteps)}}, data, pretrainSteps, 3e-3)
 	third := pretrainSteps / 3
 	first, last := meanOf(pre[:third]), meanOf(pre[len(pre)-third:])
