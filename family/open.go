@@ -7,6 +7,11 @@ import (
 	"github.com/dcdit/dcdit/loaders/arch"
 )
 
+// MetadataKey is the metadata key under which a file names the family
+// that wrote it ("dcdit.family": the kind). A file that carries it is
+// opened by that family alone, whatever its tensor names look like.
+const MetadataKey = "dcdit.family"
+
 // TeacherOpener is implemented by a family whose pretrained fixed-patch
 // checkpoints dcdit opens as teachers (OpenTeacher).
 type TeacherOpener interface {
@@ -51,8 +56,15 @@ func OpenTeacher(path string, opts OpenOptions) (Teacher, []string, error) {
 	}
 	c := Candidate{Path: path, Report: arch.Detect(ck.ArchInput(opts.NumHeads)), Metadata: ck.Metadata}
 	ck.Close()
+	kinds := Kinds() // in kind order, so that the choice is stable
+	if k, ok := c.Metadata[MetadataKey]; ok {
+		if _, err := Lookup(k); err != nil {
+			return nil, nil, fmt.Errorf("%s: metadata %q: %w", path, MetadataKey, err)
+		}
+		kinds = []string{k}
+	}
 	var opener TeacherOpener
-	for _, k := range Kinds() { // in kind order, so that the choice is stable
+	for _, k := range kinds {
 		f, _ := Lookup(k)
 		if o, ok := f.(TeacherOpener); ok && o.Opens(c) {
 			opener = o

@@ -23,7 +23,7 @@ import (
 // blocks.0.attn.qkv.weight) are DiT's, and the family registry asks the
 // families in kind order, "dit" before "tinydit".
 const (
-	FamilyKey    = "dcdit.family"
+	FamilyKey    = family.MetadataKey
 	ConfigKey    = "dcdit.tinydit.config"
 	TensorPrefix = "tinydit."
 )
