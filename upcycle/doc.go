@@ -7,23 +7,18 @@
 // untrained Z-Image checkpoint without loading the model: each backbone
 // tensor goes from the input shards to the output's as it is read, so a
 // full-size Z-Image (24.6 GB in F32) grafts in 0.64 GB of memory (its
-// scaffold's size). Any other transformer becomes a DC model in three steps, as
-// Example_customBackbone shows with a small model of its own:
+// scaffold's size). Any other transformer becomes a DC model as
+// examples/tinydit shows with a family of its own:
 //
-//  1. Implement dc.Backbone: Width and CondWidth (the token and
-//     conditioning widths), Condition (a cond.Value whose Vector the
-//     scaffold reads; cond.Plain for a class-conditional model), Forward
-//     over the packed kept tokens (attention within each sample's offsets,
-//     positions from pos), Parameters (a params.Set under names that do
-//     not clash with the scaffold's x_embedder.*, hnet.* and final_layer.*,
-//     or else under dc.BackbonePrefix), ParamGroups, Spec and FLOPs.
-//  2. When the weights come from files, give the backbone a key map from
-//     the file's tensor names to its own (package loaders/arch holds the
-//     existing ones) and copy the pretrained tensors into its arena.
-//  3. Derive the scaffold's config from the backbone's widths
+//  1. Implement dc.Backbone (family.Backbone) and register a family
+//     (package family) whose Spec describes it, so that DC checkpoints of
+//     its kind save and load.
+//  2. Derive the scaffold's config from the backbone's widths
 //     (Scaffold.Config), initialise it (InitScaffold, optionally
 //     PredictabilityPrior), build the model with dc.New, and join the two
 //     arenas for one optimiser with JoinParams.
+//  3. Distil it against the family's family.Teacher (distill.DCObjective)
+//     and evaluate it (eval.TeacherOf).
 //
 // A DiT/p can be grafted so that the DC model starts as the teacher
 // itself: scaffold cells of the teacher's patch (Scaffold.PatchSize = p),
