@@ -18,6 +18,7 @@ import (
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/zimage"
+	"github.com/dcdit/dcdit/zimage/flowmatch"
 )
 
 // detect reads a checkpoint's headers and says which architecture (and
@@ -112,7 +113,7 @@ func runDC(opts *Options, layout arch.Layout) error {
 	case b.DiT != nil:
 		classes, heads = b.DiT.NumClasses, b.DiT.NumHeads
 	case b.ZImage != nil:
-		return runDCZImage(opts, m, b.ZImage)
+		return runDCZImage(opts, m, meta)
 	default:
 		return fmt.Errorf("sample: %s has a %s backbone, which this build cannot sample", opts.Checkpoint, b.Kind)
 	}
@@ -136,6 +137,9 @@ func runDC(opts *Options, layout arch.Layout) error {
 	}
 	if !opts.Quiet && opts.NumHeads > 0 {
 		fmt.Fprintf(opts.IO.Err, "warning: --num-heads is ignored: %s stores its head count (%d)\n", opts.Checkpoint, heads)
+	}
+	if err := resolveSampling(opts, meta, checkpoint.ProcessDDPM, samplingDefaults{steps: defaultSteps, cfg: defaultCFG}); err != nil {
+		return err
 	}
 	// Inference: no parameter tracks gradients, so the ops keep no graph.
 	m.Params.SetRequiresGrad(false)
@@ -196,6 +200,7 @@ func runDC(opts *Options, layout arch.Layout) error {
 		md["dcdit.kept_uncond_per_step"] = joinFloats(stats.Uncond)
 	}
 	md["dcdit.tokens"] = strconv.Itoa(L)
+	md["dcdit.dense_below"] = strconv.FormatFloat(opts.DenseBelow, 'g', -1, 64)
 	md["dcdit.kept_per_step"] = joinFloats(stats.Cond)
 	md["dcdit.flops_per_image"] = strconv.FormatFloat(perImage, 'g', 8, 64)
 	if err := writeOutputs(opts, x, sh, rows, cols, md, pic); err != nil {
@@ -261,7 +266,8 @@ func joinFloats(v []float64) string {
 // --rho-uncond in the same batch (Lite-CFG when they differ), and steps at
 // timesteps σ·T below --dense-below on every cell. The grid is the
 // checkpoint's own.
-func runDCZImage(opts *Options, m *dc.Model, zc *arch.ZImageConfig) error {
+func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta) error {
+	zc := meta.Backbone.ZImage
 	if opts.Captions == "" && len(opts.Prompts) == 0 {
 		return fmt.Errorf("sample: %s is a DC model around a Z-Image: it samples from captions, not class labels; pass --prompt (or --captions)", opts.Checkpoint)
 	}
@@ -282,6 +288,10 @@ func runDCZImage(opts *Options, m *dc.Model, zc *arch.ZImageConfig) error {
 	pipeline, err := parsePipeline(opts.Schedule)
 	if err != nil {
 		return &cmdutil.UsageError{Err: fmt.Errorf("--schedule: %w", err)}
+	}
+	turbo := samplingDefaults{steps: turboSteps, cfg: turboCFG, shift: flowmatch.DefaultConfig().Shift}
+	if err := resolveSampling(opts, meta, checkpoint.ProcessFlowMatching, turbo); err != nil {
+		return err
 	}
 	pos, neg, err := encodePrompts(opts)
 	if err != nil {
@@ -342,6 +352,7 @@ func runDCZImage(opts *Options, m *dc.Model, zc *arch.ZImageConfig) error {
 			"dcdit.rho":           strconv.FormatFloat(opts.Rho, 'g', -1, 64),
 			"dcdit.rho_uncond":    strconv.FormatFloat(float64(rhoUncond), 'g', -1, 32),
 			"dcdit.tokens":        strconv.Itoa(cfg.Cells()),
+			"dcdit.dense_below":   strconv.FormatFloat(opts.DenseBelow, 'g', -1, 64),
 			"dcdit.kept_per_step": joinFloats(stats.Cond),
 		}
 	}
@@ -351,6 +362,61 @@ func runDCZImage(opts *Options, m *dc.Model, zc *arch.ZImageConfig) error {
 	if !opts.Quiet {
 		stats.FLOPs = run.flops
 		fmt.Fprintln(opts.IO.Err, dcSummary(opts, run.guided, rhoCond, rhoUncond, cfg.Cells(), stats, run.flops/float64(len(job.pos.feats))))
+	}
+	return nil
+}
+
+// samplingDefaults are the command's own sampling settings, for a DC
+// checkpoint that records none.
+type samplingDefaults struct {
+	steps                  int
+	cfg, denseBelow, shift float64
+}
+
+// resolveSampling gives every sampling setting the command line left
+// unset the checkpoint's recorded value (Meta.Sampling), else def; checks
+// the result as the flags are checked; and, unless quiet, prints the
+// settings used with where each came from and warns of a ρ the model was
+// not trained for. process is the one the backbone samples with: a record
+// of another is an error.
+func resolveSampling(opts *Options, meta *checkpoint.Meta, process string, def samplingDefaults) error {
+	rec, err := cmdutil.SamplingRecord(opts.Checkpoint, meta, process)
+	if err != nil {
+		return fmt.Errorf("sample: %w", err)
+	}
+	var r checkpoint.Sampling
+	if rec != nil {
+		r = *rec
+	}
+	has := rec != nil
+	rhoFrom := cmdutil.FromDefault
+	if opts.RhoGiven {
+		rhoFrom = cmdutil.FromFlag
+	}
+	used := []cmdutil.Setting{{Flag: "--rho", Value: fmt.Sprint(opts.Rho), From: rhoFrom}}
+	opts.Steps = cmdutil.Pick(&used, "--steps", !opts.unset.steps, opts.Steps, has, r.Steps, def.steps)
+	opts.CFG = cmdutil.Pick(&used, "--cfg", !opts.unset.cfg, opts.CFG, has, r.CFG, def.cfg)
+	opts.DenseBelow = cmdutil.Pick(&used, "--dense-below", !opts.unset.denseBelow, opts.DenseBelow, has, r.DenseBelow, def.denseBelow)
+	if process == checkpoint.ProcessFlowMatching {
+		opts.Shift = cmdutil.Pick(&used, "--shift", !opts.unset.shift, opts.Shift, has, r.Shift, def.shift)
+	}
+	opts.unset = unsetFlags{}
+	switch {
+	case opts.Steps > trainSteps:
+		return fmt.Errorf("sample: %s records %d sampling steps, want 1..%d (pass --steps)", opts.Checkpoint, opts.Steps, trainSteps)
+	case opts.RhoUncondGiven && !(ddpm.Guidance{Scale: float32(opts.CFG)}).Enabled():
+		return &cmdutil.UsageError{Err: fmt.Errorf("--rho-uncond needs classifier-free guidance: %s records --cfg %g, which has no unconditional branch (pass --cfg)", opts.Checkpoint, opts.CFG)}
+	}
+	if opts.Quiet {
+		return nil
+	}
+	fmt.Fprintln(opts.IO.Err, cmdutil.SettingsLine("sampling", used))
+	rhos := []float64{opts.Rho}
+	if opts.RhoUncondGiven {
+		rhos = append(rhos, opts.RhoUncond)
+	}
+	if w := cmdutil.RhoWarning(opts.Checkpoint, rhos, meta.TrainedRhos); w != "" {
+		fmt.Fprintf(opts.IO.Err, "warning: %s\n", w)
 	}
 	return nil
 }
