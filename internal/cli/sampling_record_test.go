@@ -67,3 +67,35 @@ func TestEvalSamplingDefaults(t *testing.T) {
 		t.Errorf("%d steps, stderr %q: want --steps 2 from the flag and a warning for ρ %s", r.Steps, stderr, f(untrained))
 	}
 }
+
+// inspect shows the sampling settings a DC checkpoint records (and counts
+// its FLOPs per image over the recorded steps), or says there are none.
+func TestInspectDCSampling(t *testing.T) {
+	m, rhos := dctest.Model(t, dctest.Cases(t)[0])
+	rec := checkpoint.Sampling{Process: checkpoint.ProcessDDPM, DenseBelow: 600, CFG: 4, Steps: 25}
+	path := filepath.Join(t.TempDir(), "recorded.safetensors")
+	if err := checkpoint.Save(path, m, checkpoint.Info{TrainedRhos: rhos, Sampling: &rec}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		path string
+		want []string
+	}{
+		{path, []string{"sampling       ddpm, 25 steps, cfg 4, dense below t = 600", "over 25 steps"}},
+		{dctest.Checkpoint(t), []string{"sampling       not recorded"}},
+	}
+	for _, c := range cases {
+		code, out, stderr := run(t, "inspect", c.path)
+		for _, w := range c.want {
+			if code != 0 || !strings.Contains(out, w) {
+				t.Errorf("exit %d, table lacks %q:\n%s%s", code, w, out, stderr)
+			}
+		}
+	}
+	res := inspectJSON(t, path)
+	got, _ := res["config"].(map[string]any)["sampling"].(map[string]any)
+	want := map[string]any{"process": "ddpm", "dense_below": 600.0, "cfg": 4.0, "sampling_steps": 25.0}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("--json config.sampling %v, want %v", got, want)
+	}
+}
