@@ -356,7 +356,8 @@ func Run(opts *Options) error {
 		return err
 	}
 	kind, _ := m.Backbone.Spec()
-	if err := resolveSampling(opts, meta, kind == zimage.Kind); err != nil {
+	notes, err := resolveSampling(opts, meta, kind == zimage.Kind)
+	if err != nil {
 		return err
 	}
 	var et eval.Teacher
@@ -406,6 +407,10 @@ func Run(opts *Options) error {
 	}
 	var bar *progress.Bar
 	if !opts.Quiet {
+		// Said once every input has loaded: a failure is the one line.
+		for _, n := range notes {
+			fmt.Fprintln(opts.IO.Err, n)
+		}
 		eo.Progress = func(done, total int) {
 			if bar == nil {
 				bar = progress.New(opts.IO.Err, "evaluating", total)
@@ -528,12 +533,12 @@ func zimageTeacher(opts *Options, m *dc.Model) (eval.Teacher, error) {
 
 // resolveSampling gives every sampling setting the command line left
 // unset the DC checkpoint's recorded value (meta.Sampling; meta is nil for
-// a reference state_dict), else the command's default; checks what the
-// record gave as the flags are checked; and, unless quiet, prints the
-// settings used with where each came from and warns of the ρ the model
-// was not trained for. flow says that the model samples with flow
-// matching (a DC-Z-Image), else DDPM.
-func resolveSampling(opts *Options, meta *checkpoint.Meta, flow bool) error {
+// a reference state_dict), else the command's default, and checks what
+// the record gave as the flags are checked. The notes it returns, for
+// stderr, say which settings were used with where each came from and warn
+// of the ρ the model was not trained for. flow says that the model samples
+// with flow matching (a DC-Z-Image), else DDPM.
+func resolveSampling(opts *Options, meta *checkpoint.Meta, flow bool) (notes []string, _ error) {
 	process := checkpoint.ProcessDDPM
 	if flow {
 		process = checkpoint.ProcessFlowMatching
@@ -542,7 +547,7 @@ func resolveSampling(opts *Options, meta *checkpoint.Meta, flow bool) error {
 	if meta != nil {
 		var err error
 		if rec, err = cmdutil.SamplingRecord(opts.Checkpoint, meta, process); err != nil {
-			return fmt.Errorf("eval: %w", err)
+			return nil, fmt.Errorf("eval: %w", err)
 		}
 	}
 	var r checkpoint.Sampling
@@ -559,21 +564,18 @@ func resolveSampling(opts *Options, meta *checkpoint.Meta, flow bool) error {
 	}
 	opts.unset = unsetFlags{}
 	if opts.Steps > eval.TrainSteps {
-		return fmt.Errorf("eval: %s records %d sampling steps, want 1..%d (pass --steps)", opts.Checkpoint, opts.Steps, eval.TrainSteps)
+		return nil, fmt.Errorf("eval: %s records %d sampling steps, want 1..%d (pass --steps)", opts.Checkpoint, opts.Steps, eval.TrainSteps)
 	}
-	if opts.Quiet {
-		return nil
-	}
-	fmt.Fprintln(opts.IO.Err, cmdutil.SettingsLine("evaluating", used))
+	notes = []string{cmdutil.SettingsLine("evaluating", used)}
 	if meta == nil {
-		return nil
+		return notes, nil
 	}
 	rhos := opts.Rhos
 	if !opts.NoLite {
 		rhos = append(slices.Clone(rhos), opts.Lite...)
 	}
 	if w := cmdutil.RhoWarning(opts.Checkpoint, rhos, meta.TrainedRhos); w != "" {
-		fmt.Fprintf(opts.IO.Err, "warning: %s\n", w)
+		notes = append(notes, "warning: "+w)
 	}
-	return nil
+	return notes, nil
 }

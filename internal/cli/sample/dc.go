@@ -138,7 +138,8 @@ func runDC(opts *Options, layout arch.Layout) error {
 	if !opts.Quiet && opts.NumHeads > 0 {
 		fmt.Fprintf(opts.IO.Err, "warning: --num-heads is ignored: %s stores its head count (%d)\n", opts.Checkpoint, heads)
 	}
-	if err := resolveSampling(opts, meta, checkpoint.ProcessDDPM, samplingDefaults{steps: defaultSteps, cfg: defaultCFG}); err != nil {
+	notes, err := resolveSampling(opts, meta, checkpoint.ProcessDDPM, samplingDefaults{steps: defaultSteps, cfg: defaultCFG})
+	if err != nil {
 		return err
 	}
 	// Inference: no parameter tracks gradients, so the ops keep no graph.
@@ -168,6 +169,7 @@ func runDC(opts *Options, layout arch.Layout) error {
 	stats := &dcStats{}
 	var bar *progress.Bar
 	if !opts.Quiet {
+		printNotes(opts, notes)
 		bar = progress.New(opts.IO.Err, "sampling", sched.Steps())
 	}
 	L := cfg.Cells()
@@ -290,7 +292,8 @@ func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta) error {
 		return &cmdutil.UsageError{Err: fmt.Errorf("--schedule: %w", err)}
 	}
 	turbo := samplingDefaults{steps: turboSteps, cfg: turboCFG, shift: flowmatch.DefaultConfig().Shift}
-	if err := resolveSampling(opts, meta, checkpoint.ProcessFlowMatching, turbo); err != nil {
+	notes, err := resolveSampling(opts, meta, checkpoint.ProcessFlowMatching, turbo)
+	if err != nil {
 		return err
 	}
 	pos, neg, err := encodePrompts(opts)
@@ -345,6 +348,9 @@ func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta) error {
 		run.flops += m.ForwardFLOPs(kept).Total()
 		return out, nil
 	}
+	if !opts.Quiet {
+		printNotes(opts, notes)
+	}
 	md := func() map[string]string {
 		return map[string]string{
 			"dcdit.architecture":  string(arch.DCDiT),
@@ -374,15 +380,16 @@ type samplingDefaults struct {
 }
 
 // resolveSampling gives every sampling setting the command line left
-// unset the checkpoint's recorded value (Meta.Sampling), else def; checks
-// the result as the flags are checked; and, unless quiet, prints the
-// settings used with where each came from and warns of a ρ the model was
-// not trained for. process is the one the backbone samples with: a record
-// of another is an error.
-func resolveSampling(opts *Options, meta *checkpoint.Meta, process string, def samplingDefaults) error {
+// unset the checkpoint's recorded value (Meta.Sampling), else def, and
+// checks the result as the flags are checked. The notes it returns, for
+// stderr once the inputs have loaded, say which settings were used with
+// where each came from and warn of a ρ the model was not trained for.
+// process is the one the backbone samples with: a record of another is an
+// error.
+func resolveSampling(opts *Options, meta *checkpoint.Meta, process string, def samplingDefaults) (notes []string, _ error) {
 	rec, err := cmdutil.SamplingRecord(opts.Checkpoint, meta, process)
 	if err != nil {
-		return fmt.Errorf("sample: %w", err)
+		return nil, fmt.Errorf("sample: %w", err)
 	}
 	var r checkpoint.Sampling
 	if rec != nil {
@@ -403,20 +410,24 @@ func resolveSampling(opts *Options, meta *checkpoint.Meta, process string, def s
 	opts.unset = unsetFlags{}
 	switch {
 	case opts.Steps > trainSteps:
-		return fmt.Errorf("sample: %s records %d sampling steps, want 1..%d (pass --steps)", opts.Checkpoint, opts.Steps, trainSteps)
+		return nil, fmt.Errorf("sample: %s records %d sampling steps, want 1..%d (pass --steps)", opts.Checkpoint, opts.Steps, trainSteps)
 	case opts.RhoUncondGiven && !(ddpm.Guidance{Scale: float32(opts.CFG)}).Enabled():
-		return &cmdutil.UsageError{Err: fmt.Errorf("--rho-uncond needs classifier-free guidance: %s records --cfg %g, which has no unconditional branch (pass --cfg)", opts.Checkpoint, opts.CFG)}
+		return nil, &cmdutil.UsageError{Err: fmt.Errorf("--rho-uncond needs classifier-free guidance: %s records --cfg %g, which has no unconditional branch (pass --cfg)", opts.Checkpoint, opts.CFG)}
 	}
-	if opts.Quiet {
-		return nil
-	}
-	fmt.Fprintln(opts.IO.Err, cmdutil.SettingsLine("sampling", used))
+	notes = []string{cmdutil.SettingsLine("sampling", used)}
 	rhos := []float64{opts.Rho}
 	if opts.RhoUncondGiven {
 		rhos = append(rhos, opts.RhoUncond)
 	}
 	if w := cmdutil.RhoWarning(opts.Checkpoint, rhos, meta.TrainedRhos); w != "" {
-		fmt.Fprintf(opts.IO.Err, "warning: %s\n", w)
+		notes = append(notes, "warning: "+w)
 	}
-	return nil
+	return notes, nil
+}
+
+// printNotes writes resolveSampling's notes to stderr.
+func printNotes(opts *Options, notes []string) {
+	for _, n := range notes {
+		fmt.Fprintln(opts.IO.Err, n)
+	}
 }
