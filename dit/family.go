@@ -101,6 +101,9 @@ func (s Spec) Conditioning() family.Conditioning {
 	return family.Conditioning{Classes: s.Config.NumClasses}
 }
 
+// Process is DDPM.
+func (Spec) Process() string { return family.ProcessDDPM }
+
 // Blocks is the depth's numbered blocks.
 func (s Spec) Blocks() []family.Blocks {
 	return []family.Blocks{{What: "backbone depth", Prefix: arch.DCBackbonePrefix + "blocks.", Count: s.Config.Depth}}

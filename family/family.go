@@ -102,6 +102,10 @@ type Spec interface {
 	CondWidth() int
 	// Conditioning says what the backbone is conditioned on.
 	Conditioning() Conditioning
+	// Process is the diffusion process the backbone's family trains and
+	// samples with (ProcessDDPM, ProcessFlowMatching), which a DC model
+	// around it keeps.
+	Process() string
 	// Blocks lists the numbered blocks the stored tensors must hold, so
 	// that a stated depth is checked against the file before the expected
 	// tensor list is built.

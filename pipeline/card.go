@@ -140,31 +140,37 @@ func writeCardSampling(b *strings.Builder, r *recipes.Recipe, m *model) {
 		if rs := trainedRhos(r); len(rs) > 0 {
 			rho = rs[len(rs)/2]
 		}
-		dense := ""
-		if r.Eval.DenseBelow > 0 {
-			dense = fmt.Sprintf(" --dense-below %g", r.Eval.DenseBelow)
+		// The flags sampling as the evaluation did takes, when the model
+		// does not record them (save: only an evaluated model does).
+		settings := ""
+		if r.Base == nil {
+			if r.Eval.DenseBelow > 0 {
+				settings = fmt.Sprintf(" --dense-below %g", r.Eval.DenseBelow)
+			}
+			settings += fmt.Sprintf(" --cfg %g --steps %d", r.Eval.CFG, r.Eval.SamplingSteps)
+			if m.prompts != nil || m.captions != nil {
+				settings += fmt.Sprintf(" --shift %g", r.Diffusion.Shift)
+			}
 		}
 		if m.prompts != nil {
 			// The repository holding the text encoder the prompts ran through.
 			te, _, _ := textenc.Locate(r.BasePath())
-			fmt.Fprintf(b, "dcdit sample model.safetensors --prompt \"a red disc\" --text-encoder %s --rho %g%s --cfg %g --steps %d --shift %g --png samples.png\n",
-				filepath.Dir(te), rho, dense, r.Eval.CFG, r.Eval.SamplingSteps, r.Diffusion.Shift)
+			fmt.Fprintf(b, "dcdit sample model.safetensors --prompt \"a red disc\" --text-encoder %s --rho %g%s --png samples.png\n", filepath.Dir(te), rho, settings)
 			break
 		}
 		if m.captions != nil {
-			fmt.Fprintf(b, "dcdit sample model.safetensors --prompt \"a red disc\" --prompt \"a large blue square on left\" --rho %g%s --cfg %g --steps %d --shift %g --png samples.png\n",
-				rho, dense, r.Eval.CFG, r.Eval.SamplingSteps, r.Diffusion.Shift)
+			fmt.Fprintf(b, "dcdit sample model.safetensors --prompt \"a red disc\" --prompt \"a large blue square on left\" --rho %g%s --png samples.png\n", rho, settings)
 			break
 		}
-		fmt.Fprintf(b, "dcdit sample model.safetensors --class 0 --num 8 --rho %g%s --cfg %g --steps %d --png samples.png\n", rho, dense, r.Eval.CFG, r.Eval.SamplingSteps)
+		fmt.Fprintf(b, "dcdit sample model.safetensors --class 0 --num 8 --rho %g%s --png samples.png\n", rho, settings)
 	default:
 		b.WriteString("dcdit sample model.safetensors --class 0 --num 8 --png samples.png\n")
 	}
 	b.WriteString("```\n")
 	if m.dc != nil {
 		b.WriteString("\n`--rho` chooses the budget (the share of the router's boundaries dropped)")
-		if r.Eval.DenseBelow > 0 {
-			b.WriteString("; `--dense-below` runs the low-noise steps on every cell, as the evaluation above did")
+		if r.Base != nil {
+			fmt.Fprintf(b, "; the model records how the evaluation above sampled (%s), which `dcdit sample` and `dcdit eval` use unless told otherwise (`--steps`, `--cfg`, `--dense-below`)", sampling(r))
 		}
 		switch {
 		case m.prompts != nil:

@@ -132,6 +132,11 @@ func TestUpcycleEndToEnd(t *testing.T) {
 	if sum.Eval == nil || len(sum.Eval.Rows) != 2 || sum.Eval.LiteCFG == nil {
 		t.Fatalf("evaluation %+v", sum.Eval)
 	}
+	// The model samples as it was evaluated.
+	want := checkpoint.Sampling{Process: checkpoint.ProcessDDPM, DenseBelow: r.Eval.DenseBelow, CFG: r.Eval.CFG, Steps: r.Eval.SamplingSteps}
+	if meta.Sampling == nil || *meta.Sampling != want || sum.Eval.Steps != want.Steps || sum.Eval.CFG != want.CFG {
+		t.Errorf("sampling record %+v, want %+v (the evaluation's %d steps, cfg %g)", meta.Sampling, want, sum.Eval.Steps, sum.Eval.CFG)
+	}
 	if !(sum.Eval.Rows[1].KeptTokens <= sum.Eval.Rows[0].KeptTokens) {
 		t.Errorf("kept tokens grow with ρ: %+v", sum.Eval.Rows)
 	}
@@ -268,6 +273,10 @@ func TestTrainDCFromScratch(t *testing.T) {
 	}
 	if m.Config.ModelDim != 32 || meta.Backbone.Config().(*hnet.Config).PatchSize != 1 || sum.Eval != nil {
 		t.Fatalf("model dim %d, backbone %+v", m.Config.ModelDim, meta.Backbone)
+	}
+	// Nothing evaluated it: it records no sampling settings.
+	if meta.Sampling != nil {
+		t.Errorf("sampling record %+v for a model nobody evaluated", meta.Sampling)
 	}
 }
 

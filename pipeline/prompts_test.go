@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dcdit/dcdit/datasets"
+	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/internal/zimagetest"
 )
 
@@ -45,8 +46,16 @@ func TestUpcycleZImageOnPromptSamples(t *testing.T) {
 		if len(sum.Stages) != 2 {
 			t.Fatalf("%d stages ran, want 2", len(sum.Stages))
 		}
-		if _, err := os.Stat(sum.Model); err != nil {
+		_, meta, err := checkpoint.Load(sum.Model)
+		if err != nil {
 			t.Fatal(err)
+		}
+		// It samples as the evaluation did: flow matching at the recipe's
+		// shift.
+		r := parseSections(t, dir, secs)
+		want := checkpoint.Sampling{Process: checkpoint.ProcessFlowMatching, DenseBelow: r.Eval.DenseBelow, CFG: r.Eval.CFG, Steps: r.Eval.SamplingSteps, Shift: r.Diffusion.Shift}
+		if meta.Sampling == nil || *meta.Sampling != want {
+			t.Errorf("sampling record %+v, want %+v", meta.Sampling, want)
 		}
 		if sum.Eval == nil || len(sum.Eval.Rows) != 1 || !(sum.Eval.Rows[0].SamplePSNR > 0) || sum.Eval.Rows[0].PromptFollowing != nil {
 			t.Fatalf("evaluation %+v: want one row with a sample PSNR and no prompt following", sum.Eval)

@@ -45,8 +45,21 @@ func (m *model) save(path string, r *recipes.Recipe) error {
 			return err
 		}
 		info.Base = b
+		// A DC model with a base is evaluated against it: it samples as
+		// the evaluation did.
+		info.Sampling = sampling(r)
 	}
 	return checkpoint.Save(path, m.dc, info)
+}
+
+// sampling is the recipe's [eval] sampling settings as a checkpoint
+// records them.
+func sampling(r *recipes.Recipe) *checkpoint.Sampling {
+	s := &checkpoint.Sampling{Process: checkpoint.ProcessDDPM, DenseBelow: r.Eval.DenseBelow, CFG: r.Eval.CFG, Steps: r.Eval.SamplingSteps}
+	if r.Diffusion.Process == recipes.ProcessFlowMatching {
+		s.Process, s.Shift = checkpoint.ProcessFlowMatching, r.Diffusion.Shift
+	}
+	return s
 }
 
 // fileName is the final model's name in the output folder: a file, or a

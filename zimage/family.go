@@ -144,6 +144,9 @@ func (s Spec) Conditioning() family.Conditioning {
 	return family.Conditioning{CaptionWidth: s.Config.CapFeatDim}
 }
 
+// Process is flow matching.
+func (Spec) Process() string { return family.ProcessFlowMatching }
+
 // Blocks are the main layers and both refiners.
 func (s Spec) Blocks() []family.Blocks {
 	bb, c := arch.DCBackbonePrefix, s.Config

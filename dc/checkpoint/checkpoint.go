@@ -23,11 +23,15 @@ import (
 )
 
 // Info is what a model does not know about itself and a checkpoint
-// records: the ρ values it was trained for, the recipe and the base.
+// records: the ρ values it was trained for, the recipe, the base, and how
+// it samples.
 type Info struct {
 	TrainedRhos []float64
 	Recipe      string
 	Base        *Base
+	// Sampling, when not nil, is how the model samples as it was
+	// evaluated (Meta.Sampling).
+	Sampling *Sampling
 	// DType is the storage type of the parameters: F32 (also the zero
 	// value), BF16 or F16. Load reads any of them back into float32.
 	DType dtype.DType

@@ -14,7 +14,8 @@ import (
 // Load and inspect do, against the tensor names of a real DC checkpoint:
 // no panic, every error one line of bounded length, and a config that
 // passes every check describes a bounded model (its expected tensor list
-// and FLOPs are computed, as inspect does from the headers alone).
+// and FLOPs are computed, as inspect does from the headers alone) and
+// bounded sampling settings.
 func FuzzMetadata(f *testing.F) {
 	file, err := safetensors.Open(dctest.Checkpoint(f))
 	if err != nil {
@@ -36,6 +37,10 @@ func FuzzMetadata(f *testing.F) {
 	f.Add(strings.Replace(cfg, `"depth":`, `"depth":100000,"x":`, 1), `{"a":"0000000g"}`)
 	f.Add(strings.Replace(cfg, `"heads":`, `"heads":3,"x":`, 1), `[]`)
 	f.Add(`{"format_version":1}`, `null`)
+	rec := `"sampling":{"process":"flow_matching","dense_below":600,"cfg":4,"sampling_steps":25,"shift":3},"trained_rhos":`
+	f.Add(strings.Replace(cfg, `"trained_rhos":`, rec, 1), sums)
+	f.Add(strings.Replace(cfg, `"trained_rhos":`, `"sampling":{"process":"ddpm","dense_below":-0,"cfg":1e308,"sampling_steps":99999,"x":1},"trained_rhos":`, 1), sums)
+	f.Add(strings.Replace(cfg, `"trained_rhos":`, `"sampling":{"process":"ddpm","dense_below":NaN,"cfg":4,"sampling_steps":25},"trained_rhos":`, 1), sums)
 	f.Fuzz(func(t *testing.T, config, crc string) {
 		bounded := func(err error) {
 			if msg := err.Error(); strings.Contains(msg, "\n") || len(msg) > 2048 {
@@ -70,5 +75,9 @@ func FuzzMetadata(f *testing.F) {
 			t.Fatalf("%d expected tensors for a file of %d", n, len(found))
 		}
 		m.FLOPsPerRho(250)
+		if r := m.Sampling; r != nil && (r.Steps < 1 || r.Steps > checkpoint.MaxDiffusionSteps || !(r.DenseBelow >= 0 && r.DenseBelow <= checkpoint.MaxDiffusionSteps) ||
+			!(r.CFG >= 0 && r.CFG <= checkpoint.MaxGuidance) || !(r.Shift >= 0 && r.Shift <= checkpoint.MaxGuidance)) {
+			t.Fatalf("accepted sampling %+v", *r)
+		}
 	})
 }

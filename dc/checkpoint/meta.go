@@ -33,7 +33,20 @@
 //	    base            the checkpoint it was upcycled from, or null:
 //	                    path, architecture, layout, and sha256 or
 //	                    size + mtime
+//	    sampling        optional (Sampling): how the model samples as it
+//	                    was evaluated — process ("ddpm" or
+//	                    "flow_matching"), dense_below, cfg,
+//	                    sampling_steps, and shift (flow_matching only);
+//	                    every key required, values bounded
+//	                    (MaxDiffusionSteps, MaxGuidance)
 //	"dcdit.crc32c":  JSON {tensor name: CRC-32C of its bytes, 8 hex digits}
+//
+// `dcdit sample` and `dcdit eval` take each setting a flag does not give
+// from "sampling"; a file without it (written before it existed, by
+// another tool, or for a model nobody evaluated) loads as before, and the
+// commands use their own defaults (DDPM: 250 steps, cfg 4, never dense;
+// flow matching: Z-Image-Turbo's 8 steps, no guidance, shift 3; eval: 10
+// steps, no guidance). The trained ρ set is trained_rhos.
 //
 // A DiT upcycled from DiT/p is an "hnet" backbone with patch_size p (its
 // position embedding lives on the patch grid).
@@ -121,6 +134,9 @@ type Meta struct {
 	// Base identifies the pretrained checkpoint the model was upcycled
 	// from; nil for models trained from scratch or converted.
 	Base *Base `json:"base"`
+	// Sampling is how the model samples as it was evaluated; nil when not
+	// recorded (the commands use their own defaults).
+	Sampling *Sampling `json:"sampling,omitempty"`
 	// Warnings are what ParseMeta found suspicious without refusing the
 	// file (no checksums); not stored.
 	Warnings []string `json:"-"`
@@ -387,6 +403,11 @@ func (m *Meta) Validate() error {
 			return fmt.Errorf("trained_rhos: %v, want 0 ≤ ρ < 1", r)
 		}
 	}
+	if m.Sampling != nil {
+		if err := m.Sampling.Validate(); err != nil {
+			return fmt.Errorf("sampling: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -449,6 +470,10 @@ func (m *Meta) FLOPsPerRho(steps int) []RhoFLOPs {
 func MetaOf(model *dc.Model, info Info) (*Meta, error) {
 	m := &Meta{FormatVersion: FormatVersion, Scaffold: *model.Config, TrainedRhos: append([]float64{}, info.TrainedRhos...),
 		Recipe: info.Recipe, Base: info.Base}
+	if info.Sampling != nil {
+		s := *info.Sampling
+		m.Sampling = &s
+	}
 	// The backbone describes itself; its description is read back exactly
 	// as Load reads a file's, so what is saved is what loads (unknown kinds
 	// and config fields fail here, not on load).

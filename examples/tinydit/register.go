@@ -76,6 +76,9 @@ func (s Spec) Width() int { return s.Config.Width }
 // CondWidth is D (t_embed + y_embed).
 func (s Spec) CondWidth() int { return s.Config.Width }
 
+// Process is DDPM: the teacher is trained with DDPM's hybrid loss.
+func (Spec) Process() string { return family.ProcessDDPM }
+
 // Conditioning is class labels: DC checkpoints of this kind sample with
 // DDPM and --class.
 func (s Spec) Conditioning() family.Conditioning {

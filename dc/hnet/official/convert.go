@@ -224,35 +224,49 @@ func ConfigPath(path string) string {
 // atomically; an existing file is refused, as is a model the official
 // DC-DiT cannot hold (ConfigOf says why; force writes one whose only
 // differences change the forward pass, and returns them as warnings).
-func ExportFile(in, out string, force bool) (warnings []string, _ error) {
+// unheld lists what the checkpoint records beside the model that the files
+// leave out (Unheld).
+func ExportFile(in, out string, force bool) (warnings, unheld []string, _ error) {
 	model, meta, err := checkpoint.Load(in)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c, warnings, err := ConfigOf(meta, force)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", in, err)
+		return nil, nil, fmt.Errorf("%s: %w", in, err)
 	}
 	sd, err := StateDict(model, meta)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", in, err)
+		return nil, nil, fmt.Errorf("%s: %w", in, err)
 	}
 	cfgPath := ConfigPath(out)
 	if cfgPath == out {
-		return nil, fmt.Errorf("official: %s: the state dict needs a file extension (.pt) so that its config can sit beside it as .yaml", out)
+		return nil, nil, fmt.Errorf("official: %s: the state dict needs a file extension (.pt) so that its config can sit beside it as .yaml", out)
 	}
 	for _, p := range []string{out, cfgPath} {
 		if _, err := os.Stat(p); err == nil {
-			return nil, fmt.Errorf("official: %s exists; conversions never write over a file", p)
+			return nil, nil, fmt.Errorf("official: %s exists; conversions never write over a file", p)
 		}
 	}
 	if err := pytorch.Save(out, sd, pytorch.SaveOptions{}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return warnings, atomicfile.Write(cfgPath, func(w io.Writer) error {
+	return warnings, Unheld(meta), atomicfile.Write(cfgPath, func(w io.Writer) error {
 		_, err := w.Write(c.YAML())
 		return err
 	})
+}
+
+// Unheld lists what a DC checkpoint records beside the model that the
+// official files cannot hold, and an export leaves out: the sampling
+// settings (checkpoint.Sampling), for the official config has none (its
+// sample.py takes guidance and steps as flags, and has no dense steps).
+func Unheld(meta *checkpoint.Meta) []string {
+	var out []string
+	if s := meta.Sampling; s != nil {
+		out = append(out, fmt.Sprintf("the sampling settings (%s): the official config holds none; pass the guidance scale and steps to its sample.py, which has no dense_below", s))
+	}
+	return out
 }
 
 // ImportFile reads an official checkpoint (a bare state dict, or

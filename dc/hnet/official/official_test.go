@@ -16,12 +16,29 @@ import (
 	"github.com/dcdit/dcdit/loaders/pytorch"
 )
 
-// mustExport exports src to pt, failing the test on an error or warning.
+// mustExport exports src to pt, failing the test on an error, warning or
+// anything left out.
 func mustExport(t *testing.T, src, pt string) {
 	t.Helper()
-	warnings, err := official.ExportFile(src, pt, false)
-	if err != nil || len(warnings) > 0 {
-		t.Fatalf("export: %v (warnings %q)", err, warnings)
+	warnings, unheld, err := official.ExportFile(src, pt, false)
+	if err != nil || len(warnings) > 0 || len(unheld) > 0 {
+		t.Fatalf("export: %v (warnings %q, left out %q)", err, warnings, unheld)
+	}
+}
+
+// The sampling settings a checkpoint records have no place in the official
+// files: the export leaves them out and says so.
+func TestExportLeavesOutSampling(t *testing.T) {
+	m, rhos := dctest.Model(t, dctest.Cases(t)[0])
+	dir := t.TempDir()
+	src := filepath.Join(dir, "dc.safetensors")
+	rec := checkpoint.Sampling{Process: checkpoint.ProcessDDPM, DenseBelow: 600, CFG: 4, Steps: 25}
+	if err := checkpoint.Save(src, m, checkpoint.Info{TrainedRhos: rhos, Sampling: &rec}); err != nil {
+		t.Fatal(err)
+	}
+	warnings, unheld, err := official.ExportFile(src, filepath.Join(dir, "official.pt"), false)
+	if err != nil || len(warnings) > 0 || len(unheld) != 1 || !strings.Contains(unheld[0], "sampling settings (ddpm, 25 steps, cfg 4, dense below t = 600)") {
+		t.Errorf("export: %v, warnings %q, left out %q: want the sampling settings named", err, warnings, unheld)
 	}
 }
 
@@ -200,7 +217,7 @@ func TestRefusals(t *testing.T) {
 	dir := t.TempDir()
 	pt := filepath.Join(dir, "official.pt")
 	mustExport(t, src, pt)
-	if _, err := official.ExportFile(src, pt, false); err == nil || !strings.Contains(err.Error(), "exists") {
+	if _, _, err := official.ExportFile(src, pt, false); err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("export over an existing file: %v", err)
 	}
 	cfg, err := os.ReadFile(official.ConfigPath(pt))

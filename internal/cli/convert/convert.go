@@ -81,6 +81,8 @@ Layouts (--layout):
            head, relative residual, latent skip, no encoder RMSNorm, another
            router width), naming each; other GroupNorm group counts only
            change the official forward, and --force writes those anyway,
+           with a warning. The sampling settings a DC checkpoint records
+           have no place in the official config: export leaves them out,
            with a warning. Blocks upcycled from a DiT/p get the table at
            each latent cell's patch-grid position, as dcdit embeds it.
            Import reads a bare state dict or train.py's {"model", "ema",
@@ -303,9 +305,9 @@ func runDC(opts *Options) error {
 	}
 	start := time.Now()
 	var err error
-	var warnings []string
+	var warnings, unheld []string
 	if opts.Layout == layoutOfficial {
-		warnings, err = official.ExportFile(opts.In, opts.Out, opts.Force)
+		warnings, unheld, err = official.ExportFile(opts.In, opts.Out, opts.Force)
 	} else {
 		err = official.ImportFile(opts.In, opts.OfficialConfig, opts.Out, opts.NumHeads)
 	}
@@ -315,6 +317,9 @@ func runDC(opts *Options) error {
 	if !opts.Quiet {
 		for _, w := range warnings {
 			fmt.Fprintf(opts.IO.Err, "warning: --force: the official model will differ: %s\n", w)
+		}
+		for _, u := range unheld {
+			fmt.Fprintf(opts.IO.Err, "warning: left out of the official files: %s\n", u)
 		}
 		also := ""
 		if opts.Layout == layoutOfficial {

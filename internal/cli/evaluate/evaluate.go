@@ -64,7 +64,22 @@ type Options struct {
 	VAE, Inception, Ref string
 	// Device and Precision choose where the models run (cmdutil.OnDevice).
 	Device, Precision string
+
+	// unset names the sampling flags left at their defaults, which a DC
+	// checkpoint's sampling record fills in. The command sets it; a
+	// caller of Run gives what it means.
+	unset unsetFlags
 }
+
+// unsetFlags are the sampling flags the command line did not give.
+type unsetFlags struct{ steps, cfg, denseBelow, shift bool }
+
+// Defaults of the sampling flags, for a checkpoint that records no
+// sampling settings.
+const (
+	defaultSteps = 10
+	defaultCFG   = 1.0
+)
 
 // NewCmd returns the eval command. runF replaces the action in tests that
 // only check flag parsing; nil evaluates.
@@ -101,6 +116,14 @@ the model was not trained on, e.g. another seed):
                  the DC ε̂ on the teacher's (< 1: it shrinks the noise and
                  its samples stay noisy), and with --features the class
                  accuracy of x̂0 (what each model knows of the shape at t)
+
+A DC checkpoint made by 'dcdit upcycle' records how its evaluation sampled
+(the recipe's eval.sampling_steps, eval.cfg, eval.dense_below and, for flow
+matching, diffusion.shift): each of --steps, --cfg, --dense-below and
+--shift not given takes the recorded value, else its default. One line on
+stderr says what was used and where each value came from (flag,
+checkpoint or default), and a ρ (a row or --lite) outside the fractions
+the model was trained for is warned of.
 
 The rows are unguided unless --cfg > 1 (then both branches run at the row's
 ρ and the teacher is guided too). Lite-CFG runs the conditional branch at
@@ -175,6 +198,8 @@ caption's. --data must carry captions ('dcdit data shapes --captions').`,
 			if runF != nil {
 				return runF(opts)
 			}
+			f := cmd.Flags()
+			opts.unset = unsetFlags{steps: !f.Changed("steps"), cfg: !f.Changed("cfg"), denseBelow: !f.Changed("dense-below"), shift: !f.Changed("shift")}
 			return Run(opts)
 		},
 	}
@@ -184,18 +209,18 @@ caption's. --data must carry captions ('dcdit data shapes --captions').`,
 	f.Float64SliceVar(&opts.Rhos, "rho", eval.DefaultRhos, "tail-drop fractions ρ, one table row each")
 	f.Float64SliceVar(&opts.Lite, "lite", []float64{0, 0.9}, "Lite-CFG pair: ρ of the conditional, then of the unconditional branch")
 	f.BoolVar(&opts.NoLite, "no-lite", false, "skip the Lite-CFG row")
-	f.Float64Var(&opts.CFG, "cfg", 1, "guidance scale of the ρ rows (1 or less: none)")
+	f.Float64Var(&opts.CFG, "cfg", defaultCFG, "guidance scale of the ρ rows (1 or less: none); a DC checkpoint's recorded value unless given")
 	f.Float64Var(&opts.LiteCFG, "lite-cfg", 1.25, "guidance scale of the Lite-CFG row (> 1)")
 	f.IntVar(&opts.Num, "num", 64, "held-out noisy inputs (the data set's first samples)")
 	f.IntVar(&opts.Samples, "samples", 8, "samples per row for the PSNR, FD, class accuracy and the elastic grid")
 	f.StringVar(&opts.Features, "features", "", "feature network for FD and class accuracy (e.g. testdata/featnet/model.safetensors)")
-	f.IntVar(&opts.Steps, "steps", 10, "DDPM sampling steps (the 1000 training steps respaced)")
+	f.IntVar(&opts.Steps, "steps", defaultSteps, "DDPM sampling steps (the 1000 training steps respaced); a DC checkpoint's recorded value unless given")
 	f.IntVar(&opts.Batch, "batch", 16, "images per forward pass for the held-out inputs")
-	f.Float64Var(&opts.DenseBelow, "dense-below", 0, "run the sampling steps below this timestep on every cell (the low-noise steps at full cost; 0: never)")
+	f.Float64Var(&opts.DenseBelow, "dense-below", 0, "run the sampling steps below this timestep on every cell (the low-noise steps at full cost; 0: never; default: a DC checkpoint's recorded value, else 0)")
 	opts.ProbeT = slices.Clone(eval.DefaultProbeTimesteps)
 	f.Var((*timesteps)(&opts.ProbeT), "probe-t", "timesteps of the one-step error table, comma-separated (\"\": none)")
 	f.Uint64Var(&opts.Seed, "seed", 0, "seed of the input and sampling noise")
-	f.Float64Var(&opts.Shift, "shift", 0, "a caption-conditioned Z-Image: the sampling schedule's shift (default 3, Z-Image's; use the one it was trained with)")
+	f.Float64Var(&opts.Shift, "shift", 0, "a caption-conditioned Z-Image: the sampling schedule's shift (default: a DC checkpoint's recorded shift, else 3, Z-Image's; use the one it was trained with)")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object instead of the table")
 	f.StringVar(&opts.Out, "out", "", "folder for eval.json and the PNGs (created if missing)")
 	f.IntVar(&opts.NumHeads, "num-heads", 0, "attention heads of a reference DC-DiT state_dict (DC checkpoints store them)")
@@ -253,15 +278,15 @@ func validate(cmd *cobra.Command, o *Options) error {
 }
 
 // LoadModel loads the DC model to evaluate: a DC checkpoint through
-// dc/checkpoint (everything in its metadata), or a reference DC-DiT
-// state_dict through dc/hnet with the head count and de-chunk σ it does not
-// store. Any other checkpoint is an error naming what it holds. warn, when
-// not nil, receives what loading found suspicious (a DC checkpoint without
-// checksums).
-func LoadModel(path string, numHeads int, sigma float64, warn func(string)) (*dc.Model, error) {
+// dc/checkpoint (everything in its metadata, returned too), or a reference
+// DC-DiT state_dict through dc/hnet with the head count and de-chunk σ it
+// does not store (no metadata: nil). Any other checkpoint is an error
+// naming what it holds. warn, when not nil, receives what loading found
+// suspicious (a DC checkpoint without checksums).
+func LoadModel(path string, numHeads int, sigma float64, warn func(string)) (*dc.Model, *checkpoint.Meta, error) {
 	ck, err := loaders.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	in := arch.Input{Metadata: ck.Metadata, Config: ck.Config}
 	for _, t := range ck.Tensors {
@@ -273,22 +298,23 @@ func LoadModel(path string, numHeads int, sigma float64, warn func(string)) (*dc
 	case rep.Layout == arch.DCLayout:
 		m, meta, err := checkpoint.Load(path)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, msg := range meta.Warnings {
 			if warn != nil {
 				warn(fmt.Sprintf("%s: %s", path, msg))
 			}
 		}
-		return m, nil
+		return m, meta, nil
 	case rep.Architecture == arch.DCDiT:
 		if numHeads == 0 {
-			return nil, fmt.Errorf("%s is a reference DC-DiT state_dict: it does not store its head count, pass --num-heads", path)
+			return nil, nil, fmt.Errorf("%s is a reference DC-DiT state_dict: it does not store its head count, pass --num-heads", path)
 		}
 		// TargetN only matters for training; 4 passes validation.
-		return hnet.Load(path, hnet.LoadOptions{Heads: numHeads, Settings: dc.Settings{Sigma: sigma, TargetN: 4}})
+		m, err := hnet.Load(path, hnet.LoadOptions{Heads: numHeads, Settings: dc.Settings{Sigma: sigma, TargetN: 4}})
+		return m, nil, err
 	default:
-		return nil, fmt.Errorf("%s holds a %s checkpoint (%s naming), not a DC model", path, rep.Architecture, rep.Layout)
+		return nil, nil, fmt.Errorf("%s holds a %s checkpoint (%s naming), not a DC model", path, rep.Architecture, rep.Layout)
 	}
 }
 
@@ -304,7 +330,11 @@ func Run(opts *Options) error {
 			fmt.Fprintf(opts.IO.Err, "warning: %s\n", msg)
 		}
 	}
-	m, err := LoadModel(opts.Checkpoint, opts.NumHeads, opts.Sigma, warn)
+	m, meta, err := LoadModel(opts.Checkpoint, opts.NumHeads, opts.Sigma, warn)
+	if err != nil {
+		return err
+	}
+	notes, err := resolveSampling(opts, meta, m.Backbone.Spec().Process() == family.ProcessFlowMatching)
 	if err != nil {
 		return err
 	}
@@ -358,6 +388,10 @@ func Run(opts *Options) error {
 	}
 	var bar *progress.Bar
 	if !opts.Quiet {
+		// Said once every input has loaded: a failure is the one line.
+		for _, n := range notes {
+			fmt.Fprintln(opts.IO.Err, n)
+		}
 		eo.Progress = func(done, total int) {
 			if bar == nil {
 				bar = progress.New(opts.IO.Err, "evaluating", total)
@@ -475,4 +509,53 @@ func captionTeacher(opts *Options, m *dc.Model) (eval.Teacher, error) {
 		shift = flowmatch.DefaultConfig().Shift
 	}
 	return eval.TeacherOf(t, table, shift), nil
+}
+
+// resolveSampling gives every sampling setting the command line left
+// unset the DC checkpoint's recorded value (meta.Sampling; meta is nil for
+// a reference state_dict), else the command's default, and checks what
+// the record gave as the flags are checked. The notes it returns, for
+// stderr, say which settings were used with where each came from and warn
+// of the ρ the model was not trained for. flow says that the model samples
+// with flow matching (a DC-Z-Image), else DDPM.
+func resolveSampling(opts *Options, meta *checkpoint.Meta, flow bool) (notes []string, _ error) {
+	process := checkpoint.ProcessDDPM
+	if flow {
+		process = checkpoint.ProcessFlowMatching
+	}
+	var rec *checkpoint.Sampling
+	if meta != nil {
+		var err error
+		if rec, err = cmdutil.SamplingRecord(opts.Checkpoint, meta, process); err != nil {
+			return nil, fmt.Errorf("eval: %w", err)
+		}
+	}
+	var r checkpoint.Sampling
+	if rec != nil {
+		r = *rec
+	}
+	has := rec != nil
+	var used []cmdutil.Setting
+	opts.Steps = cmdutil.Pick(&used, "--steps", !opts.unset.steps, opts.Steps, has, r.Steps, defaultSteps)
+	opts.CFG = cmdutil.Pick(&used, "--cfg", !opts.unset.cfg, opts.CFG, has, r.CFG, defaultCFG)
+	opts.DenseBelow = cmdutil.Pick(&used, "--dense-below", !opts.unset.denseBelow, opts.DenseBelow, has, r.DenseBelow, 0)
+	if flow {
+		opts.Shift = cmdutil.Pick(&used, "--shift", !opts.unset.shift, opts.Shift, has, r.Shift, flowmatch.DefaultConfig().Shift)
+	}
+	opts.unset = unsetFlags{}
+	if opts.Steps > eval.TrainSteps {
+		return nil, fmt.Errorf("eval: %s records %d sampling steps, want 1..%d (pass --steps)", opts.Checkpoint, opts.Steps, eval.TrainSteps)
+	}
+	notes = []string{cmdutil.SettingsLine("evaluating", used)}
+	if meta == nil {
+		return notes, nil
+	}
+	rhos := opts.Rhos
+	if !opts.NoLite {
+		rhos = append(slices.Clone(rhos), opts.Lite...)
+	}
+	if w := cmdutil.RhoWarning(opts.Checkpoint, rhos, meta.TrainedRhos); w != "" {
+		notes = append(notes, "warning: "+w)
+	}
+	return notes, nil
 }

@@ -50,9 +50,13 @@ func describeDC(res *Result, ck *loaders.Checkpoint, layout arch.Layout, numHead
 		}
 		expected = m.Shapes()
 		res.Config = m
-		// A DC-Z-Image samples as Z-Image-Turbo does; a DC-DiT as DiT.
+		// The steps it records sampling with; else a DC-Z-Image samples as
+		// Z-Image-Turbo does and a DC-DiT as DiT.
 		steps := flopsSteps
-		if m.Backbone.Kind == checkpoint.KindZImage {
+		switch {
+		case m.Sampling != nil:
+			steps = m.Sampling.Steps
+		case m.Backbone.Kind == checkpoint.KindZImage:
 			steps = zimage.TurboSteps
 		}
 		res.FLOPsPerRho = m.FLOPsPerRho(steps)
@@ -159,7 +163,7 @@ func int64s(v []int) []int64 {
 func abbreviate(names []string) string { return arch.JoinCapped(names, ", ", 8) }
 
 // writeDCConfig prints a DC config's rows: scaffold, backbone, trained ρ,
-// base, recipe.
+// sampling settings, base, recipe.
 func writeDCConfig(row func(k, format string, args ...any), cfg any) bool {
 	switch c := cfg.(type) {
 	case *checkpoint.Meta:
@@ -169,6 +173,11 @@ func writeDCConfig(row func(k, format string, args ...any), cfg any) bool {
 			row("trained ρ", "%s", joinFloats(c.TrainedRhos))
 		} else {
 			row("trained ρ", "not recorded")
+		}
+		if c.Sampling != nil {
+			row("sampling", "%s (what sample and eval use unless told)", c.Sampling)
+		} else {
+			row("sampling", "not recorded (sample and eval use their defaults)")
 		}
 		if b := c.Base; b != nil {
 			var id []string

@@ -12,6 +12,7 @@ import (
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
+	"github.com/dcdit/dcdit/diffusion/flowmatch"
 	"github.com/dcdit/dcdit/gpu/accel"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/progress"
@@ -109,7 +110,7 @@ func runDC(opts *Options, layout arch.Layout) error {
 	classes := on.Classes
 	switch {
 	case on.CaptionWidth > 0:
-		return runDCZImage(opts, m, on.CaptionWidth)
+		return runDCZImage(opts, m, meta, on.CaptionWidth)
 	case classes == 0:
 		return fmt.Errorf("sample: %s has a %s backbone conditioned on neither labels nor captions, which this build cannot sample", opts.Checkpoint, meta.Backbone.Kind)
 	}
@@ -133,6 +134,10 @@ func runDC(opts *Options, layout arch.Layout) error {
 	}
 	if !opts.Quiet && opts.NumHeads > 0 {
 		fmt.Fprintf(opts.IO.Err, "warning: --num-heads is ignored: %s stores its head count\n", opts.Checkpoint)
+	}
+	notes, err := resolveSampling(opts, meta, checkpoint.ProcessDDPM, samplingDefaults{steps: defaultSteps, cfg: defaultCFG})
+	if err != nil {
+		return err
 	}
 	// Inference: no parameter tracks gradients, so the ops keep no graph.
 	m.Params.SetRequiresGrad(false)
@@ -161,6 +166,7 @@ func runDC(opts *Options, layout arch.Layout) error {
 	stats := &dcStats{}
 	var bar *progress.Bar
 	if !opts.Quiet {
+		printNotes(opts, notes)
 		bar = progress.New(opts.IO.Err, "sampling", sched.Steps())
 	}
 	L := cfg.Cells()
@@ -193,6 +199,7 @@ func runDC(opts *Options, layout arch.Layout) error {
 		md["dcdit.kept_uncond_per_step"] = joinFloats(stats.Uncond)
 	}
 	md["dcdit.tokens"] = strconv.Itoa(L)
+	md["dcdit.dense_below"] = strconv.FormatFloat(opts.DenseBelow, 'g', -1, 64)
 	md["dcdit.kept_per_step"] = joinFloats(stats.Cond)
 	md["dcdit.flops_per_image"] = strconv.FormatFloat(perImage, 'g', 8, 64)
 	if err := writeOutputs(opts, x, sh, rows, cols, md, pic); err != nil {
@@ -258,7 +265,7 @@ func joinFloats(v []float64) string {
 // --rho-uncond in the same batch (Lite-CFG when they differ), and steps at
 // timesteps σ·T below --dense-below on every cell. The grid is the
 // checkpoint's own.
-func runDCZImage(opts *Options, m *dc.Model, captionWidth int) error {
+func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta, captionWidth int) error {
 	if opts.Captions == "" && len(opts.Prompts) == 0 {
 		return fmt.Errorf("sample: %s is a DC model around a Z-Image: it samples from captions, not class labels; pass --prompt (or --captions)", opts.Checkpoint)
 	}
@@ -279,6 +286,11 @@ func runDCZImage(opts *Options, m *dc.Model, captionWidth int) error {
 	pipeline, err := parsePipeline(opts.Schedule)
 	if err != nil {
 		return &cmdutil.UsageError{Err: fmt.Errorf("--schedule: %w", err)}
+	}
+	turbo := samplingDefaults{steps: turboSteps, cfg: turboCFG, shift: flowmatch.DefaultConfig().Shift}
+	notes, err := resolveSampling(opts, meta, checkpoint.ProcessFlowMatching, turbo)
+	if err != nil {
+		return err
 	}
 	pos, neg, err := encodePrompts(opts)
 	if err != nil {
@@ -332,6 +344,9 @@ func runDCZImage(opts *Options, m *dc.Model, captionWidth int) error {
 		run.flops += m.ForwardFLOPs(kept).Total()
 		return out, nil
 	}
+	if !opts.Quiet {
+		printNotes(opts, notes)
+	}
 	md := func() map[string]string {
 		return map[string]string{
 			"dcdit.architecture":  string(arch.DCDiT),
@@ -339,6 +354,7 @@ func runDCZImage(opts *Options, m *dc.Model, captionWidth int) error {
 			"dcdit.rho":           strconv.FormatFloat(opts.Rho, 'g', -1, 64),
 			"dcdit.rho_uncond":    strconv.FormatFloat(float64(rhoUncond), 'g', -1, 32),
 			"dcdit.tokens":        strconv.Itoa(cfg.Cells()),
+			"dcdit.dense_below":   strconv.FormatFloat(opts.DenseBelow, 'g', -1, 64),
 			"dcdit.kept_per_step": joinFloats(stats.Cond),
 		}
 	}
@@ -350,4 +366,64 @@ func runDCZImage(opts *Options, m *dc.Model, captionWidth int) error {
 		fmt.Fprintln(opts.IO.Err, dcSummary(opts, run.guided, rhoCond, rhoUncond, cfg.Cells(), stats, run.flops/float64(len(job.pos.feats))))
 	}
 	return nil
+}
+
+// samplingDefaults are the command's own sampling settings, for a DC
+// checkpoint that records none.
+type samplingDefaults struct {
+	steps                  int
+	cfg, denseBelow, shift float64
+}
+
+// resolveSampling gives every sampling setting the command line left
+// unset the checkpoint's recorded value (Meta.Sampling), else def, and
+// checks the result as the flags are checked. The notes it returns, for
+// stderr once the inputs have loaded, say which settings were used with
+// where each came from and warn of a ρ the model was not trained for.
+// process is the one the backbone samples with: a record of another is an
+// error.
+func resolveSampling(opts *Options, meta *checkpoint.Meta, process string, def samplingDefaults) (notes []string, _ error) {
+	rec, err := cmdutil.SamplingRecord(opts.Checkpoint, meta, process)
+	if err != nil {
+		return nil, fmt.Errorf("sample: %w", err)
+	}
+	var r checkpoint.Sampling
+	if rec != nil {
+		r = *rec
+	}
+	has := rec != nil
+	rhoFrom := cmdutil.FromDefault
+	if opts.RhoGiven {
+		rhoFrom = cmdutil.FromFlag
+	}
+	used := []cmdutil.Setting{{Flag: "--rho", Value: fmt.Sprint(opts.Rho), From: rhoFrom}}
+	opts.Steps = cmdutil.Pick(&used, "--steps", !opts.unset.steps, opts.Steps, has, r.Steps, def.steps)
+	opts.CFG = cmdutil.Pick(&used, "--cfg", !opts.unset.cfg, opts.CFG, has, r.CFG, def.cfg)
+	opts.DenseBelow = cmdutil.Pick(&used, "--dense-below", !opts.unset.denseBelow, opts.DenseBelow, has, r.DenseBelow, def.denseBelow)
+	if process == checkpoint.ProcessFlowMatching {
+		opts.Shift = cmdutil.Pick(&used, "--shift", !opts.unset.shift, opts.Shift, has, r.Shift, def.shift)
+	}
+	opts.unset = unsetFlags{}
+	switch {
+	case opts.Steps > trainSteps:
+		return nil, fmt.Errorf("sample: %s records %d sampling steps, want 1..%d (pass --steps)", opts.Checkpoint, opts.Steps, trainSteps)
+	case opts.RhoUncondGiven && !(ddpm.Guidance{Scale: float32(opts.CFG)}).Enabled():
+		return nil, &cmdutil.UsageError{Err: fmt.Errorf("--rho-uncond needs classifier-free guidance: %s records --cfg %g, which has no unconditional branch (pass --cfg)", opts.Checkpoint, opts.CFG)}
+	}
+	notes = []string{cmdutil.SettingsLine("sampling", used)}
+	rhos := []float64{opts.Rho}
+	if opts.RhoUncondGiven {
+		rhos = append(rhos, opts.RhoUncond)
+	}
+	if w := cmdutil.RhoWarning(opts.Checkpoint, rhos, meta.TrainedRhos); w != "" {
+		notes = append(notes, "warning: "+w)
+	}
+	return notes, nil
+}
+
+// printNotes writes resolveSampling's notes to stderr.
+func printNotes(opts *Options, notes []string) {
+	for _, n := range notes {
+		fmt.Fprintln(opts.IO.Err, n)
+	}
 }

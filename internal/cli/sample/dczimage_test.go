@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/dcdit/dcdit/datasets/shapes"
@@ -68,5 +69,26 @@ func TestDCZImageSample(t *testing.T) {
 	_, md = sample(dcPath, 0.5, 0.9)
 	if md["dcdit.rho"] != "0.5" || md["dcdit.rho_uncond"] != "0.9" || md["dcdit.kept_per_step"] == "" {
 		t.Errorf("metadata %v: want ρ 0.5, unconditional ρ 0.9 and the kept tokens per step", md)
+	}
+
+	// A flow-matching record gives the steps, guidance, dense steps and
+	// shift the command line does not (instead of Z-Image-Turbo's).
+	rec := checkpoint.Sampling{Process: checkpoint.ProcessFlowMatching, DenseBelow: 500, CFG: 2, Steps: 2, Shift: 2.5}
+	if err := checkpoint.Save(dcPath, m, checkpoint.Info{Extra: meta, Sampling: &rec}); err != nil {
+		t.Fatal(err)
+	}
+	md, stderr, err := sampleCmd(t, dcPath, "--prompt", "a red disc", "--rho", "0.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md["dcdit.steps"] != "2" || md["dcdit.cfg"] != "2" || md["dcdit.shift"] != "2.5" || md["dcdit.dense_below"] != "500" || !strings.Contains(stderr, "--shift 2.5 (checkpoint)") {
+		t.Errorf("metadata %v, stderr %q: want the recorded settings", md, stderr)
+	}
+	ddpmRec := checkpoint.Sampling{Process: checkpoint.ProcessDDPM, CFG: 4, Steps: 2}
+	if err := checkpoint.Save(dcPath, m, checkpoint.Info{Extra: meta, Sampling: &ddpmRec}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := sampleCmd(t, dcPath, "--prompt", "a red disc"); err == nil || !strings.Contains(err.Error(), "process ddpm") {
+		t.Errorf("a DDPM record on a Z-Image backbone: error %v", err)
 	}
 }

@@ -90,11 +90,15 @@ type Options struct {
 	// of the positive output's (cfg_normalization); 0 is off.
 	CFGNormalization float64
 
-	// stepsDefault and cfgDefault say that --steps and --cfg were left at
-	// DiT's defaults, so that a Z-Image run takes Turbo's instead. They
-	// are set by the command only; a caller of Run gives what it means.
-	stepsDefault, cfgDefault bool
+	// unset names the sampling flags left at their defaults, which a DC
+	// checkpoint's sampling record, or for a Z-Image Z-Image-Turbo's
+	// settings, fill in. The command sets it; a caller of Run gives what
+	// it means.
+	unset unsetFlags
 }
+
+// unsetFlags are the sampling flags the command line did not give.
+type unsetFlags struct{ steps, cfg, denseBelow, shift bool }
 
 // Defaults, as in DiT's sample.py.
 const (
@@ -150,12 +154,22 @@ sample, the lowest-probability floor(n·ρ) of the router's n boundaries are
 dropped before the backbone. --rho-uncond runs the unconditional branch at
 its own ρ in the same batched forward (Lite-CFG); without it both branches
 use --rho. The output metadata adds dcdit.architecture, dcdit.rho,
-dcdit.rho_uncond (with guidance), dcdit.tokens (L), dcdit.kept_per_step and
-dcdit.kept_uncond_per_step (the mean kept tokens per image of each step, in
-sampling order) and dcdit.flops_per_image (FLOPs actually run per image, both
-guidance branches included; 2 per multiply-add as dcdit inspect counts), and
-a closing line on stderr sums them up. --rho and --rho-uncond on a DiT
+dcdit.rho_uncond (with guidance), dcdit.dense_below, dcdit.tokens (L),
+dcdit.kept_per_step and dcdit.kept_uncond_per_step (the mean kept tokens
+per image of each step, in sampling order) and dcdit.flops_per_image (FLOPs
+actually run per image, both guidance branches included; 2 per
+multiply-add as dcdit inspect counts), and a closing line on stderr sums
+them up. --rho and --rho-uncond on a DiT
 checkpoint are usage errors.
+
+A DC checkpoint made by 'dcdit upcycle' records how its evaluation
+sampled (the recipe's eval.sampling_steps, eval.cfg, eval.dense_below and,
+for flow matching, diffusion.shift; 'dcdit inspect' shows them): each of
+--steps, --cfg, --dense-below and --shift not given takes the recorded
+value, else the default above. A flag still overrides. One line on stderr
+says what the run used and where each value came from (flag, checkpoint
+or default), and a --rho or --rho-uncond outside the fractions the model
+was trained for (its trained ρ) is warned of, and runs.
 
 Z-Image checkpoints (any naming inspect reads) are sampled with Z-Image's
 flow-matching Euler sampler instead, from caption features rather than
@@ -229,15 +243,16 @@ terminal; otherwise a plain line appears every 10 seconds.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			opts.stepsDefault, opts.cfgDefault = !cmd.Flags().Changed("steps"), !cmd.Flags().Changed("cfg")
+			f := cmd.Flags()
+			opts.unset = unsetFlags{steps: !f.Changed("steps"), cfg: !f.Changed("cfg"), denseBelow: !f.Changed("dense-below"), shift: !f.Changed("shift")}
 			return Run(opts)
 		},
 	}
 	f := cmd.Flags()
 	f.IntSliceVar(&opts.Classes, "class", []int{0}, "class labels to sample, comma-separated (each gets --num samples)")
 	f.IntVar(&opts.Num, "num", 1, "samples per --class label")
-	f.IntVar(&opts.Steps, "steps", defaultSteps, "sampling steps (1..1000): DiT's 1000 training steps respaced, or Z-Image's Euler steps (8 unless given)")
-	f.Float64Var(&opts.CFG, "cfg", defaultCFG, "classifier-free guidance scale; 1 or less disables guidance (Z-Image: 0 unless given, and see --schedule)")
+	f.IntVar(&opts.Steps, "steps", defaultSteps, "sampling steps (1..1000): DiT's 1000 training steps respaced, or Z-Image's Euler steps (8 unless given); a DC checkpoint's recorded value unless given")
+	f.Float64Var(&opts.CFG, "cfg", defaultCFG, "classifier-free guidance scale; 1 or less disables guidance (Z-Image: 0 unless given, and see --schedule); a DC checkpoint's recorded value unless given")
 	f.BoolVar(&opts.CFGAll, "cfg-all-channels", false, "guide all latent channels (diffusers) instead of DiT's first 3")
 	f.Uint64Var(&opts.Seed, "seed", 0, "random seed of the initial and per-step noise")
 	f.StringVar(&opts.Out, "out", "samples.safetensors", "safetensors file to write the latents to")
@@ -248,7 +263,7 @@ terminal; otherwise a plain line appears every 10 seconds.`,
 	cmdutil.DeviceFlags(cmd, &opts.Device, &opts.Precision)
 	f.Float64Var(&opts.Rho, "rho", 0, "DC checkpoints: tail-drop fraction ρ in [0, 1), the share of the router's boundaries dropped per sample")
 	f.Float64Var(&opts.RhoUncond, "rho-uncond", 0, "DC checkpoints: ρ of the unconditional branch (Lite-CFG; default: --rho)")
-	f.Float64Var(&opts.DenseBelow, "dense-below", 0, "DC checkpoints: run the steps below this timestep on every cell (the low-noise steps at full cost; 0: never)")
+	f.Float64Var(&opts.DenseBelow, "dense-below", 0, "DC checkpoints: run the steps below this timestep on every cell (the low-noise steps at full cost; 0: never; default: the checkpoint's recorded value, else 0)")
 	f.StringVar(&opts.Captions, "captions", "", "Z-Image: safetensors file of caption features (cap_feats F32 [N, L, cap_feat_dim], cap_lens I64 [N]) from the text encoder, which dcdit does not run")
 	f.StringVar(&opts.Negative, "negative", "", "Z-Image: caption features of the negative prompts guidance contrasts with (N of them, or 1 for all)")
 	f.StringArrayVar(&opts.Prompts, "prompt", nil, "Z-Image: a prompt (repeat for several samples; instead of --captions), encoded by the repository's text encoder, or by a dcdit-trained toy's caption table")
@@ -260,7 +275,7 @@ terminal; otherwise a plain line appears every 10 seconds.`,
 	f.StringVar(&opts.Config, "config", "", "Z-Image: config.json supplying what the weights do not tell (axes_dims, rope_theta, t_scale); default: the model folder's own")
 	f.StringVar(&opts.Schedule, "schedule", "", "Z-Image: the pipeline whose schedule and guidance rules to follow: tongyi or diffusers")
 	f.Lookup("schedule").DefValue = flowmatch.Tongyi.String()
-	f.Float64Var(&opts.Shift, "shift", 0, "Z-Image: the scheduler's static shift σ' = sσ/(1+(s−1)σ)")
+	f.Float64Var(&opts.Shift, "shift", 0, "Z-Image: the scheduler's static shift σ' = sσ/(1+(s−1)σ); a DC checkpoint's recorded value unless given")
 	f.Lookup("shift").DefValue = strconv.FormatFloat(flowmatch.DefaultConfig().Shift, 'g', -1, 64)
 	f.Float64Var(&opts.CFGTruncation, "cfg-truncation", 0, "Z-Image: no guidance at steps whose model time 1−σ exceeds this (cfg_truncation; default off)")
 	f.Float64Var(&opts.CFGNormalization, "cfg-normalization", 0, "Z-Image: clamp each guided output's norm to this multiple of the positive output's (cfg_normalization; 0 is off)")

@@ -373,10 +373,10 @@ type zimageJob struct {
 func newZImageJob(opts *Options, pipeline flowmatch.Pipeline, capDim int, encPos, encNeg *captions) (*zimageJob, error) {
 	j := &zimageJob{steps: opts.Steps, pipeline: pipeline}
 	scale := opts.CFG
-	if opts.stepsDefault {
+	if opts.unset.steps {
 		j.steps = turboSteps
 	}
-	if opts.cfgDefault {
+	if opts.unset.cfg {
 		scale = turboCFG
 	}
 	var err error

@@ -1,0 +1,96 @@
+package cmdutil
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dcdit/dcdit/dc/checkpoint"
+)
+
+// Source is where a sampling setting's value came from.
+type Source string
+
+// The sources of a setting, in the order they win.
+const (
+	FromFlag       Source = "flag"
+	FromCheckpoint Source = "checkpoint"
+	FromDefault    Source = "default"
+)
+
+// Setting is one setting as a command resolved it: the flag that sets it,
+// its value as printed, and where the value came from.
+type Setting struct {
+	Flag  string
+	Value string
+	From  Source
+}
+
+// Pick is the value of a setting: the flag's when given, else the
+// checkpoint's when it records one, else def. It appends what it chose to
+// used.
+func Pick[T any](used *[]Setting, flag string, given bool, value T, recorded bool, rec, def T) T {
+	v, from := def, FromDefault
+	switch {
+	case given:
+		v, from = value, FromFlag
+	case recorded:
+		v, from = rec, FromCheckpoint
+	}
+	*used = append(*used, Setting{Flag: flag, Value: fmt.Sprint(v), From: from})
+	return v
+}
+
+// SettingsLine is the one line a command prints about the settings it
+// used: "sampling with --steps 25 (checkpoint), --cfg 4 (flag), …".
+func SettingsLine(what string, used []Setting) string {
+	parts := make([]string, len(used))
+	for i, s := range used {
+		parts[i] = fmt.Sprintf("%s %s (%s)", s.Flag, s.Value, s.From)
+	}
+	return what + " with " + strings.Join(parts, ", ")
+}
+
+// SamplingRecord is the sampling record of the checkpoint at path for a
+// model that samples with process (checkpoint.ProcessDDPM or
+// ProcessFlowMatching): nil when it records none, an error when it
+// records another process, whose settings would mean something else.
+func SamplingRecord(path string, meta *checkpoint.Meta, process string) (*checkpoint.Sampling, error) {
+	rec := meta.Sampling
+	if rec != nil && rec.Process != process {
+		return nil, fmt.Errorf("%s: __metadata__ %q records sampling settings for process %s, but its %s backbone samples with %s", path, checkpoint.ConfigKey, rec.Process, meta.Backbone.Kind, process)
+	}
+	return rec, nil
+}
+
+// RhoWarning is the warning for the tail-drop fractions among rhos that
+// the checkpoint at path was not trained for (compared in float32, as the
+// model computes), or "" when it was trained for all of them or does not
+// record its trained set.
+func RhoWarning(path string, rhos, trained []float64) string {
+	if len(trained) == 0 {
+		return ""
+	}
+	var untrained []string
+	seen := map[float32]bool{}
+	for _, r := range rhos {
+		if seen[float32(r)] {
+			continue
+		}
+		seen[float32(r)] = true
+		known := false
+		for _, t := range trained {
+			known = known || float32(t) == float32(r)
+		}
+		if !known {
+			untrained = append(untrained, fmt.Sprint(r))
+		}
+	}
+	if len(untrained) == 0 {
+		return ""
+	}
+	list := make([]string, len(trained))
+	for i, t := range trained {
+		list[i] = fmt.Sprint(t)
+	}
+	return fmt.Sprintf("ρ %s: %s was trained for ρ %s only; other fractions run, untested", strings.Join(untrained, ", "), path, strings.Join(list, ", "))
+}
