@@ -4,9 +4,13 @@ import (
 	"github.com/nlpodyssey/spago/mat"
 
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/family"
+	"github.com/dcdit/dcdit/loaders"
+	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
 )
@@ -104,4 +108,54 @@ func (t Teacher) TrainStep(xt []float32, in cond.Input, h, w int, loss func(out,
 	// The graph is done with: its buffers serve the next step.
 	ops.Release(out)
 	return err
+}
+
+var _ family.Graftable = Teacher{}
+
+// GraftBackbone returns a copy of the model as a DC backbone (kind "dit")
+// under arch.DCBackbonePrefix. Its positions are sin-cos values computed
+// at each token's place, so any grid its patch size divides will do.
+func (t Teacher) GraftBackbone(rows, cols int) (family.Backbone, error) {
+	c := t.Model.Config
+	if rows%c.PatchSize != 0 || cols%c.PatchSize != 0 {
+		return nil, fmt.Errorf("dit: graft: a %d×%d grid does not divide into %d×%d patches", rows, cols, c.PatchSize, c.PatchSize)
+	}
+	// The stored names and shapes of a "dit" DC backbone; Build makes
+	// the copy (pos_embed recomputed, as a DC checkpoint does).
+	cc := *c
+	spec := Spec{Config: &cc}
+	ts := map[string]loaders.Dense{}
+	for name, shape := range spec.Shapes() {
+		p, ok := t.Model.Params.Lookup(t.Model.names + strings.TrimPrefix(name, arch.DCBackbonePrefix))
+		if !ok {
+			return nil, fmt.Errorf("dit: graft: the model lacks %s", strings.TrimPrefix(name, arch.DCBackbonePrefix))
+		}
+		ts[name] = loaders.Dense{Shape: shape, Data: slices.Clone(p.Values())}
+	}
+	return spec.Build(ts)
+}
+
+// PatchEmbedding is x_embedder.proj, a convolution: weights [D, C, p, p].
+func (t Teacher) PatchEmbedding() (family.PatchEmbedding, bool) {
+	p := t.Model.Config.PatchSize
+	w, okW := t.Model.Params.Lookup(t.Model.names + "x_embedder.proj.weight")
+	b, okB := t.Model.Params.Lookup(t.Model.names + "x_embedder.proj.bias")
+	if !okW || !okB {
+		return family.PatchEmbedding{}, false
+	}
+	return family.PatchEmbedding{Patch: p, Weight: w.Values(), Bias: b.Values(),
+		Index: func(c, dy, dx int) int { return (c*p+dy)*p + dx }}, true
+}
+
+// FinalLayer is DiT's final layer: shift and scale modulation, a Linear
+// to p·p·OutChannels values.
+func (t Teacher) FinalLayer() (family.FinalLayer, bool) {
+	c := t.Model.Config
+	return family.FinalLayer{Patch: c.PatchSize, Out: c.OutChannels(), Width: c.HiddenSize, Tensor: func(name string) ([]float32, bool) {
+		p, ok := t.Model.Params.Lookup(t.Model.names + "final_layer." + name)
+		if !ok {
+			return nil, false
+		}
+		return p.Values(), true
+	}}, true
 }

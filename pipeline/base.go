@@ -29,10 +29,7 @@ type base struct {
 	dit     *dit.Model
 	weights *dit.Weights // what dit was built from: a finetune copies it
 
-	zimage *zimage.Model
-	// zweights is what zimage was built from: the graft's own copy is
-	// built from it again.
-	zweights *zimage.Weights
+	zimage   *zimage.Model
 	captions *captionTable // nil: the recipe's captions are encoded prompts
 	size     int           // a Z-Image's latent grid side (base.latent_size)
 }
@@ -106,7 +103,7 @@ func loadZImageBase(r *recipes.Recipe, meta map[string]string) (*base, error) {
 		return nil, err
 	}
 	t.Params.SetRequiresGrad(false)
-	b := &base{zimage: t, zweights: w, size: r.Base.LatentSize}
+	b := &base{zimage: t, size: r.Base.LatentSize}
 	if onPrompts(r) {
 		return b, nil
 	}

@@ -77,13 +77,7 @@ func describeZImage(c *arch.ZImageConfig) string {
 // base.latent_size grid, and joins the parameters. Its FLOPs count
 // captions of captionLen tokens.
 func graftZImage(r *recipes.Recipe, b *base, seed uint64) (*model, error) {
-	zm, err := zimage.New(b.zweights)
-	if err != nil {
-		return nil, err
-	}
-	bb := zimage.NewBackbone(zm)
-	bb.CaptionLen = captionLen(r)
-	g, err := upcycle.GraftZImage(bb, r.Scaffold.Upcycle(), b.size, b.size, seed)
+	g, err := upcycle.GraftTeacher(zimage.Teacher{Model: b.zimage, CaptionLen: captionLen(r)}, r.Scaffold.Upcycle(), b.size, b.size, seed)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +92,7 @@ func graftZImage(r *recipes.Recipe, b *base, seed uint64) (*model, error) {
 		in := cond.Input{}
 		for _, s := range proc.Table.Sigmas {
 			in.T = append(in.T, 1-s)
-			in.Captions = append(in.Captions, cond.Caption{Features: make([]float32, zm.Config.CapFeatDim), Len: 1})
+			in.Captions = append(in.Captions, cond.Caption{Features: make([]float32, b.zimage.Config.CapFeatDim), Len: 1})
 		}
 		if err := upcycle.LatentSkipPrior(g, []cond.Input{in}, func(t float32) float64 { return -1 / float64(1-t) }); err != nil {
 			return nil, err
@@ -108,7 +102,7 @@ func graftZImage(r *recipes.Recipe, b *base, seed uint64) (*model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &model{dc: g, params: ps, captionDim: zm.Config.CapFeatDim, captions: b.captions}, nil
+	return &model{dc: g, params: ps, captionDim: b.zimage.Config.CapFeatDim, captions: b.captions}, nil
 }
 
 // captionLen is the caption length a DC-Z-Image's FLOPs count: the shapes

@@ -10,7 +10,6 @@ import (
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/loaders/arch"
-	"github.com/dcdit/dcdit/upcycle"
 	"github.com/dcdit/dcdit/zimage"
 )
 
@@ -88,7 +87,7 @@ func planZImage(p *problems, r *Recipe, pl *Plan) {
 	if pl.Backbone.ShapesCaptions {
 		captionLen = toyCaptionLen
 	}
-	bb.CaptionLen, bb.ImageMultiple = captionLen, upcycle.ImageMultiple(zc, L, L)
+	bb.CaptionLen, bb.ImageMultiple = captionLen, zimage.GraftImageMultiple(zc, L, L)
 	f.KeptTokens = fmt.Sprintf("assumed: the router marks ⌊L/N⌋ = ⌊%d/%g⌋ = %d boundaries, tail dropping removes ⌊n·ρ⌋; captions of %d tokens", c.Cells(), c.TargetN, keptTokens(c, 0), captionLen)
 	patches := (L / zc.PatchSize) * (L / zc.PatchSize)
 	baseFwd := zimage.ForwardFLOPs(zc, patches, captionLen).Total()

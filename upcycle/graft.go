@@ -233,18 +233,9 @@ func PatchEncoderPrior(cfg *dc.Config, ts map[string]dc.Tensor, teacher *dit.Mod
 		Index: func(c, dy, dx int) int { return (c*p+dy)*p + dx }})
 }
 
-// PatchEmbedding is a backbone's patch embedding, a Linear from a p×p
-// patch of C latent channels to the model width D, as EncoderPrior reads
-// it.
-type PatchEmbedding struct {
-	// Patch is p.
-	Patch int
-	// Weight is [D, C·p²], Bias [D].
-	Weight, Bias []float32
-	// Index gives the input column that carries latent channel c at
-	// offset (dy, dx) in the patch: the backbone's patch layout.
-	Index func(c, dy, dx int) int
-}
+// PatchEmbedding is a backbone's patch embedding as EncoderPrior reads
+// it (family.PatchEmbedding).
+type PatchEmbedding = family.PatchEmbedding
 
 // EncoderPrior is PatchEncoderPrior for any backbone's patch embedding.
 func EncoderPrior(cfg *dc.Config, ts map[string]dc.Tensor, pe PatchEmbedding) error {
@@ -331,31 +322,14 @@ func EncoderPrior(cfg *dc.Config, ts map[string]dc.Tensor, pe PatchEmbedding) er
 // learns what the dropped cells need. Cells of another size leave the
 // head at zero.
 func WideHeadPrior(cfg *dc.Config, ts map[string]dc.Tensor, teacher *dit.Model) error {
-	tc := teacher.Config
-	return wideHeadPrior(cfg, ts, finalLayer{patch: tc.PatchSize, out: tc.OutChannels(), width: tc.HiddenSize, lookup: func(name string) ([]float32, bool) {
-		p, ok := teacher.Params.Lookup("final_layer." + name)
-		if !ok {
-			return nil, false
-		}
-		return p.Values(), true
-	}})
-}
-
-// finalLayer is a teacher's output layer as the wide head starts from it:
-// LayerNorm, adaLN modulation, a Linear to patch·patch·out values ordered
-// (dy, dx, channel). lookup returns its tensors by their names under
-// final_layer. A layer without shift (Z-Image's) has half the modulation
-// rows: its scale.
-type finalLayer struct {
-	patch, out, width int
-	noShift           bool
-	lookup            func(name string) ([]float32, bool)
+	f, _ := dit.Teacher{Model: teacher}.FinalLayer()
+	return wideHeadPrior(cfg, ts, f)
 }
 
 // wideHeadPrior starts the wide head as the teacher's final layer f (see
 // WideHeadPrior).
-func wideHeadPrior(cfg *dc.Config, ts map[string]dc.Tensor, f finalLayer) error {
-	p, D, O := f.patch, cfg.ModelDim, f.out
+func wideHeadPrior(cfg *dc.Config, ts map[string]dc.Tensor, f family.FinalLayer) error {
+	p, D, O := f.Patch, cfg.ModelDim, f.Out
 	clear(ts["hnet.residual_proj.weight"].Data)
 	if b, ok := ts["hnet.residual_proj.bias"]; ok {
 		clear(b.Data)
@@ -363,17 +337,17 @@ func wideHeadPrior(cfg *dc.Config, ts map[string]dc.Tensor, f finalLayer) error 
 	if cfg.Patch() != p {
 		return nil
 	}
-	if O != cfg.OutChannels || f.width != D {
-		return fmt.Errorf("upcycle: wide head: the teacher predicts %d channels at width %d, the scaffold %d at %d", O, f.width, cfg.OutChannels, D)
+	if O != cfg.OutChannels || f.Width != D {
+		return fmt.Errorf("upcycle: wide head: the teacher predicts %d channels at width %d, the scaffold %d at %d", O, f.Width, cfg.OutChannels, D)
 	}
 	for _, name := range []string{"adaLN_modulation.1.weight", "adaLN_modulation.1.bias", "linear.weight", "linear.bias"} {
 		dst := ts["wide_head."+name]
 		want := len(dst.Data)
 		modulation := !strings.HasPrefix(name, "linear.")
-		if modulation && f.noShift {
+		if modulation && f.NoShift {
 			want /= 2
 		}
-		v, ok := f.lookup(name)
+		v, ok := f.Tensor(name)
 		if !ok || len(v) != want {
 			return fmt.Errorf("upcycle: wide head: the teacher lacks final_layer.%s with %d values", name, want)
 		}

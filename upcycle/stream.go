@@ -98,7 +98,7 @@ func StreamGraftZImage(base string, s Scaffold, out string, opts StreamOptions) 
 	}
 	// The metadata reads the configs alone: a model without parameters
 	// (building one would copy the scaffold, 0.6 GB at Z-Image's width).
-	bb := &zimage.Backbone{Model: &zimage.Model{Config: zc}, ImageMultiple: ImageMultiple(zc, opts.Rows, opts.Cols)}
+	bb := &zimage.Backbone{Model: &zimage.Model{Config: zc}, ImageMultiple: zimage.GraftImageMultiple(zc, opts.Rows, opts.Cols)}
 	meta, err := checkpoint.MetaOf(&dc.Model{Config: cfg, Backbone: bb}, opts.Info)
 	if err != nil {
 		return nil, err

@@ -55,7 +55,7 @@ func TestStreamGraftZImage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := GraftZImage(zimage.NewBackbone(m), s, 8, 8, 3)
+			want, err := GraftTeacher(zimage.Teacher{Model: m}, s, 8, 8, 3)
 			if err != nil {
 				t.Fatal(err)
 			}

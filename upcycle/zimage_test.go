@@ -34,7 +34,7 @@ func TestGraftZImage(t *testing.T) {
 			s := DefaultScaffold()
 			s.NormGroups, s.RouterGroups, s.WidthFactor = 8, 4, 2
 			s.PatchSize, s.EncoderInit, s.NoEncoderNorm = cell, "patch", true
-			m, err := GraftZImage(zimage.NewBackbone(zm), s, S, S, 3)
+			m, err := GraftTeacher(zimage.Teacher{Model: zm}, s, S, S, 3)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +94,7 @@ func TestGraftZImageRefuses(t *testing.T) {
 			s := DefaultScaffold()
 			s.NormGroups, s.RouterGroups = 8, 4
 			tt.edit(&s)
-			_, err := GraftZImage(zimage.NewBackbone(testckpt.RandomZImage(t, 1)), s, 8, 8, 3)
+			_, err := GraftTeacher(zimage.Teacher{Model: testckpt.RandomZImage(t, 1)}, s, 8, 8, 3)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want it to say %q", err, tt.want)
 			}
@@ -117,7 +117,7 @@ func TestGraftZImageStartsAsModel(t *testing.T) {
 			s.NormGroups, s.RouterGroups, s.WidthFactor, s.Sigma = 8, 4, 2, 0.3
 			s = s.StartAsTeacher(zc.PatchSize)
 			s.CondNorm = condNorm
-			m, err := GraftZImage(zimage.NewBackbone(testckpt.RandomZImage(t, seed)), s, S, S, 3)
+			m, err := GraftTeacher(zimage.Teacher{Model: testckpt.RandomZImage(t, seed)}, s, S, S, 3)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,7 +180,7 @@ func TestCondNormAdaptor(t *testing.T) {
 	s.NormGroups, s.RouterGroups, s.WidthFactor = 8, 4, 2
 	s = s.StartAsTeacher(zm.Config.PatchSize)
 	s.CondNorm = true
-	m, err := GraftZImage(zimage.NewBackbone(zm), s, 8, 8, 3)
+	m, err := GraftTeacher(zimage.Teacher{Model: zm}, s, 8, 8, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestLatentSkipPriorZImage(t *testing.T) {
 	s.NormGroups, s.RouterGroups, s.WidthFactor = 8, 4, 2
 	s = s.StartAsTeacher(zc.PatchSize)
 	s.LatentSkip = true
-	m, err := GraftZImage(zimage.NewBackbone(zm), s, 8, 8, 3)
+	m, err := GraftTeacher(zimage.Teacher{Model: zm}, s, 8, 8, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

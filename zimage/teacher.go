@@ -2,9 +2,13 @@ package zimage
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/family"
+	"github.com/dcdit/dcdit/loaders"
+	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
 )
@@ -123,4 +127,77 @@ func (t Teacher) TrainStep(xt []float32, in cond.Input, h, w int, loss func(out,
 	}
 	ops.Release(out)
 	return err
+}
+
+var _ family.Graftable = Teacher{}
+
+// GraftBackbone returns a copy of the model as a DC backbone (kind
+// "zimage") under arch.DCBackbonePrefix, for single-frame images on a
+// rows×cols latent grid: its captions kept whole, its FLOPs counted for
+// CaptionLen, its kept image tokens padded to GraftImageMultiple. A model
+// whose matrices are kept in BF16 (LoadOptions.KeepBF16) predicts only:
+// it cannot be grafted.
+func (t Teacher) GraftBackbone(rows, cols int) (family.Backbone, error) {
+	c := t.Model.Config
+	switch {
+	case c.FPatchSize != 1:
+		return nil, fmt.Errorf("zimage: graft: frame patches of %d: the scaffold grafts onto single-frame images (f_patch_size 1)", c.FPatchSize)
+	case len(t.Model.bf16) > 0:
+		return nil, fmt.Errorf("zimage: graft: the model keeps its matrices in BF16 for inference; load it without KeepBF16 to graft it")
+	}
+	cc := *c
+	spec := Spec{Config: &cc, CaptionLen: t.CaptionLen, ImageMultiple: GraftImageMultiple(c, rows, cols)}
+	ts := map[string]loaders.Dense{}
+	for name, shape := range spec.Shapes() {
+		p, ok := t.Model.Params.Lookup(t.Model.names + strings.TrimPrefix(name, arch.DCBackbonePrefix))
+		if !ok {
+			return nil, fmt.Errorf("zimage: graft: the model lacks %s", strings.TrimPrefix(name, arch.DCBackbonePrefix))
+		}
+		ts[name] = loaders.Dense{Shape: shape, Data: slices.Clone(p.Values())}
+	}
+	return spec.Build(ts)
+}
+
+// GraftImageMultiple is the multiple a DC-Z-Image on a rows×cols latent
+// grid pads its kept image tokens to: none (1) when the grid's patches
+// fill the config's multiple, so that the teacher never runs its pad
+// tokens there, else the config's. A DC model keeps any number of tokens,
+// and Z-Image's pad tokens attend: padding them where the teacher never
+// did adds tokens it never trained (FD at ρ 0.6 22.8 unpadded against
+// 34.0 padded to 8 on the toy, docs/results.md), while a teacher that
+// pads its whole grid computes with its pad tokens and its graft must
+// too.
+func GraftImageMultiple(c *arch.ZImageConfig, rows, cols int) int {
+	m := c.SeqMultiple()
+	if (rows/c.PatchSize)*(cols/c.PatchSize)%m == 0 {
+		return 1
+	}
+	return m
+}
+
+// PatchEmbedding is x_embedder, a Linear over features (dy, dx, c), c
+// fastest (Patchify).
+func (t Teacher) PatchEmbedding() (family.PatchEmbedding, bool) {
+	c := t.Model.Config
+	w, okW := t.Model.Params.Lookup(t.Model.names + "x_embedder.weight")
+	b, okB := t.Model.Params.Lookup(t.Model.names + "x_embedder.bias")
+	if !okW || !okB {
+		return family.PatchEmbedding{}, false
+	}
+	p, C := c.PatchSize, c.InChannels
+	return family.PatchEmbedding{Patch: p, Weight: w.Values(), Bias: b.Values(),
+		Index: func(c, dy, dx int) int { return (dy*p+dx)*C + c }}, true
+}
+
+// FinalLayer is Z-Image's final layer: scale-only modulation, a Linear to
+// p·p·C values.
+func (t Teacher) FinalLayer() (family.FinalLayer, bool) {
+	c := t.Model.Config
+	return family.FinalLayer{Patch: c.PatchSize, Out: c.InChannels, Width: c.Dim, NoShift: true, Tensor: func(name string) ([]float32, bool) {
+		p, ok := t.Model.Params.Lookup(t.Model.names + "final_layer." + name)
+		if !ok {
+			return nil, false
+		}
+		return p.Values(), true
+	}}, true
 }

@@ -71,7 +71,7 @@ func Example() {
 	s := upcycle.DefaultScaffold()
 	s.NormGroups, s.RouterGroups = 4, 4
 	s.RouterInit, s.EncoderInit = "predictability", "patch"
-	m, err := tinydit.Graft(teacher, s, 3)
+	m, err := upcycle.GraftTeacher(teacher, s, teacher.Config.Backbone.GridSize, teacher.Config.Backbone.GridSize, 3)
 	if err != nil {
 		panic(err)
 	}

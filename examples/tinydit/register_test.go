@@ -15,6 +15,7 @@ import (
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/examples/tinydit"
 	"github.com/dcdit/dcdit/family"
+	"github.com/dcdit/dcdit/upcycle"
 )
 
 // Validate bounds and checks every value a stored config states.
@@ -157,7 +158,7 @@ func TestHostileDepth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := tinydit.Graft(teacher, scaffold(), modelSeed)
+	m, err := upcycle.GraftTeacher(teacher, scaffold(), teacher.Config.Backbone.GridSize, teacher.Config.Backbone.GridSize, modelSeed)
 	if err != nil {
 		t.Fatal(err)
 	}

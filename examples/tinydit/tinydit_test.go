@@ -222,7 +222,7 @@ func TestLifecycle(t *testing.T) {
 	opened := openTeacher(t, teacherPath, teacher, pb)
 
 	// Graft.
-	m, err := tinydit.Graft(teacher, scaffold(), modelSeed)
+	m, err := upcycle.GraftTeacher(teacher, scaffold(), teacher.Config.Backbone.GridSize, teacher.Config.Backbone.GridSize, modelSeed)
 	if err != nil {
 		t.Fatal(err)
 	}

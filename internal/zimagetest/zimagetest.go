@@ -23,7 +23,7 @@ func Grafted(t testing.TB, seed uint64, side int) (*zimage.Model, *dc.Model) {
 	s := upcycle.DefaultScaffold()
 	s.NormGroups, s.RouterGroups, s.WidthFactor = 8, 4, 2
 	s = s.StartAsTeacher(teacher.Config.PatchSize)
-	m, err := upcycle.GraftZImage(zimage.NewBackbone(testckpt.RandomZImage(t, seed)), s, side, side, 3)
+	m, err := upcycle.GraftTeacher(zimage.Teacher{Model: testckpt.RandomZImage(t, seed)}, s, side, side, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

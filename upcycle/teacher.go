@@ -1,0 +1,90 @@
+package upcycle
+
+import (
+	"fmt"
+
+	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/family"
+)
+
+// GraftTeacher builds a DC model around a copy of a teacher's network
+// (family.Graftable) on a rows×cols latent grid: the network becomes the
+// backbone as it is, its tensors under dc.BackbonePrefix, and the teacher
+// stays as it was (the frozen teacher). For a Z-Image (paper §4.4) that
+// is the scaffold on the image tokens, captions kept whole: its
+// refiners, embedders and main layers run on the kept tokens, each at its
+// fractional position in the rotary embedding. The network's own patch
+// embedding and final layer stay in the checkpoint unused: the scaffold
+// replaces them.
+//
+// The scaffold is initialised as Graft initialises it; EncoderInit
+// "patch" starts the encoder as the teacher's patch embedding, and the
+// wide head starts as its final layer (a modulation without shift leaves
+// the head's shift rows at zero). The scaffold predicts what the teacher
+// predicts (its OutChannels). A latent skip starts as InitScaffold
+// starts it; LatentSkipPrior fits it to the process.
+func GraftTeacher(t family.Teacher, s Scaffold, rows, cols int, seed uint64) (*dc.Model, error) {
+	g, ok := t.(family.Graftable)
+	if !ok {
+		return nil, fmt.Errorf("upcycle: the teacher (%s) cannot be grafted: its family gives no family.Graftable", t.Describe())
+	}
+	bb, err := g.GraftBackbone(rows, cols)
+	if err != nil {
+		return nil, fmt.Errorf("upcycle: %w", err)
+	}
+	var pe *PatchEmbedding
+	if s.EncoderInit == "patch" {
+		e, ok := g.PatchEmbedding()
+		if !ok {
+			return nil, fmt.Errorf("upcycle: encoder init \"patch\": the teacher has no patch embedding to start from")
+		}
+		pe = &e
+	}
+	cfg, ts, err := graftScaffold(t.InChannels(), t.OutChannels(), bb.Width(), bb.CondWidth(), pe, s, rows, cols, seed)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.WideHead {
+		f, ok := g.FinalLayer()
+		if !ok {
+			return nil, fmt.Errorf("upcycle: wide head: the teacher has no final layer to start from")
+		}
+		if err := wideHeadPrior(cfg, ts, f); err != nil {
+			return nil, err
+		}
+	}
+	return dc.New(cfg, ts, bb)
+}
+
+// graftScaffold is the config and initial tensors of the scaffold around
+// a backbone of the given widths that reads inC and predicts outC latent
+// channels: the official init, then the router's and the encoder's priors
+// the scaffold asks for (pe is the teacher's patch embedding, nil unless
+// the encoder starts from it).
+func graftScaffold(inC, outC, width, condWidth int, pe *PatchEmbedding, s Scaffold, rows, cols int, seed uint64) (*dc.Config, map[string]dc.Tensor, error) {
+	cfg, err := s.Config(inC, outC, rows, cols, width, condWidth)
+	if err != nil {
+		return nil, nil, err
+	}
+	ts := InitScaffold(cfg, seed)
+	switch s.RouterInit {
+	case "", "official":
+	case "predictability":
+		PredictabilityPrior(cfg, ts)
+	default:
+		return nil, nil, fmt.Errorf("upcycle: router init %q, want official or predictability", s.RouterInit)
+	}
+	switch s.EncoderInit {
+	case "", "official":
+	case "patch":
+		if pe == nil {
+			return nil, nil, fmt.Errorf("upcycle: encoder init \"patch\" without the model's patch embedding")
+		}
+		if err := EncoderPrior(cfg, ts, *pe); err != nil {
+			return nil, nil, err
+		}
+	default:
+		return nil, nil, fmt.Errorf("upcycle: encoder init %q, want official or patch", s.EncoderInit)
+	}
+	return cfg, ts, nil
+}
