@@ -17,6 +17,7 @@ import (
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
+	"github.com/dcdit/dcdit/posembed"
 )
 
 // step is one conversion of a chain: to a layout and dtype, written as a
@@ -121,7 +122,7 @@ func writeTiny(t *testing.T, exp arch.Expected, dt dtype.DType, edit func(name s
 		if ts[i].Name == "pos_embed" {
 			// DiT's table is fixed: a converted file recomputes it.
 			grid := int(math.Sqrt(float64(ts[i].Shape[1])))
-			dit.PosEmbedGrid(v, grid, int(ts[i].Shape[2]))
+			posembed.SinCosGrid(v, grid, int(ts[i].Shape[2]))
 		}
 		if edit != nil {
 			v = edit(ts[i].Name, v)

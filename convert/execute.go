@@ -15,11 +15,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
+	"github.com/dcdit/dcdit/posembed"
 )
 
 // WriteOptions say how Execute lays the output out.
@@ -279,7 +279,7 @@ func openOutput(o *Output, src Source, allowOverflow bool) (io.Reader, error) {
 	if o.posGrid > 0 {
 		d := int(o.Shape[2])
 		v := make([]float32, o.posGrid*o.posGrid*d)
-		dit.PosEmbedGrid(v, o.posGrid, d)
+		posembed.SinCosGrid(v, o.posGrid, d)
 		raw := make([]byte, len(v)*o.DType.Size())
 		if err := dtype.EncodeFloat32(raw, v, o.DType); err != nil {
 			return nil, fmt.Errorf("tensor %s: %w", o.Name, err)

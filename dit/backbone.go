@@ -8,9 +8,9 @@ import (
 
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/family"
-	"github.com/dcdit/dcdit/kernels/parallel"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
+	"github.com/dcdit/dcdit/posembed"
 )
 
 // Kind is the backbone kind of a DiT used as a DC backbone (Model.Spec),
@@ -52,86 +52,13 @@ func (m *Model) Condition(in cond.Input) (cond.Value, error) {
 // It returns the last block's output [N, D]; DiT has no norm there.
 func (m *Model) Forward(x mat.Tensor, c cond.Value, offsets []int, pos []float64) (mat.Tensor, error) {
 	v := c.Vector()
-	if err := CheckPacked(x.Shape()[0], v.Shape()[0], offsets, pos); err != nil {
+	if err := family.CheckPacked(x.Shape()[0], v.Shape()[0], offsets, pos); err != nil {
 		return nil, fmt.Errorf("dit: %w", err)
 	}
 	D := m.Config.HiddenSize
-	pe := PackedPosEmbed(pos, D, m.Config.PatchSize)
+	pe := posembed.Packed(pos, D, m.Config.PatchSize)
 	h := ops.Add(x, constant(len(pe)/D, D, pe))
 	return m.Blocks(h, v, offsets), nil
-}
-
-// CheckPacked reports why offsets and pos do not describe n packed tokens
-// of samples samples (offsets from 0 to n, one more than the samples; two
-// position values per token), or nil.
-func CheckPacked(n, samples int, offsets []int, pos []float64) error {
-	if len(pos) != 2*n {
-		return fmt.Errorf("%d position values for %d tokens, want two per token", len(pos), n)
-	}
-	if len(offsets) < 2 || offsets[0] != 0 || offsets[len(offsets)-1] != n || samples != len(offsets)-1 {
-		return fmt.Errorf("offsets %v do not describe %d tokens of %d samples", offsets, n, samples)
-	}
-	for s := 1; s < len(offsets); s++ {
-		if offsets[s] < offsets[s-1] {
-			return fmt.Errorf("offsets %v decrease at sample %d", offsets, s)
-		}
-	}
-	return nil
-}
-
-// GridPos maps a latent-grid coordinate v to the grid of a position table
-// trained on patches of side p: a latent cell is embedded at the position
-// of its centre, (v + ½)/p − ½, so the pretrained frequencies keep their
-// meaning. p ≤ 1 (a table on the latent grid itself) leaves v as it is.
-func GridPos(v float64, p int) float64 {
-	if p <= 1 {
-		return v
-	}
-	q := float64(p)
-	return (v+0.5)/q - 0.5
-}
-
-// PackedPosEmbed returns the 2-D sin-cos embedding [N, d] of the N tokens
-// whose latent-grid rows and columns pos holds (pos[2r], pos[2r+1]),
-// evaluated on the grid of patch size p (GridPos).
-//
-// Every forward pass builds it, for every token of the batch, so it is
-// built from the distinct coordinates: a batch repeats each sample's grid
-// rows and columns (and a DC model's chunk positions often coincide), and
-// each half of a token's embedding depends on one coordinate alone. The
-// values are those PosEmbed2D writes, bit for bit.
-func PackedPosEmbed(pos []float64, d, p int) []float32 {
-	n := len(pos) / 2
-	half := d / 2
-	slot := make(map[float64]int, 64) // coordinate → its half in halves
-	var coords []float64
-	at := make([]int, 2*n) // token r's column half, then its row half
-	for r := range n {
-		for k, v := range [2]float64{GridPos(pos[2*r+1], p), GridPos(pos[2*r], p)} {
-			i, ok := slot[v]
-			if !ok {
-				i = len(coords)
-				slot[v] = i
-				coords = append(coords, v)
-			}
-			at[2*r+k] = i
-		}
-	}
-	omega := frequencies(half / 2)
-	halves := make([]float32, len(coords)*half)
-	parallel.For(len(coords), 16, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			sinCosAt(halves[i*half:(i+1)*half], coords[i], omega)
-		}
-	})
-	pe := make([]float32, n*d)
-	parallel.For(n, 256, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			copy(pe[r*d:r*d+half], halves[at[2*r]*half:])
-			copy(pe[r*d+half:(r+1)*d], halves[at[2*r+1]*half:])
-		}
-	})
-	return pe
 }
 
 // Parameters returns the arena of every trainable tensor under DiT's

@@ -74,29 +74,3 @@ func BenchmarkForwardDiTS2(b *testing.B) {
 		m.ForwardLatents(x0, ts, y)
 	}
 }
-
-// BenchmarkPackedPosEmbed builds the position embedding of a DC-DiT-XL
-// batch's main-network tokens (32 samples × 256 fractional positions,
-// D 1152), every forward pass's host work; "per-token" is the same by
-// PosEmbed2D for each token, as PackedPosEmbed once did.
-func BenchmarkPackedPosEmbed(b *testing.B) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	pos := make([]float64, 2*32*256)
-	for i := range pos {
-		pos[i] = float64(rng.IntN(128)) / 4
-	}
-	const d = 1152
-	b.Run("distinct", func(b *testing.B) {
-		for b.Loop() {
-			PackedPosEmbed(pos, d, 1)
-		}
-	})
-	b.Run("per-token", func(b *testing.B) {
-		pe := make([]float32, len(pos)/2*d)
-		for b.Loop() {
-			for r := range len(pos) / 2 {
-				PosEmbed2D(pe[r*d:(r+1)*d], GridPos(pos[2*r], 1), GridPos(pos[2*r+1], 1))
-			}
-		}
-	})
-}

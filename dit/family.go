@@ -9,6 +9,7 @@ import (
 	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/posembed"
 )
 
 func init() { family.Register(Family{}) }
@@ -128,7 +129,7 @@ func (s Spec) Build(ts map[string]loaders.Dense) (family.Backbone, error) {
 	c := s.Config
 	g := c.InputSize / c.PatchSize
 	pos := make([]float32, g*g*c.HiddenSize)
-	PosEmbedGrid(pos, g, c.HiddenSize)
+	posembed.SinCosGrid(pos, g, c.HiddenSize)
 	own["pos_embed"] = &loaders.Dense{Shape: []int{1, g * g, c.HiddenSize}, Data: pos}
 	model, err := New(&Weights{Config: c, Params: own})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/params"
+	"github.com/dcdit/dcdit/posembed"
 )
 
 // Init builds a freshly initialised model as DiT's initialize_weights does
@@ -76,7 +77,7 @@ func InitWith(cfg *arch.DiTConfig, seed uint64, opts InitOptions) (*Model, error
 	}
 	g := cfg.InputSize / cfg.PatchSize
 	pos := make([]float32, g*g*cfg.HiddenSize)
-	PosEmbedGrid(pos, g, cfg.HiddenSize)
+	posembed.SinCosGrid(pos, g, cfg.HiddenSize)
 	return &Model{Config: cfg, Params: set, posEmbed: pos}, nil
 }
 

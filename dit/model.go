@@ -8,6 +8,7 @@ import (
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
+	"github.com/dcdit/dcdit/posembed"
 )
 
 // Epsilons of DiT's norms (models.py): every LayerNorm is affine-free with
@@ -119,7 +120,7 @@ func (m *Model) condition(t []float32, y []int) mat.Tensor {
 func Embedders(set *params.Set, prefix string, frequencySize int, t []float32, y []int) mat.Tensor {
 	f := frequencySize
 	freq := make([]float32, len(t)*f)
-	TimestepFrequencies(freq, t, f)
+	posembed.TimestepFrequencies(freq, t, f)
 	p := func(name string) mat.Tensor { return set.Get(prefix + name) }
 	h := ops.Linear(constant(len(t), f, freq), p("t_embedder.mlp.0.weight"), p("t_embedder.mlp.0.bias"))
 	temb := ops.Linear(ops.SiLU(h), p("t_embedder.mlp.2.weight"), p("t_embedder.mlp.2.bias"))

@@ -10,6 +10,7 @@ import (
 	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/internal/fixtures"
 	"github.com/dcdit/dcdit/ops"
+	"github.com/dcdit/dcdit/posembed"
 )
 
 const forwardTol = 5e-5
@@ -71,7 +72,7 @@ func computeDiT(t *testing.T, c fixtures.Case, file string) *fixtures.Got {
 	// of its 128 frequencies differ from ours by one ulp, which at t ≈ 1000
 	// moves a sinusoid by up to ~3e-5. That is the forward tolerance, and
 	// it moves the model output by ~4e-6.
-	TimestepFrequencies(freq, ts, f)
+	posembed.TimestepFrequencies(freq, ts, f)
 	got.F32("t_freq", freq, forwardTol)
 	h := ops.Linear(constant(B, f, freq), m.p("t_embedder.mlp.0.weight"), m.p("t_embedder.mlp.0.bias"))
 	temb := ops.Linear(ops.SiLU(h), m.p("t_embedder.mlp.2.weight"), m.p("t_embedder.mlp.2.bias"))

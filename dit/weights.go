@@ -6,6 +6,7 @@ import (
 
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/posembed"
 )
 
 // Param is one parameter tensor in float32.
@@ -94,7 +95,7 @@ func Load(path string, opts LoadOptions) (*Weights, error) {
 	// copy (diffusers files do not store it at all).
 	grid := cfg.InputSize / cfg.PatchSize
 	pos := &Param{Shape: []int{1, grid * grid, cfg.HiddenSize}, Data: make([]float32, grid*grid*cfg.HiddenSize)}
-	PosEmbedGrid(pos.Data, grid, cfg.HiddenSize)
+	posembed.SinCosGrid(pos.Data, grid, cfg.HiddenSize)
 	w.Params["pos_embed"] = pos
 	return w, nil
 }

@@ -226,3 +226,21 @@ func KindOf(b Backbone) string {
 	}
 	return "unregistered"
 }
+
+// CheckPacked reports why the arguments of a Backbone.Forward, offsets
+// and pos, do not describe n packed tokens of samples samples (offsets from 0 to n, one more than the samples; two
+// position values per token), or nil.
+func CheckPacked(n, samples int, offsets []int, pos []float64) error {
+	if len(pos) != 2*n {
+		return fmt.Errorf("%d position values for %d tokens, want two per token", len(pos), n)
+	}
+	if len(offsets) < 2 || offsets[0] != 0 || offsets[len(offsets)-1] != n || samples != len(offsets)-1 {
+		return fmt.Errorf("offsets %v do not describe %d tokens of %d samples", offsets, n, samples)
+	}
+	for s := 1; s < len(offsets); s++ {
+		if offsets[s] < offsets[s-1] {
+			return fmt.Errorf("offsets %v decrease at sample %d", offsets, s)
+		}
+	}
+	return nil
+}

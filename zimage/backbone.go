@@ -8,10 +8,10 @@ import (
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/cond"
-	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
+	"github.com/dcdit/dcdit/posembed"
 )
 
 // Kind is the backbone kind of a Z-Image transformer used as a DC
@@ -115,7 +115,7 @@ func (b *Backbone) Condition(in cond.Input) (cond.Value, error) {
 // s owns rows offsets[s]..offsets[s+1], at least one) under c, which this
 // backbone's Condition made. pos[2r], pos[2r+1] are token r's row and
 // column on the latent grid, real numbers, mapped to the patch grid as
-// DiT's are (dit.GridPos: a cell at its centre); the first RoPE axis is
+// DiT's are (posembed.GridPos: a cell at its centre); the first RoPE axis is
 // the reference's: the image's single frame sits after the sample's
 // padded caption. Each sample's tokens are padded to a multiple of
 // ImageMultiple with x_pad_token, refined by the noise refiner, joined with
@@ -135,7 +135,7 @@ func (b *Backbone) Forward(x mat.Tensor, c cond.Value, offsets []int, pos []floa
 	if xs[1] != m.Config.Dim {
 		return nil, fmt.Errorf("zimage: tokens are [%d %d], want width %d", xs[0], xs[1], m.Config.Dim)
 	}
-	if err := dit.CheckPacked(xs[0], len(zc.captionLen), offsets, pos); err != nil {
+	if err := family.CheckPacked(xs[0], len(zc.captionLen), offsets, pos); err != nil {
 		return nil, fmt.Errorf("zimage: %w", err)
 	}
 	kept := make([]int, len(offsets)-1)
@@ -147,7 +147,7 @@ func (b *Backbone) Forward(x mat.Tensor, c cond.Value, offsets []int, pos []floa
 	p := m.Config.PatchSize
 	l, err := newLayout(kept, zc.captionLen, b.imageMultiple(), m.Config.SeqMultiple(), func(s, i, lc int) [3]float64 {
 		r := offsets[s] + i
-		return [3]float64{float64(lc + 1), dit.GridPos(pos[2*r], p), dit.GridPos(pos[2*r+1], p)}
+		return [3]float64{float64(lc + 1), posembed.GridPos(pos[2*r], p), posembed.GridPos(pos[2*r+1], p)}
 	})
 	if err != nil {
 		return nil, err

@@ -6,10 +6,10 @@ import (
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/cond"
-	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
+	"github.com/dcdit/dcdit/posembed"
 )
 
 // finalEps is the eps of the final layer's affine-free LayerNorm
@@ -159,7 +159,7 @@ func (m *Model) TimestepFrequencies(t []float32) []float32 {
 		ts[i] = v * float32(c.TScale)
 	}
 	freq := make([]float32, len(t)*c.FrequencySize)
-	dit.TimestepFrequencies(freq, ts, c.FrequencySize)
+	posembed.TimestepFrequencies(freq, ts, c.FrequencySize)
 	return freq
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
+	"github.com/dcdit/dcdit/posembed"
 )
 
 // rmsNormEps is the epsilon of the stage's final RMSNorm (isotropic.py);
@@ -52,7 +53,7 @@ type Config struct {
 }
 
 // gridPos maps a latent-grid coordinate to the position embedding's grid.
-func (c *Config) gridPos(v float64) float64 { return dit.GridPos(v, c.PatchSize) }
+func (c *Config) gridPos(v float64) float64 { return posembed.GridPos(v, c.PatchSize) }
 
 // Network is the main network with its embedders.
 type Network struct {
@@ -161,10 +162,10 @@ func (n *Network) Forward(x mat.Tensor, cv cond.Value, offsets []int, pos []floa
 	D := n.Config.Width
 	N := x.Shape()[0]
 	c := cv.Vector()
-	if err := dit.CheckPacked(N, c.Shape()[0], offsets, pos); err != nil {
+	if err := family.CheckPacked(N, c.Shape()[0], offsets, pos); err != nil {
 		return nil, fmt.Errorf("hnet: %w", err)
 	}
-	pe := dit.PackedPosEmbed(pos, D, n.Config.PatchSize)
+	pe := posembed.Packed(pos, D, n.Config.PatchSize)
 	h := ops.Add(x, mat.NewDense[float32](mat.WithShape(N, D), mat.WithBacking(pe)))
 	for i := range n.Config.Depth {
 		h = dit.ApplyBlock(n.Params, fmt.Sprintf("%slayers.%d.", Prefix, i), n.Config.Heads, h, c, offsets)

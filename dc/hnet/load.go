@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/dcdit/dcdit/dc"
-	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/posembed"
 )
 
 // LoadOptions complete what a reference checkpoint does not store.
@@ -113,7 +113,7 @@ func checkPosEmbed(pe dc.Tensor, rows, cols, d, p int) error {
 	row := make([]float32, d)
 	for r := range rows {
 		for c := range cols {
-			dit.PosEmbed2D(row, dit.GridPos(float64(r), p), dit.GridPos(float64(c), p))
+			posembed.SinCos2D(row, posembed.GridPos(float64(r), p), posembed.GridPos(float64(c), p))
 			got := pe.Data[(r*cols+c)*d : (r*cols+c+1)*d]
 			for k := range row {
 				if !(math.Abs(float64(got[k]-row[k])) <= 1e-5) { // a NaN is no table

@@ -21,6 +21,7 @@ import (
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
+	"github.com/dcdit/dcdit/posembed"
 )
 
 // dcTiny is what the eval tests need to know of the first dcdit-tiny
@@ -85,7 +86,7 @@ func randomTeacherFile(t *testing.T) string {
 		if name == "pos_embed" {
 			g := cfg.InputSize / cfg.PatchSize
 			v = make([]float32, g*g*cfg.HiddenSize)
-			dit.PosEmbedGrid(v, g, cfg.HiddenSize)
+			posembed.SinCosGrid(v, g, cfg.HiddenSize)
 		} else {
 			v = m.Params.Get(name).Values()
 			if strings.Contains(name, "adaLN_modulation") || strings.HasPrefix(name, "final_layer.linear") {

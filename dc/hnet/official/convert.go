@@ -13,12 +13,12 @@ import (
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dc/hnet"
-	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/atomicfile"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/pytorch"
 	"github.com/dcdit/dcdit/params"
+	"github.com/dcdit/dcdit/posembed"
 )
 
 // The fixed parts of the official model (models.py, config.py).
@@ -113,7 +113,7 @@ func StateDict(model *dc.Model, meta *checkpoint.Meta) ([]pytorch.SaveTensor, er
 	for r := range s.GridRows {
 		for c := range s.GridCols {
 			i := (r*s.GridCols + c) * s.ModelDim
-			dit.PosEmbed2D(pos[i:i+s.ModelDim], dit.GridPos(float64(r), p), dit.GridPos(float64(c), p))
+			posembed.SinCos2D(pos[i:i+s.ModelDim], posembed.GridPos(float64(r), p), posembed.GridPos(float64(c), p))
 		}
 	}
 	out := []pytorch.SaveTensor{{Name: "pos_embed", DType: dtype.F32, Shape: []int64{1, int64(s.Tokens()), int64(s.ModelDim)}, Data: dtype.F32Bytes(pos)}}
