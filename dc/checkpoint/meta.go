@@ -75,6 +75,12 @@
 // width must be the scaffold's model_dim and its conditioning width (DiT:
 // hidden_size; Z-Image: adaln_dim) its cond_dim.
 //
+// Every kind is a registered model family's (package family): the
+// backbone object holds "kind" and the fields of that family's Spec,
+// which decodes, bounds, sizes, costs and rebuilds it; hnet, dit and
+// zimage are the built-in ones (package families registers them), and a
+// user's family adds its own kind without a change here.
+//
 // Readers reject an unknown format_version, an unknown backbone kind,
 // unknown JSON fields, and any
 // missing, mis-shaped or unexpected tensor, naming the file, the tensor, and
