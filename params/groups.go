@@ -42,28 +42,31 @@ type GroupInfo struct {
 
 // Groups lists every parameter group, in the order reports and messages
 // use, with what each holds. A model's ParamGroups never lists GroupAll,
-// which holds every parameter.
+// which holds every parameter; a parameter in no other group (Z-Image's
+// pad tokens; inside a DC model, a pretrained backbone's own patch
+// embedding and final layer, which take no gradient) is in GroupAll
+// alone. docs/recipes.md shows this table.
 func Groups() []GroupInfo {
 	return []GroupInfo{
 		{GroupAll, "every parameter"},
-		{GroupEmbedders, "the conditioning embedders: timestep, class labels, captions (Z-Image's cap_embedder); a fixed-patch model's patch embedding too"},
+		{GroupEmbedders, "the conditioning embedders: the timestep MLP, the class-label table, Z-Image's caption embedder; in a fixed-patch model also its patch embedding"},
 		{GroupTimestepEmbedder, "the timestep MLP (t_embedder.*)"},
 		{GroupClassEmbedder, "the class-label table (y_embedder.*)"},
-		{GroupBackbone, "the transformer blocks (DiT's blocks, DC-DiT's main network's layers, Z-Image's layers and refiners)"},
+		{GroupBackbone, "the transformer blocks: DiT's blocks, DC-DiT's main network's layers, Z-Image's layers and refiners"},
 		{GroupAdaLN, "the blocks' adaLN modulation"},
-		{GroupAttention, "the blocks' attention"},
-		{GroupMLP, "the blocks' MLPs (Z-Image: feed-forward)"},
-		{GroupScaffold, "every part a DC model adds to the backbone: the groups from latent_embedder to cond_norm below, in a DC model"},
-		{GroupLatentEmbedder, "DC: the scaffold's 3×3 conv latent embedder (x_embedder.*); a fixed-patch model: its patch embedding"},
-		{GroupEncoder, "DC: the encoder's conv blocks and RMSNorm (hnet.encoder.*)"},
-		{GroupRouter, "DC: the router (hnet.routing_module.*)"},
-		{GroupResidual, "DC: the residual projection around the backbone (hnet.residual_proj.*)"},
-		{GroupDecoder, "DC: the decoder's conv blocks and RMSNorm (hnet.decoder.*)"},
-		{GroupBackboneNorm, "the norm after the blocks: DC-DiT's main network's RMSNorm (a part the DC model adds, so also scaffold)"},
-		{GroupFinalLayer, "the output layer (final_layer.*): DC, the scaffold's; a fixed-patch model, its own"},
-		{GroupWideHead, "DC: the wide output head (wide_head.*, scaffold.head = \"wide\")"},
-		{GroupLatentSkip, "DC: the latent skip (latent_skip.*, scaffold.latent_skip)"},
-		{GroupCondNorm, "DC: the conditioning adaptor (cond_norm.*, scaffold.cond_norm)"},
+		{GroupAttention, "the blocks' attention (Z-Image's with its QK norms)"},
+		{GroupMLP, "the blocks' MLPs (Z-Image's feed-forward)"},
+		{GroupScaffold, "in a DC model, every part it adds to the backbone: latent_embedder, encoder, router, residual, decoder, backbone_norm, final_layer, wide_head, latent_skip, cond_norm"},
+		{GroupLatentEmbedder, "a DC model's 3×3 conv latent embedder (x_embedder.*); a fixed-patch model's patch embedding"},
+		{GroupEncoder, "the encoder's conv blocks and RMSNorm (hnet.encoder.*)"},
+		{GroupRouter, "the router (hnet.routing_module.*)"},
+		{GroupResidual, "the residual projection around the backbone (hnet.residual_proj.*)"},
+		{GroupDecoder, "the decoder's conv blocks and RMSNorm (hnet.decoder.*)"},
+		{GroupBackboneNorm, "the norm after the blocks: DC-DiT's main network's RMSNorm, which DC-DiT adds to DiT's blocks (so it is also in scaffold)"},
+		{GroupFinalLayer, "the output layer (final_layer.*): a DC model's scaffold's, a fixed-patch model's own"},
+		{GroupWideHead, "the wide output head (wide_head.*; scaffold.head = \"wide\")"},
+		{GroupLatentSkip, "the latent skip (latent_skip.*; scaffold.latent_skip)"},
+		{GroupCondNorm, "the conditioning adaptor (cond_norm.*; scaffold.cond_norm)"},
 	}
 }
 
