@@ -67,13 +67,21 @@ func (m *Model) Forward(x mat.Tensor, c cond.Value, offsets []int, pos []float64
 func (m *Model) Parameters() *params.Set { return m.Params }
 
 // ParamGroups returns the groups of one of the model's parameters (by its
-// name in Parameters), as a recipe's stage lists name them for a
-// fixed-patch DiT; nil for a name that is not one of its parameters.
+// name in Parameters; ParamGroups of its own name); nil for a name that is
+// not one of its parameters.
 func (m *Model) ParamGroups(name string) []string {
 	if _, ok := m.Params.Lookup(name); !ok {
 		return nil
 	}
-	name = strings.TrimPrefix(name, m.names)
+	return ParamGroups(strings.TrimPrefix(name, m.names))
+}
+
+// ParamGroups returns the groups of a DiT tensor by its name in the
+// original naming, as a recipe's stage lists name them: the embedders
+// (the patch embedding also the latent embedder), the blocks (their
+// adaLN, attention and MLP parts) and the final layer; nil for another
+// name (pos_embed, the fixed sin-cos table, among them).
+func ParamGroups(name string) []string {
 	if g := BlockParamGroups(name, "blocks."); g != nil {
 		return g
 	}

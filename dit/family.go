@@ -116,6 +116,15 @@ func (s Spec) Shapes() map[string][]int {
 	return family.PrefixedShapes(arch.ExpectedDiT(s.Config, arch.Original), arch.DCBackbonePrefix, "pos_embed")
 }
 
+// ParamGroups returns the groups of a tensor Shapes lists, by its stored
+// name (ParamGroups of DiT's own name); nil for another name.
+func (s Spec) ParamGroups(name string) []string {
+	if _, ok := s.Shapes()[name]; !ok {
+		return nil
+	}
+	return ParamGroups(strings.TrimPrefix(name, arch.DCBackbonePrefix))
+}
+
 // Build makes the DiT from its stored tensors, recomputing pos_embed.
 func (s Spec) Build(ts map[string]loaders.Dense) (family.Backbone, error) {
 	own := map[string]*loaders.Dense{}

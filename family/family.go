@@ -113,6 +113,11 @@ type Spec interface {
 	// Shapes lists every tensor the backbone stores in a DC checkpoint,
 	// under its stored name, with its shape.
 	Shapes() map[string][]int
+	// ParamGroups returns the groups (params.Group*) of a tensor Shapes
+	// lists, by its stored name, as the backbone Build makes answers
+	// them (Backbone.ParamGroups), so that a recipe is planned from
+	// headers alone; nil for another name.
+	ParamGroups(name string) []string
 	// Build rebuilds the backbone from tensors under the names Shapes
 	// lists (already checked against it).
 	Build(ts map[string]loaders.Dense) (Backbone, error)

@@ -7,6 +7,9 @@
 // Set.Data and whose AccGrad adds into its view of Set.Grad, so a training
 // step neither clones gradients (as spago's own Dense does on the first
 // accumulation) nor gathers them afterwards.
+//
+// It also holds the parameter groups (Groups): the one vocabulary in which
+// recipes select parameters and models place theirs.
 package params
 
 import (

@@ -119,3 +119,33 @@ func TestAddPrefix(t *testing.T) {
 		t.Fatal("the joint set does not hold the renamed parameters")
 	}
 }
+
+// The groups have distinct names, each with a description; GroupAll holds
+// every parameter, the others those whose groups list them.
+func TestGroups(t *testing.T) {
+	seen := map[string]bool{}
+	for _, g := range Groups() {
+		if g.Name == "" || g.Doc == "" || seen[g.Name] || !IsGroup(g.Name) {
+			t.Errorf("group %+v: want a new name and a description", g)
+		}
+		seen[g.Name] = true
+	}
+	for _, tt := range []struct {
+		group  string
+		groups []string
+		want   bool
+	}{
+		{GroupAll, nil, true},
+		{GroupAll, []string{GroupMLP}, true},
+		{GroupMLP, []string{GroupBackbone, GroupMLP}, true},
+		{GroupAttention, []string{GroupBackbone, GroupMLP}, false},
+		{GroupScaffold, nil, false},
+	} {
+		if got := InGroup(tt.group, tt.groups); got != tt.want {
+			t.Errorf("InGroup(%s, %v) = %v, want %v", tt.group, tt.groups, got, tt.want)
+		}
+	}
+	if IsGroup("embedder") {
+		t.Error(`IsGroup("embedder") = true`)
+	}
+}

@@ -479,18 +479,30 @@ func stageConfig(r *recipes.Recipe, st *recipes.Stage, m *model, seed uint64) di
 	if len(st.Betas) == 2 {
 		c.Beta1, c.Beta2 = st.Betas[0], st.Betas[1]
 	}
-	isDC := m.dc != nil
-	c.Frozen = func(name string) bool { return !st.Trains(name, isDC) }
+	c.Frozen = func(name string) bool { return !st.Trains(name, m.paramGroups(name)) }
 	for _, g := range []struct {
 		name  string
 		scale float64
-	}{{recipes.GroupRouter, st.RouterLRScale}, {recipes.GroupClassEmbedder, st.ClassEmbedderLRScale}} {
+	}{{params.GroupRouter, st.RouterLRScale}, {params.GroupClassEmbedder, st.ClassEmbedderLRScale}} {
 		if g.scale != 1 {
 			c.Groups = append(c.Groups, distill.LRGroup{Name: g.name, Scale: g.scale,
-				Match: func(name string) bool { return recipes.InGroup(g.name, name, isDC) }})
+				Match: func(name string) bool { return params.InGroup(g.name, m.paramGroups(name)) }})
 		}
 	}
 	return c
+}
+
+// paramGroups is the trained model's ParamGroups: the groups of one of
+// its parameters, which a stage's trainable and frozen lists and its
+// learning-rate groups select by.
+func (m *model) paramGroups(name string) []string {
+	switch {
+	case m.dc != nil:
+		return m.dc.ParamGroups(name)
+	case m.zimage != nil:
+		return zimage.NewBackbone(m.zimage).ParamGroups(name)
+	}
+	return m.dit.ParamGroups(name)
 }
 
 // stageIdentity is what stage i's fingerprint takes from the recipe

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/params"
 )
 
 // Defaults shared by every stage kind, from the paper's hyper-parameter
@@ -36,18 +37,18 @@ type kindDefaults struct {
 }
 
 func defaultsFor(kind string, scaffold bool) kindDefaults {
-	d := kindDefaults{loss: LossHybrid, trainable: []string{GroupAll}, frozen: []string{}, ema: DefaultEMADecay,
+	d := kindDefaults{loss: LossHybrid, trainable: []string{params.GroupAll}, frozen: []string{}, ema: DefaultEMADecay,
 		rho: slices.Clone(PaperRho), multiBudgetStart: DefaultMultiBudget}
 	switch kind {
 	case KindDistill:
 		// Grafting stage 1 (Chandrasegaran et al.): only the new
 		// operators learn, against the frozen teacher, with L1 (the
 		// released grafts), no EMA.
-		d.loss, d.trainable, d.ema, d.rho, d.multiBudgetStart = LossL1, []string{GroupScaffold}, 0, []float64{0}, 0
+		d.loss, d.trainable, d.ema, d.rho, d.multiBudgetStart = LossL1, []string{params.GroupScaffold}, 0, []float64{0}, 0
 	case KindFinetune:
 		// Upcycling Z-Image (§4.4): timestep and conditioning embedders
 		// stay frozen.
-		d.frozen = []string{GroupEmbedders}
+		d.frozen = []string{params.GroupEmbedders}
 	case KindTrain:
 	default:
 		// An unknown kind is reported as such; neutral defaults keep it
@@ -57,7 +58,7 @@ func defaultsFor(kind string, scaffold bool) kindDefaults {
 	if !scaffold {
 		d.rho, d.multiBudgetStart = []float64{0}, 0
 		if kind == KindDistill {
-			d.trainable = []string{GroupAll}
+			d.trainable = []string{params.GroupAll}
 		}
 	}
 	return d

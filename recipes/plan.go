@@ -16,6 +16,7 @@ import (
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
+	"github.com/dcdit/dcdit/params"
 )
 
 // Plan is everything a recipe will do, decided from the recipe and the
@@ -87,6 +88,15 @@ type Param struct {
 	// From is the base checkpoint tensor it is copied from (DiT's
 	// original naming); empty for a new parameter.
 	From string `json:"from,omitempty"`
+
+	// groups are its groups, as the planned model's ParamGroups would
+	// answer them; the stages select by them.
+	groups []string
+}
+
+// newParam is a parameter of the planned model whose groups are groups.
+func newParam(name string, shape []int, groups []string) Param {
+	return Param{Name: name, Shape: shape, Group: finestGroup(groups), groups: groups}
 }
 
 // Numel is the parameter's element count.
@@ -448,7 +458,7 @@ func modelParams(b *arch.DiTConfig, c *dc.Config, h *hnet.Config, fromBase bool,
 			if name == "pos_embed" {
 				continue // a fixed table, not a parameter
 			}
-			prm := Param{Name: name, Shape: ints(exp.Shape(i)), Group: finestGroup(name, false)}
+			prm := newParam(name, ints(exp.Shape(i)), dit.ParamGroups(name))
 			if fromBase {
 				prm.From = name
 			}
@@ -468,8 +478,9 @@ func modelParams(b *arch.DiTConfig, c *dc.Config, h *hnet.Config, fromBase bool,
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	main := hnet.Spec{Config: h}
 	for _, name := range names {
-		prm := Param{Name: name, Shape: shapes[name], Group: finestGroup(name, true)}
+		prm := newParam(name, shapes[name], dc.ParamGroups(name, main.ParamGroups))
 		if fromBase {
 			prm.From = baseName(name)
 		}
@@ -490,15 +501,21 @@ func baseName(name string) string {
 	return ""
 }
 
-// groupOrder is the order of finest groups in reports.
-var groupOrder = []string{
-	GroupTimestepEmbedder, GroupClassEmbedder, GroupLatentEmbedder, GroupEncoder, GroupRouter, GroupResidual,
-	GroupBackbone, GroupBackboneNorm, GroupDecoder, GroupFinalLayer, GroupWideHead, GroupLatentSkip, GroupCondNorm, "other",
+// groupOrder is the order of finest groups in reports: the groups that
+// split a model into disjoint parts, then "other" for a parameter in none
+// of them.
+func groupOrder() []string {
+	return []string{
+		params.GroupTimestepEmbedder, params.GroupClassEmbedder, params.GroupLatentEmbedder, params.GroupEncoder,
+		params.GroupRouter, params.GroupResidual, params.GroupBackbone, params.GroupBackboneNorm, params.GroupDecoder,
+		params.GroupFinalLayer, params.GroupWideHead, params.GroupLatentSkip, params.GroupCondNorm, "other",
+	}
 }
 
-func finestGroup(name string, isDC bool) string {
-	for _, g := range groupOrder[:len(groupOrder)-1] {
-		if InGroup(g, name, isDC) {
+// finestGroup is the first of groupOrder among a parameter's groups.
+func finestGroup(groups []string) string {
+	for _, g := range groupOrder() {
+		if slices.Contains(groups, g) {
 			return g
 		}
 	}
@@ -534,7 +551,7 @@ func countParams(pl *Plan, b *arch.DiTConfig, baseShapes map[string][]int64) {
 		}
 		g.Params += n
 	}
-	for _, g := range groupOrder {
+	for _, g := range groupOrder() {
 		if c, ok := by[g]; ok {
 			s.ByGroup = append(s.ByGroup, *c)
 		}
@@ -731,18 +748,18 @@ func newStagePlan(p *problems, pl *Plan, st *Stage, key string, isDC bool) Stage
 
 	// Which parameters train; every entry must select something.
 	for j, sel := range st.Trainable {
-		if !selectsAny(sel, pl.Params, isDC) {
+		if !selectsAny(sel, pl.Params) {
 			p.add(indexKey(key+".trainable", j), "%q selects no parameter of this model", sel)
 		}
 	}
 	for j, sel := range st.Frozen {
-		if !selectsAny(sel, pl.Params, isDC) {
+		if !selectsAny(sel, pl.Params) {
 			p.add(indexKey(key+".frozen", j), "%q selects no parameter of this model", sel)
 		}
 	}
 	trainG, frozenG := map[string]bool{}, map[string]bool{}
 	for _, prm := range pl.Params {
-		if st.Trains(prm.Name, isDC) {
+		if st.Trains(prm.Name, prm.groups) {
 			sp.Trainable += prm.Numel()
 			trainG[prm.Group] = true
 		} else {
@@ -750,7 +767,7 @@ func newStagePlan(p *problems, pl *Plan, st *Stage, key string, isDC bool) Stage
 			frozenG[prm.Group] = true
 		}
 	}
-	for _, g := range groupOrder {
+	for _, g := range groupOrder() {
 		switch {
 		case trainG[g] && frozenG[g]:
 			sp.TrainableGroups = append(sp.TrainableGroups, g+" (partly)")
@@ -779,9 +796,9 @@ func (sp *StagePlan) setCompute(st *Stage, fwd, teacherFwd float64) {
 	sp.PFLOPsTotal = step * float64(st.Steps) / 1e15
 }
 
-func selectsAny(sel string, ps []Param, isDC bool) bool {
+func selectsAny(sel string, ps []Param) bool {
 	for _, prm := range ps {
-		if matches(sel, prm.Name, isDC) {
+		if matches(sel, prm.Name, prm.groups) {
 			return true
 		}
 	}

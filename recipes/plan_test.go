@@ -8,9 +8,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/dc/hnet"
+	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/internal/testckpt"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
+	"github.com/dcdit/dcdit/params"
 )
 
 // paperScale holds the paper's figures for one DC-DiT scale: parameters
@@ -85,7 +89,7 @@ func TestRealRecipesPlan(t *testing.T) {
 			if d.Steps != 5000 || f.Steps != 10000 || f.MultiBudgetStart != 5000 || d.BatchSize != 256 || f.LR.Peak != 1e-4 {
 				t.Errorf("stages %+v / %+v", d, f)
 			}
-			if d.Trainable != pl.Parameters.New || f.Frozen != groupParams(pl, GroupTimestepEmbedder)+groupParams(pl, GroupClassEmbedder) {
+			if d.Trainable != pl.Parameters.New || f.Frozen != groupParams(pl, params.GroupTimestepEmbedder)+groupParams(pl, params.GroupClassEmbedder) {
 				t.Errorf("distill trains %d (new %d); finetune freezes %d", d.Trainable, pl.Parameters.New, f.Frozen)
 			}
 			if !slices.Equal(r.Stages[1].Rho, PaperRho) || r.Stages[1].EMADecay != 0.9999 || r.Stages[1].GradClip != 1 || r.Scaffold.Router.RatioLossWeight != 0.03 {
@@ -277,10 +281,10 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, f := r.Stages[0], r.Stages[1]
-	if d.Loss != LossL1 || !slices.Equal(d.Trainable, []string{GroupScaffold}) || d.EMADecay != 0 || !slices.Equal(d.Rho, []float64{0}) || d.Target != "output" {
+	if d.Loss != LossL1 || !slices.Equal(d.Trainable, []string{params.GroupScaffold}) || d.EMADecay != 0 || !slices.Equal(d.Rho, []float64{0}) || d.Target != "output" {
 		t.Errorf("distill defaults: %+v", d)
 	}
-	if f.Loss != LossHybrid || !slices.Equal(f.Frozen, []string{GroupEmbedders}) || f.EMADecay != DefaultEMADecay || f.LR != DefaultLR || f.GradClip != 1 {
+	if f.Loss != LossHybrid || !slices.Equal(f.Frozen, []string{params.GroupEmbedders}) || f.EMADecay != DefaultEMADecay || f.LR != DefaultLR || f.GradClip != 1 {
 		t.Errorf("finetune defaults: %+v", f)
 	}
 	if r.Scaffold.TargetN != 4 || r.Scaffold.NormGroups != 8 || r.Scaffold.Router.RatioBatchSize != 16 || r.Data.Source != SourceTeacher || r.Save.Keep != 3 {
@@ -330,7 +334,11 @@ func TestStageTrains(t *testing.T) {
 	}
 	for _, c := range cases {
 		st := Stage{Trainable: c.trainable, Frozen: c.frozen}
-		if got := st.Trains(c.name, c.dc); got != c.want {
+		groups := dit.ParamGroups(c.name)
+		if c.dc {
+			groups = dc.ParamGroups(c.name, hnet.ParamGroups)
+		}
+		if got := st.Trains(c.name, groups); got != c.want {
 			t.Errorf("trainable %v frozen %v dc %v: Trains(%s) = %v", c.trainable, c.frozen, c.dc, c.name, got)
 		}
 	}

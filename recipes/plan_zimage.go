@@ -48,13 +48,16 @@ func planZImage(p *problems, r *Recipe, pl *Plan) {
 
 	// Parameters: the scaffold's (new), the backbone's (copied), whose
 	// patch embedding and final layer the scaffold replaces.
+	spec := zimage.Spec{Config: zc}
 	shapes := dc.ScaffoldShapes(c)
 	for _, name := range slices.Sorted(maps.Keys(shapes)) {
-		pl.Params = append(pl.Params, Param{Name: name, Shape: shapes[name], Group: finestGroup(name, true)})
+		pl.Params = append(pl.Params, newParam(name, shapes[name], dc.ParamGroups(name, spec.ParamGroups)))
 	}
 	exp := arch.ExpectedZImage(zc, arch.Comfy)
 	for i, name := range exp.Names() {
-		pl.Params = append(pl.Params, Param{Name: dc.BackbonePrefix + name, Shape: ints(exp.Shape(i)), Group: finestGroup(dc.BackbonePrefix+name, true), From: name})
+		prm := newParam(dc.BackbonePrefix+name, ints(exp.Shape(i)), dc.ParamGroups(dc.BackbonePrefix+name, spec.ParamGroups))
+		prm.From = name
+		pl.Params = append(pl.Params, prm)
 	}
 	countParams(pl, nil, nil)
 	ps := &pl.Parameters
@@ -174,8 +177,7 @@ func planZImageModel(p *problems, r *Recipe, pl *Plan) {
 	pl.Backbone = BackboneInfo{Architecture: arch.ZImage, Source: "model", ZImage: zc}
 	exp := arch.ExpectedZImage(zc, arch.Comfy)
 	for i, name := range exp.Names() {
-		// Grouped as the same tensors of a pretrained Z-Image are.
-		pl.Params = append(pl.Params, Param{Name: name, Shape: ints(exp.Shape(i)), Group: finestGroup(dc.BackbonePrefix+name, true)})
+		pl.Params = append(pl.Params, newParam(name, ints(exp.Shape(i)), zimage.ParamGroups(name)))
 	}
 	countParams(pl, nil, nil)
 	pl.Data = DataInfo{Source: r.Data.Source, Samples: r.Data.Samples}

@@ -473,9 +473,13 @@ type Stage struct {
 	// only. Default: γ = 0 (DiT's uniform loss), k = 1.
 	P2Gamma float64 `toml:"p2_gamma"`
 	P2K     float64 `toml:"p2_k"`
-	// Trainable lists the parameters to train: group names (see
-	// GroupNames) or glob patterns over the model's parameter names
-	// ("hnet.encoder.*"). Default: by kind.
+	// Trainable lists the parameters to train: group names
+	// (params.Groups, which the model answers for each of its parameters
+	// through its ParamGroups) or glob patterns over the model's
+	// parameter names: a DC model's are the reference DC-DiT names (the
+	// scaffold's as dc.ScaffoldShapes lists them, "hnet.encoder.*"; the
+	// main network's under hnet.Prefix; a pretrained backbone's under
+	// dc.BackbonePrefix), a fixed-patch model's its own. Default: by kind.
 	Trainable []string `toml:"trainable"`
 	// Frozen lists parameters to keep fixed even if Trainable selects
 	// them (same syntax). Default: by kind.

@@ -176,21 +176,31 @@ func (b *Backbone) inferenceOnly(x mat.Tensor) error {
 // gradient).
 func (b *Backbone) Parameters() *params.Set { return b.Model.Params }
 
-// ParamGroups returns the groups of one of the model's parameters: the
-// timestep and caption embedders and the pad tokens are embedders (the
-// pad tokens take part in Forward), the refiners' and main layers' blocks
-// are the backbone (their adaLN, attention and feed-forward parts by
-// name), the patch embedding and the final layer are the latent embedder
-// and final layer a DC model replaces; nil for another name.
+// ParamGroups returns the groups of one of the model's parameters (by its
+// name in Parameters; ParamGroups of its own name); nil for a name that is
+// not one of its parameters.
 func (b *Backbone) ParamGroups(name string) []string {
 	name, ok := strings.CutPrefix(name, b.Model.names)
 	if _, known := b.Model.tensors[name]; !ok || !known {
 		return nil
 	}
+	return ParamGroups(name)
+}
+
+// ParamGroups returns the groups of a Z-Image tensor by its ComfyUI name:
+// the timestep and caption embedders are embedders, the refiners' and
+// main layers' blocks the backbone (their adaLN, attention and
+// feed-forward parts by name), the patch embedding and the final layer
+// the latent embedder and final layer a DC model replaces. The pad
+// tokens, which take part in Forward, are in no group but
+// params.GroupAll: they train whenever the blocks do, and a stage that
+// freezes the embedders (the paper's fine-tuning) leaves them trainable.
+// Nil for another name.
+func ParamGroups(name string) []string {
 	switch {
 	case strings.HasPrefix(name, "t_embedder."):
 		return []string{params.GroupEmbedders, params.GroupTimestepEmbedder}
-	case strings.HasPrefix(name, "cap_embedder."), name == "cap_pad_token", name == "x_pad_token":
+	case strings.HasPrefix(name, "cap_embedder."):
 		return []string{params.GroupEmbedders}
 	case strings.HasPrefix(name, "x_embedder."):
 		return []string{params.GroupEmbedders, params.GroupLatentEmbedder}

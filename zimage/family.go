@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders"
@@ -159,6 +160,15 @@ func (s Spec) Blocks() []family.Blocks {
 // arch.DCBackbonePrefix.
 func (s Spec) Shapes() map[string][]int {
 	return family.PrefixedShapes(arch.ExpectedZImage(s.Config, arch.Comfy), arch.DCBackbonePrefix)
+}
+
+// ParamGroups returns the groups of a tensor Shapes lists, by its stored
+// name (ParamGroups of its ComfyUI name); nil for another name.
+func (s Spec) ParamGroups(name string) []string {
+	if _, ok := s.Shapes()[name]; !ok {
+		return nil
+	}
+	return ParamGroups(strings.TrimPrefix(name, arch.DCBackbonePrefix))
 }
 
 // Build makes the backbone from its stored tensors.

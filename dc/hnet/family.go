@@ -121,6 +121,15 @@ func (s Spec) Blocks() []family.Blocks {
 // Shapes lists the network's tensors under the official names.
 func (s Spec) Shapes() map[string][]int { return Shapes(s.Config) }
 
+// ParamGroups returns the groups of a tensor Shapes lists (ParamGroups);
+// nil for another name.
+func (s Spec) ParamGroups(name string) []string {
+	if _, ok := s.Shapes()[name]; !ok {
+		return nil
+	}
+	return ParamGroups(name)
+}
+
 // Build makes the network from its stored tensors.
 func (s Spec) Build(ts map[string]loaders.Dense) (family.Backbone, error) {
 	return New(s.Config, ts)

@@ -177,10 +177,17 @@ func (n *Network) Forward(x mat.Tensor, cv cond.Value, offsets []int, pos []floa
 // reference names a DC checkpoint stores.
 func (n *Network) Parameters() *params.Set { return n.Params }
 
-// ParamGroups returns the groups of one of the network's parameter names:
-// its blocks', its embedders' and its final RMSNorm's; nil for another
+// ParamGroups returns the groups of one of the network's parameter names
+// (ParamGroups); nil for another name.
+func (n *Network) ParamGroups(name string) []string { return ParamGroups(name) }
+
+// ParamGroups returns the groups of a parameter of DC-DiT's main network
+// by its name: its blocks' and its embedders' as DiT's (DiT's blocks
+// under Prefix+"layers."), and its final RMSNorm's, which DC-DiT adds
+// after DiT's blocks (the graft starts it at ones), so that it is in
+// params.GroupScaffold beside params.GroupBackboneNorm; nil for another
 // name.
-func (n *Network) ParamGroups(name string) []string {
+func ParamGroups(name string) []string {
 	if g := dit.BlockParamGroups(name, Prefix+"layers."); g != nil {
 		return g
 	}
@@ -188,7 +195,7 @@ func (n *Network) ParamGroups(name string) []string {
 		return g
 	}
 	if name == Prefix+"rmsnorm.weight" {
-		return []string{params.GroupBackboneNorm}
+		return []string{params.GroupScaffold, params.GroupBackboneNorm}
 	}
 	return nil
 }

@@ -94,6 +94,15 @@ func (s Spec) Blocks() []family.Blocks {
 // Shapes lists the backbone's tensors under dc.BackbonePrefix.
 func (s Spec) Shapes() map[string][]int { return s.Config.Shapes(dc.BackbonePrefix) }
 
+// ParamGroups returns the groups of a tensor Shapes lists, as the
+// backbone Build makes answers them; nil for another name.
+func (s Spec) ParamGroups(name string) []string {
+	if _, ok := s.Shapes()[name]; !ok {
+		return nil
+	}
+	return (&Backbone{Config: s.Config, prefix: dc.BackbonePrefix}).ParamGroups(name)
+}
+
 // Build makes the backbone from its stored tensors.
 func (s Spec) Build(ts map[string]loaders.Dense) (family.Backbone, error) {
 	return New(s.Config, ts, dc.BackbonePrefix)

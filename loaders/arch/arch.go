@@ -65,19 +65,26 @@ type Input struct {
 	NumHeads int
 }
 
-// Group names for parameter accounting.
+// Report buckets: how Report.Parameters (`dcdit inspect`'s
+// parameters_by_group) splits a checkpoint file's tensors by name, in any
+// layout and naming, from headers alone and before any model is built.
+// They are a coarse report of a file, not the parameter groups a recipe
+// selects by (params.Groups, which a model answers through its
+// ParamGroups): this package sits below params and the model families,
+// and reads names (diffusers', ComfyUI's) that no model holds; some names
+// coincide with groups' but hold more (BucketDecoder the residual
+// projection too, BucketFinalLayer the wide head and latent skip).
 const (
-	GroupEmbedders  = "embedders"
-	GroupBlocks     = "blocks"
-	GroupFinalLayer = "final_layer"
-	GroupScaffold   = "scaffold"
-	GroupOther      = "other"
+	BucketEmbedders  = "embedders"
+	BucketBlocks     = "blocks"
+	BucketFinalLayer = "final_layer"
+	BucketOther      = "other"
 	// DC-DiT checkpoints (both layouts) split the scaffold further and
 	// call the transformer the backbone.
-	GroupEncoder  = "encoder"  // hnet.encoder.*
-	GroupRouter   = "router"   // hnet.routing_module.*
-	GroupDecoder  = "decoder"  // hnet.decoder.*, hnet.residual_proj.*
-	GroupBackbone = "backbone" // hnet.main_network.*
+	BucketEncoder  = "encoder"  // hnet.encoder.*
+	BucketRouter   = "router"   // hnet.routing_module.*
+	BucketDecoder  = "decoder"  // hnet.decoder.*, hnet.residual_proj.*
+	BucketBackbone = "backbone" // hnet.main_network.*, a pretrained backbone's backbone.*
 )
 
 // Mismatch is a tensor whose shape differs from the expected one.
@@ -97,7 +104,7 @@ type Report struct {
 	// Config is a *DiTConfig, *ZImageConfig, or for a DC checkpoint the
 	// decoded JSON object; nil when unknown.
 	Config any `json:"config"`
-	// Parameters counts elements per group.
+	// Parameters counts elements per report bucket (Bucket*).
 	Parameters map[string]int64 `json:"parameters_by_group"`
 	Missing    []string         `json:"missing,omitempty"`
 	Unexpected []string         `json:"unexpected,omitempty"`
@@ -197,29 +204,29 @@ func Detect(in Input) *Report {
 		return r
 	}
 	var exp Expected
-	var grouper func(string) string
+	var bucket func(string) string
 	switch {
 	case has(keys, "blocks.0.attn.qkv.weight") || has(keys, "x_embedder.proj.weight"):
-		exp, grouper = detectDiT(r, keys, in, Original)
+		exp, bucket = detectDiT(r, keys, in, Original)
 	case has(keys, "transformer_blocks.0.attn1.to_q.weight") || has(keys, "pos_embed.proj.weight"):
-		exp, grouper = detectDiT(r, keys, in, Diffusers)
+		exp, bucket = detectDiT(r, keys, in, Diffusers)
 	case has(keys, "layers.0.attention.to_q.weight") || hasPrefix(keys, "all_x_embedder."):
-		exp, grouper = detectZImage(r, keys, in, Diffusers)
+		exp, bucket = detectZImage(r, keys, in, Diffusers)
 	case has(keys, "layers.0.attention.qkv.weight") || has(keys, "x_embedder.weight"):
-		exp, grouper = detectZImage(r, keys, in, Comfy)
+		exp, bucket = detectZImage(r, keys, in, Comfy)
 	default:
 		r.warnf("no known architecture matches these keys (DiT original/diffusers, Z-Image diffusers/ComfyUI, dcdit)")
 		for _, t := range in.Tensors {
-			r.Parameters[GroupOther] += numel(t.Shape)
+			r.Parameters[BucketOther] += numel(t.Shape)
 		}
 		return r
 	}
 	account(r, keys, exp)
 	for name, t := range keys {
-		r.Parameters[grouper(name)] += numel(t.Shape)
+		r.Parameters[bucket(name)] += numel(t.Shape)
 	}
 	for _, t := range outside {
-		r.Parameters[GroupOther] += numel(t.Shape)
+		r.Parameters[BucketOther] += numel(t.Shape)
 	}
 	if len(outside) > 0 {
 		r.warnf("%d tensors outside the model prefix %q (other components of a full checkpoint: %s) are ignored", len(outside), prefix, summarizePrefixes(outside))
@@ -392,7 +399,7 @@ func detectDC(r *Report, in Input, raw string) {
 		r.Config = cfg
 	}
 	for _, t := range in.Tensors {
-		r.Parameters[dcGroup(t.Name)] += numel(t.Shape)
+		r.Parameters[dcBucket(t.Name)] += numel(t.Shape)
 	}
 	checkDTypes(r, in.Tensors)
 }
@@ -416,32 +423,32 @@ const DCBackbonePrefix = "backbone."
 func detectDCReference(r *Report, in Input) {
 	r.Architecture, r.Layout = DCDiT, Original
 	for _, t := range in.Tensors {
-		r.Parameters[dcGroup(t.Name)] += numel(t.Shape)
+		r.Parameters[dcBucket(t.Name)] += numel(t.Shape)
 	}
 	r.warnf("a reference DC-DiT state_dict without dcdit metadata (__metadata__ %q): the head count, de-chunk σ, ratio-loss target N and trained ρ values are not stored; loading it for sampling needs a DC checkpoint that records them", MetadataConfigKey)
 	checkDTypes(r, in.Tensors)
 }
 
-// dcGroup sorts a DC-DiT tensor (official state_dict names, which DC
+// dcBucket sorts a DC-DiT tensor (official state_dict names, which DC
 // checkpoints keep) into the scaffold's parts and the backbone; dcdit's
 // own output paths (wide head, latent skip) count with the final layer.
-func dcGroup(name string) string {
+func dcBucket(name string) string {
 	switch {
 	case strings.HasPrefix(name, "x_embedder.") || strings.HasPrefix(name, "t_embedder.") ||
 		strings.HasPrefix(name, "y_embedder.") || name == "pos_embed":
-		return GroupEmbedders
+		return BucketEmbedders
 	case strings.HasPrefix(name, "hnet.encoder."):
-		return GroupEncoder
+		return BucketEncoder
 	case strings.HasPrefix(name, "hnet.routing_module."):
-		return GroupRouter
+		return BucketRouter
 	case strings.HasPrefix(name, "hnet.decoder.") || strings.HasPrefix(name, "hnet.residual_proj."):
-		return GroupDecoder
+		return BucketDecoder
 	case strings.HasPrefix(name, dcMainPrefix), strings.HasPrefix(name, DCBackbonePrefix):
-		return GroupBackbone
+		return BucketBackbone
 	case strings.HasPrefix(name, "final_layer."), strings.HasPrefix(name, "wide_head."), strings.HasPrefix(name, "latent_skip."):
-		return GroupFinalLayer
+		return BucketFinalLayer
 	}
-	return GroupOther
+	return BucketOther
 }
 
 // intFrom reads an integer config value (JSON numbers decode as float64).

@@ -124,19 +124,19 @@ func TestDetectReportsKeyProblems(t *testing.T) {
 // scaffold's parts and the backbone.
 func TestDetectDC(t *testing.T) {
 	names := map[string]string{
-		"x_embedder.proj.weight":                                  GroupEmbedders,
-		"t_embedder.mlp.0.weight":                                 GroupEmbedders,
-		"y_embedder.embedding_table.weight":                       GroupEmbedders,
-		"hnet.encoder.layers.0.conv1.weight":                      GroupEncoder,
-		"hnet.encoder.rmsnorm.weight":                             GroupEncoder,
-		"hnet.routing_module.proj.weight":                         GroupRouter,
-		"hnet.routing_module.residual_scorer.3.bias":              GroupRouter,
-		"hnet.residual_proj.weight":                               GroupDecoder,
-		"hnet.decoder.layers.1.skip_proj.weight":                  GroupDecoder,
-		"hnet.main_network.main_network.layers.0.attn.qkv.weight": GroupBackbone,
-		"hnet.main_network.main_network.rmsnorm.weight":           GroupBackbone,
-		"final_layer.linear.weight":                               GroupFinalLayer,
-		"something.else":                                          GroupOther,
+		"x_embedder.proj.weight":                                  BucketEmbedders,
+		"t_embedder.mlp.0.weight":                                 BucketEmbedders,
+		"y_embedder.embedding_table.weight":                       BucketEmbedders,
+		"hnet.encoder.layers.0.conv1.weight":                      BucketEncoder,
+		"hnet.encoder.rmsnorm.weight":                             BucketEncoder,
+		"hnet.routing_module.proj.weight":                         BucketRouter,
+		"hnet.routing_module.residual_scorer.3.bias":              BucketRouter,
+		"hnet.residual_proj.weight":                               BucketDecoder,
+		"hnet.decoder.layers.1.skip_proj.weight":                  BucketDecoder,
+		"hnet.main_network.main_network.layers.0.attn.qkv.weight": BucketBackbone,
+		"hnet.main_network.main_network.rmsnorm.weight":           BucketBackbone,
+		"final_layer.linear.weight":                               BucketFinalLayer,
+		"something.else":                                          BucketOther,
 	}
 	var ts []TensorMeta
 	want := map[string]int64{}
@@ -166,7 +166,7 @@ func TestDetectDC(t *testing.T) {
 			}
 			w := maps.Clone(want)
 			if c.layout == Original {
-				w[GroupEmbedders]++
+				w[BucketEmbedders]++
 			}
 			if !reflect.DeepEqual(r.Parameters, w) {
 				t.Errorf("groups %v, want %v", r.Parameters, w)

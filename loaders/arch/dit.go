@@ -181,9 +181,9 @@ func detectDiT(r *Report, k keySet, in Input, layout Layout) (Expected, func(str
 	r.Config = c
 	if c.HiddenSize == 0 || c.PatchSize == 0 {
 		r.warnf("cannot infer the configuration: the patch embedding %q is missing", embed)
-		return nil, ditGroup
+		return nil, ditBucket
 	}
-	return ExpectedDiT(c, layout), ditGroup
+	return ExpectedDiT(c, layout), ditBucket
 }
 
 // ditInputSize takes the latent size from the position table (original
@@ -334,19 +334,19 @@ func ExpectedDiT(c *DiTConfig, layout Layout) Expected {
 	return e
 }
 
-// ditGroup assigns a DiT key (either naming) to a parameter group.
-func ditGroup(name string) string {
+// ditBucket assigns a DiT key (either naming) to a report bucket.
+func ditBucket(name string) string {
 	switch {
 	case strings.Contains(name, ".norm1.emb."),
 		strings.HasPrefix(name, "x_embedder."), name == "pos_embed", strings.HasPrefix(name, "pos_embed."),
 		strings.HasPrefix(name, "t_embedder."), strings.HasPrefix(name, "y_embedder."):
-		return GroupEmbedders
+		return BucketEmbedders
 	case strings.HasPrefix(name, "blocks."), strings.HasPrefix(name, "transformer_blocks."):
-		return GroupBlocks
+		return BucketBlocks
 	case strings.HasPrefix(name, "final_layer."), strings.HasPrefix(name, "proj_out_"):
-		return GroupFinalLayer
+		return BucketFinalLayer
 	}
-	return GroupOther
+	return BucketOther
 }
 
 func plural(n int, noun string) string {

@@ -171,9 +171,9 @@ func detectZImage(r *Report, k keySet, in Input, layout Layout) (Expected, func(
 	r.Config = c
 	if c.Dim == 0 {
 		r.warnf("cannot infer the configuration: the patch embedding %q is missing", embed)
-		return nil, zimageGroup
+		return nil, zimageBucket
 	}
-	return ExpectedZImage(c, layout), zimageGroup
+	return ExpectedZImage(c, layout), zimageBucket
 }
 
 // ExpectedZImage lists the tensors of a Z-Image transformer in the given
@@ -245,17 +245,17 @@ func ExpectedZImage(c *ZImageConfig, layout Layout) Expected {
 	return e
 }
 
-// zimageGroup assigns a Z-Image key (either naming) to a parameter group.
-func zimageGroup(name string) string {
+// zimageBucket assigns a Z-Image key (either naming) to a report bucket.
+func zimageBucket(name string) string {
 	switch {
 	case strings.HasPrefix(name, "all_x_embedder."), strings.HasPrefix(name, "x_embedder."),
 		strings.HasPrefix(name, "t_embedder."), strings.HasPrefix(name, "cap_embedder."),
 		name == "x_pad_token", name == "cap_pad_token":
-		return GroupEmbedders
+		return BucketEmbedders
 	case strings.HasPrefix(name, "layers."), strings.HasPrefix(name, "noise_refiner."), strings.HasPrefix(name, "context_refiner."):
-		return GroupBlocks
+		return BucketBlocks
 	case strings.HasPrefix(name, "all_final_layer."), strings.HasPrefix(name, "final_layer."):
-		return GroupFinalLayer
+		return BucketFinalLayer
 	}
-	return GroupOther
+	return BucketOther
 }

@@ -315,8 +315,8 @@ func writeTable(w io.Writer, r *Result, withTensors bool) {
 		row("config", "%s", configLine(r.Config))
 	}
 	row("parameters", "%s (%s)", commas(r.Parameters), humanCount(r.Parameters))
-	for _, g := range []string{arch.GroupEmbedders, arch.GroupEncoder, arch.GroupRouter, arch.GroupDecoder, arch.GroupBlocks,
-		arch.GroupBackbone, arch.GroupFinalLayer, arch.GroupScaffold, arch.GroupOther} {
+	for _, g := range []string{arch.BucketEmbedders, arch.BucketEncoder, arch.BucketRouter, arch.BucketDecoder, arch.BucketBlocks,
+		arch.BucketBackbone, arch.BucketFinalLayer, arch.BucketOther} {
 		if n, ok := r.ParametersByGroup[g]; ok && n > 0 {
 			row("  "+g, "%s", commas(n))
 		}
