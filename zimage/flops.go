@@ -12,6 +12,15 @@ const TypicalCaptionLen = 128
 // guidance), what per-image figures assume for Z-Image.
 const TurboSteps = 8
 
+// TurboConfig is the published Z-Image(-Turbo) transformer config
+// (Tongyi's config/model.py; Hugging Face's transformer/config.json): the
+// family's preset, for costing and for header-only repositories.
+func TurboConfig() *arch.ZImageConfig {
+	return &arch.ZImageConfig{Dim: 3840, NLayers: 30, NRefinerLayers: 2, NHeads: 30, NKVHeads: 30, InChannels: 16,
+		PatchSize: 2, FPatchSize: 1, CapFeatDim: 2560, QKNorm: true, NormEps: 1e-5, RopeTheta: 256, TScale: 1000,
+		AxesDims: []int64{32, 48, 48}, AxesLens: []int64{1536, 512, 512}, FFNHidden: 10240, AdaLNDim: 256, TMidDim: 1024, FrequencySize: 256}
+}
+
 // FLOPs is the cost of one forward pass for one item, in floating-point
 // operations, split by part, counted as dit.FLOPs counts DiT: 2 FLOPs per
 // multiply-add of every matrix product, plus H·L²·(4·d_h + 3) for softmax

@@ -19,6 +19,7 @@ import (
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/pytorch"
 	"github.com/dcdit/dcdit/loaders/safetensors"
+	"github.com/dcdit/dcdit/zimage"
 )
 
 // TinyDiT is the configuration of the generated DiT checkpoints. Its head
@@ -35,12 +36,9 @@ func TinyZImage() *arch.ZImageConfig {
 		AxesDims: []int64{4, 6, 6}, AxesLens: []int64{96, 16, 16}, FFNHidden: 85, AdaLNDim: 32, TMidDim: 64, FrequencySize: 256}
 }
 
-// ZImageTurbo is the configuration of the released Z-Image-Turbo transformer.
-func ZImageTurbo() *arch.ZImageConfig {
-	return &arch.ZImageConfig{Dim: 3840, NLayers: 30, NRefinerLayers: 2, NHeads: 30, NKVHeads: 30, InChannels: 16,
-		PatchSize: 2, FPatchSize: 1, CapFeatDim: 2560, QKNorm: true, NormEps: 1e-5, RopeTheta: 256, TScale: 1000,
-		AxesDims: []int64{32, 48, 48}, AxesLens: []int64{1536, 512, 512}, FFNHidden: 10240, AdaLNDim: 256, TMidDim: 1024, FrequencySize: 256}
-}
+// ZImageTurbo is the configuration of the released Z-Image-Turbo
+// transformer (zimage.TurboConfig).
+func ZImageTurbo() *arch.ZImageConfig { return zimage.TurboConfig() }
 
 // Tensors fills the expected tensors with seeded random values in dtype dt.
 func Tensors(exp arch.Expected, dt dtype.DType, seed uint64) ([]safetensors.WriteTensor, error) {

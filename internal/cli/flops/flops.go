@@ -306,7 +306,7 @@ func resolve(opts *Options) (*model, error) {
 	}
 	for _, p := range zimagePresets {
 		if strings.EqualFold(name, p.name) {
-			c := zimageTurbo()
+			c := zimage.TurboConfig()
 			return &model{preset: p.name, zimage: c, steps: p.steps, native: zimageResolution / vaeFactor}, nil
 		}
 	}

@@ -29,14 +29,6 @@ var zimagePresets = []zimagePreset{
 	{name: "Z-Image", steps: 50},
 }
 
-// zimageTurbo is the published Z-Image(-Turbo) transformer config
-// (Tongyi config/model.py; HF transformer/config.json).
-func zimageTurbo() *arch.ZImageConfig {
-	return &arch.ZImageConfig{Dim: 3840, NLayers: 30, NRefinerLayers: 2, NHeads: 30, NKVHeads: 30, InChannels: 16,
-		PatchSize: 2, FPatchSize: 1, CapFeatDim: 2560, QKNorm: true, NormEps: 1e-5, RopeTheta: 256, TScale: 1000,
-		AxesDims: []int64{32, 48, 48}, AxesLens: []int64{1536, 512, 512}, FFNHidden: 10240, AdaLNDim: 256, TMidDim: 1024, FrequencySize: 256}
-}
-
 func zimagePresetNames() string {
 	names := make([]string, len(zimagePresets))
 	for i, p := range zimagePresets {

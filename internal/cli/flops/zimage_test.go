@@ -15,7 +15,7 @@ import (
 // model's own unless --steps is given), doubled by --cfg; the parts add
 // up to the forward.
 func TestZImage(t *testing.T) {
-	turbo := zimageTurbo()
+	turbo := zimage.TurboConfig()
 	tiny := testckpt.TinyZImage()
 	cases := []struct {
 		name          string
