@@ -8,6 +8,7 @@ import (
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/internal/fixtures"
+	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/safetensors"
 	"github.com/dcdit/dcdit/ops"
 )
@@ -46,7 +47,7 @@ func computeConvBlock(t *testing.T, c fixtures.Case) *fixtures.Got {
 	in, out, cond := cfgInt(t, c, "input_dim"), cfgInt(t, c, "output_dim"), cfgInt(t, c, "cond_dim")
 	g := grid{batch: cfgInt(t, c, "batch"), rows: cfgInt(t, c, "num_rows"), cols: cfgInt(t, c, "num_cols")}
 	groups := cfgInt(t, c, "groupnorm_groups")
-	ws, err := ReadSafetensors(filepath.Join(c.Dir, "weights.safetensors"))
+	ws, err := loaders.ReadSafetensors(filepath.Join(c.Dir, "weights.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}

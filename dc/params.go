@@ -7,36 +7,11 @@ import (
 	"strings"
 
 	"github.com/dcdit/dcdit/loaders"
-	"github.com/dcdit/dcdit/loaders/safetensors"
 	"github.com/dcdit/dcdit/params"
 )
 
 // Tensor is one named parameter tensor in float32, as read from a file.
 type Tensor = loaders.Dense
-
-// ReadSafetensors reads every tensor of a safetensors file into float32
-// (the data is copied out of the file).
-func ReadSafetensors(path string) (map[string]Tensor, error) {
-	f, err := safetensors.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("dc: %w", err)
-	}
-	defer f.Close()
-	out := map[string]Tensor{}
-	for _, info := range f.Tensors() {
-		t, _ := f.Tensor(info.Name)
-		v, err := t.Float32()
-		if err != nil {
-			return nil, fmt.Errorf("dc: %w", err)
-		}
-		shape := make([]int, len(info.Shape))
-		for i, d := range info.Shape {
-			shape[i] = int(d)
-		}
-		out[info.Name] = Tensor{Shape: shape, Data: append([]float32(nil), v...)}
-	}
-	return out, nil
-}
 
 // Shapes returns the shapes of a tensor map.
 func Shapes(ts map[string]Tensor) map[string][]int {

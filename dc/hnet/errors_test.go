@@ -10,6 +10,7 @@ import (
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/internal/fixtures"
+	"github.com/dcdit/dcdit/loaders"
 )
 
 func wantErr(t *testing.T, err error, parts ...string) {
@@ -55,7 +56,7 @@ func TestErrors(t *testing.T) {
 		_, _, err = m.LiteCFG(make([]float32, 3*cfg.InChannels*L), cond.Input{T: []float32{1, 2, 3}, Labels: []int{0, 1, 2}}, 1.5, 0, 0.5)
 		wantErr(t, err, "even batch")
 
-		ts, err := dc.ReadSafetensors(filepath.Join(c.Dir, "weights.safetensors"))
+		ts, err := loaders.ReadSafetensors(filepath.Join(c.Dir, "weights.safetensors"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/posembed"
 )
 
@@ -72,7 +73,7 @@ func FromTensors(ts map[string]dc.Tensor, opts LoadOptions) (*dc.Model, error) {
 
 // Load reads a reference DC-DiT safetensors file (see FromTensors).
 func Load(path string, opts LoadOptions) (*dc.Model, error) {
-	ts, err := dc.ReadSafetensors(path)
+	ts, err := loaders.ReadSafetensors(path)
 	if err != nil {
 		return nil, err
 	}

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dc/hnet/official"
 	"github.com/dcdit/dcdit/internal/dctest"
+	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/pytorch"
 )
 
@@ -60,7 +60,7 @@ func TestRoundTrip(t *testing.T) {
 			pt := filepath.Join(dir, "official.pt")
 			mustExport(t, src, pt)
 
-			ref, err := dc.ReadSafetensors(filepath.Join(c.Dir, "weights.safetensors"))
+			ref, err := loaders.ReadSafetensors(filepath.Join(c.Dir, "weights.safetensors"))
 			if err != nil {
 				t.Fatal(err)
 			}
