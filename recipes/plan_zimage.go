@@ -14,7 +14,7 @@ import (
 )
 
 // planZImage plans a recipe whose base is a Z-Image: the scaffold around
-// it on the base.latent_size grid (as upcycle.GraftZImage builds it), its
+// it on the base.latent_size grid (as upcycle.GraftTeacher builds it), its
 // parameters, its FLOPs per ρ with a caption of zimage.TypicalCaptionLen
 // tokens (the few words of the shapes captions when the base was trained
 // on them), and each stage's cost and memory.

@@ -1,9 +1,11 @@
 // Package upcycle grafts the DC scaffold onto a pretrained backbone as a TOML
 // recipe describes, and writes the resulting DC checkpoint.
 //
-// A DiT is grafted by Graft (or NewGrafted, which also joins the
-// parameters), a Z-Image by GraftZImage (captions kept whole, the model's
-// tensors under dc.BackbonePrefix). StreamGraftZImage writes the grafted,
+// A DiT is grafted into DC-DiT's own main network by Graft (or
+// NewGrafted, which also joins the parameters); any family's teacher that
+// is a family.Graftable — a Z-Image (captions kept whole), a DiT as a
+// backbone of its own kind, a user's — by GraftTeacher, around a copy of
+// its network under dc.BackbonePrefix. StreamGraftZImage writes the grafted,
 // untrained Z-Image checkpoint without loading the model: each backbone
 // tensor goes from the input shards to the output's as it is read, so a
 // full-size Z-Image (24.6 GB in F32) grafts in 0.64 GB of memory (its

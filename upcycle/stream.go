@@ -90,7 +90,7 @@ func StreamGraftZImage(base string, s Scaffold, out string, opts StreamOptions) 
 		return nil, fmt.Errorf("upcycle: %s: %w", base, err)
 	}
 
-	// The scaffold as GraftZImage builds it; of the backbone, only the
+	// The scaffold as GraftTeacher builds around a Z-Image; of the backbone, only the
 	// patch embedding is read whole.
 	cfg, ts, err := scaffoldOnPatchEmbedding(plan, ck, zc, s, opts)
 	if err != nil {
@@ -231,7 +231,7 @@ func floatType(ck *loaders.Checkpoint) (dtype.DType, error) {
 }
 
 // scaffoldOnPatchEmbedding returns the config and initial tensors of the
-// scaffold GraftZImage would build, reading of the backbone only its
+// scaffold GraftTeacher would build, reading of the backbone only its
 // patch embedding (the plan's outputs of that name).
 func scaffoldOnPatchEmbedding(plan *convert.Plan, ck *loaders.Checkpoint, zc *arch.ZImageConfig, s Scaffold, opts StreamOptions) (*dc.Config, map[string]dc.Tensor, error) {
 	var pe *PatchEmbedding

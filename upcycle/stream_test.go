@@ -15,7 +15,7 @@ import (
 )
 
 // The streamed graft is the graft: checkpoint.Load reads the folder it
-// writes into exactly the model GraftZImage builds from the same base in
+// writes into exactly the model GraftTeacher builds from the same base in
 // memory — backbone, scaffold and config — in the base's float type, in
 // shards no larger than the base's.
 func TestStreamGraftZImage(t *testing.T) {

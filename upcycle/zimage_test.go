@@ -23,7 +23,7 @@ import (
 // is its patch's image token, with cells of one latent the encoding at
 // each patch's top-left latent is; and the grafted model runs on captions
 // of different lengths at a tail-drop fraction.
-func TestGraftZImage(t *testing.T) {
+func TestGraftTeacherZImage(t *testing.T) {
 	for _, cell := range []int{1, 2} {
 		t.Run(fmt.Sprintf("cells of %d×%d latents", cell, cell), func(t *testing.T) {
 			zm := testckpt.RandomZImage(t, 11)
@@ -81,7 +81,7 @@ func TestGraftZImage(t *testing.T) {
 	}
 }
 
-func TestGraftZImageRefuses(t *testing.T) {
+func TestGraftTeacherZImageRefuses(t *testing.T) {
 	tests := []struct {
 		name string
 		edit func(*Scaffold)
@@ -107,7 +107,7 @@ func TestGraftZImageRefuses(t *testing.T) {
 // and the relative residual: a grafted Z-Image whose router keeps every
 // cell predicts what the model itself predicts, on captions of different
 // lengths, with or without the conditioning adaptor (whatever it learns).
-func TestGraftZImageStartsAsModel(t *testing.T) {
+func TestGraftTeacherZImageStartsAsModel(t *testing.T) {
 	for _, condNorm := range []bool{false, true} {
 		t.Run(fmt.Sprintf("cond_norm %v", condNorm), func(t *testing.T) {
 			const seed, S = 11, 8
