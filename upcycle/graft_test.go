@@ -10,6 +10,7 @@ import (
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/cond"
+	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/internal/fixtures"
 	"github.com/dcdit/dcdit/loaders/arch"
@@ -366,5 +367,53 @@ func TestGraftAtTeacherPatchStartsAsTeacher(t *testing.T) {
 	}
 	if err := fixtures.RelErr(got, want); !fixtures.Within(err, 1e-5) {
 		t.Fatalf("grafted model against its teacher: relative error %.2g", err)
+	}
+}
+
+// GraftTeacher around a DiT keeps the DiT as a backbone of its own kind,
+// a copy under dc.BackbonePrefix, and leaves the teacher as it was: its
+// names and its predictions.
+func TestGraftTeacherDiT(t *testing.T) {
+	tm := teacher(t, 4)
+	x := make([]float32, 2*4*8*8)
+	for i := range x {
+		x[i] = float32(i%7) / 7
+	}
+	in := cond.Input{T: []float32{100, 700}, Labels: []int{1, 3}}
+	before, err := dit.Teacher{Model: tm}.Predict(x, in, 8, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := DefaultScaffold()
+	s.NormGroups, s.RouterGroups = 8, 4
+	s.PatchSize, s.EncoderInit, s.WideHead = 2, "patch", true
+	m, err := GraftTeacher(dit.Teacher{Model: tm}, s, 8, 8, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kind := m.Backbone.Spec().Kind(); kind != dit.Kind {
+		t.Errorf("backbone kind %q, want %q", kind, dit.Kind)
+	}
+	if _, ok := m.Backbone.Parameters().Lookup(dc.BackbonePrefix + "blocks.0.attn.qkv.weight"); !ok {
+		t.Errorf("the backbone's tensors are not under %q", dc.BackbonePrefix)
+	}
+	if _, ok := tm.Params.Lookup("blocks.0.attn.qkv.weight"); !ok {
+		t.Error("the graft renamed the teacher's tensors")
+	}
+	after, err := dit.Teacher{Model: tm}.Predict(x, in, 8, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := fixtures.RelErr(after, before); !fixtures.Within(e, 0) {
+		t.Errorf("the teacher's predictions moved by %g after the graft", e)
+	}
+	for _, p := range m.Backbone.Parameters().List() {
+		q, ok := tm.Params.Lookup(strings.TrimPrefix(p.Name, dc.BackbonePrefix))
+		if !ok || fixtures.RelErr(p.Values(), q.Values()) != 0 {
+			t.Fatalf("backbone tensor %s is not the teacher's", p.Name)
+		}
+		if &p.Values()[0] == &q.Values()[0] {
+			t.Fatalf("backbone tensor %s shares the teacher's memory", p.Name)
+		}
 	}
 }
