@@ -14,6 +14,8 @@ import (
 
 func init() { family.Register(Family{}) }
 
+var _ family.BaseCosted = Family{}
+
 // Family is DiT's model family (kind "dit"): a pretrained DiT used as a
 // DC backbone under its own tensor names.
 type Family struct{}
@@ -178,4 +180,75 @@ func (Family) OpenTeacher(path string, opts family.OpenOptions) (family.Teacher,
 	}
 	m.Params.SetRequiresGrad(false)
 	return Teacher{Model: m}, warnings, nil
+}
+
+const (
+	// samplingSteps is DiT's reference sampler's DDPM steps.
+	samplingSteps = 250
+	// presetGrid is the latent side presets are priced at (256 px).
+	presetGrid = 32
+)
+
+// Presets lists DiT's models.py sizes (arch.DiTPresets) on a 32×32
+// latent, with heads replacing their head count when positive.
+func (Family) Presets(heads int) []family.Preset {
+	out := make([]family.Preset, 0, len(arch.DiTPresets))
+	for _, p := range arch.DiTPresets {
+		c, err := PresetConfig(p.Name, presetGrid)
+		if err != nil {
+			continue // every preset's patch divides presetGrid
+		}
+		if heads > 0 {
+			c.NumHeads = heads
+		}
+		b := base(c)
+		out = append(out, family.Preset{Name: p.Name, Base: &b})
+	}
+	return out
+}
+
+// Steps is the 250 DDPM steps of DiT's reference sampler.
+func (Family) Steps() int { return samplingSteps }
+
+// Base describes a DiT checkpoint detection read, at its own latent size.
+func (Family) Base(rep *arch.Report) (family.Base, bool) {
+	if rep.Architecture != arch.DiT {
+		return family.Base{}, false
+	}
+	c, ok := rep.Config.(*arch.DiTConfig)
+	if !ok {
+		return family.Base{Architecture: arch.DiT, What: "fixed-patch DiT"}, true
+	}
+	b := base(c)
+	for _, w := range rep.Warnings {
+		// The learned-sigma and naming notes describe the layout, not a
+		// problem.
+		if !strings.HasPrefix(w, "learned sigma:") && !strings.HasPrefix(w, "diffusers naming") {
+			b.Warnings = append(b.Warnings, w)
+		}
+	}
+	return b, true
+}
+
+func base(c *arch.DiTConfig) family.Base {
+	return family.Base{Config: c, Architecture: arch.DiT, What: "fixed-patch DiT", Preset: c.Preset,
+		Patch: c.PatchSize, Grid: c.InputSize, Steps: samplingSteps}
+}
+
+// BaseFLOPs counts ForwardFLOPs of an *arch.DiTConfig on a rows×rows
+// latent (DiT takes square latents only).
+func (Family) BaseFLOPs(cfg any, rows, cols, _ int) (family.Cost, error) {
+	c0, ok := cfg.(*arch.DiTConfig)
+	if !ok {
+		return family.Cost{}, fmt.Errorf("dit: a %T is not a DiT config", cfg)
+	}
+	if rows != cols || rows%c0.PatchSize != 0 {
+		return family.Cost{}, fmt.Errorf("dit: a %d×%d latent, want a square one whose side is a multiple of the patch size %d", rows, cols, c0.PatchSize)
+	}
+	c := *c0
+	c.InputSize = rows
+	f := ForwardFLOPs(&c, c.NumTokens())
+	return family.Cost{Config: &c, Tokens: c.NumTokens(), Forward: f.Total(),
+		Parts:      []family.Part{{Name: "embed", FLOPs: f.Embed}, {Name: "blocks", FLOPs: f.Blocks}, {Name: "attention", FLOPs: f.Attention}, {Name: "final", FLOPs: f.Final}},
+		Convention: "2 per multiply-add of matmuls and convolutions, plus attention H·L²·(4·d_h+3); per image"}, nil
 }

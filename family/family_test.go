@@ -91,3 +91,34 @@ func TestPrefixedShapes(t *testing.T) {
 }
 
 func nan() float64 { var z float64; return z / z }
+
+// costed is a family with one fixed-patch preset and one DC preset, to
+// exercise Presets and BaseOf.
+type costed struct{ fake }
+
+func (costed) Presets(heads int) []family.Preset {
+	return []family.Preset{{Name: "base", Base: &family.Base{Architecture: arch.DiT, Grid: heads}}, {Name: "dc"}}
+}
+func (costed) Steps() int { return 7 }
+func (costed) Base(rep *arch.Report) (family.Base, bool) {
+	return family.Base{Architecture: rep.Architecture}, rep.Architecture == arch.DiT
+}
+func (costed) BaseFLOPs(any, int, int, int) (family.Cost, error) { return family.Cost{}, nil }
+
+// TestCosted runs after TestRegistry, whose families have no presets.
+func TestCosted(t *testing.T) {
+	family.Register(costed{fake{"costed"}})
+	ps := family.Presets(3)
+	if len(ps) != 2 || ps[0].Name != "base" || ps[0].Base.Grid != 3 || ps[1].Name != "dc" || ps[1].Family.Steps() != 7 {
+		t.Errorf("Presets(3) = %+v, want the costed family's two presets, heads passed on", ps)
+	}
+	for _, tt := range []struct {
+		a    arch.Architecture
+		want bool
+	}{{arch.DiT, true}, {arch.ZImage, false}} {
+		b, c, ok := family.BaseOf(&arch.Report{Architecture: tt.a})
+		if ok != tt.want || ok && (c == nil || b.Architecture != tt.a) {
+			t.Errorf("BaseOf(%s) = %+v, %v, %v; want found %v", tt.a, b, c, ok, tt.want)
+		}
+	}
+}

@@ -14,6 +14,8 @@ import (
 
 func init() { family.Register(Family{}) }
 
+var _ family.BaseCosted = Family{}
+
 // Family is Z-Image's model family (kind "zimage"): a Z-Image transformer
 // used as a DC backbone under its own (ComfyUI) tensor names.
 type Family struct{}
@@ -211,4 +213,57 @@ func (Family) OpenTeacher(path string, opts family.OpenOptions) (family.Teacher,
 		t.CaptionLen = s.CaptionLen
 	}
 	return t, warnings, nil
+}
+
+// presetGrid is the latent side Z-Image is priced at unless told: a
+// 1024 px image.
+const presetGrid = 128
+
+// Presets lists the released transformers, which share TurboConfig and
+// differ in how they are sampled: Turbo in TurboSteps without guidance,
+// the base model in the diffusers pipeline's default 50 steps with
+// guidance. Their head count is fixed.
+func (Family) Presets(int) []family.Preset {
+	turbo, base := zimageBase(TurboConfig()), zimageBase(TurboConfig())
+	turbo.Preset, base.Preset, base.Steps = "Z-Image-Turbo", "Z-Image", 50
+	return []family.Preset{{Name: turbo.Preset, Base: &turbo}, {Name: base.Preset, Base: &base}}
+}
+
+// Steps is TurboSteps: a DC model around Z-Image samples as Turbo does.
+func (Family) Steps() int { return TurboSteps }
+
+// Base describes a Z-Image transformer detection read; Config is nil for
+// one whose dim is unknown.
+func (Family) Base(rep *arch.Report) (family.Base, bool) {
+	if rep.Architecture != arch.ZImage {
+		return family.Base{}, false
+	}
+	c, ok := rep.Config.(*arch.ZImageConfig)
+	if !ok || c.Dim == 0 {
+		return family.Base{Architecture: arch.ZImage, What: "Z-Image transformer"}, true
+	}
+	return zimageBase(c), true
+}
+
+func zimageBase(c *arch.ZImageConfig) family.Base {
+	return family.Base{Config: c, Architecture: arch.ZImage, What: "Z-Image transformer", Patch: c.PatchSize,
+		Grid: presetGrid, AnyGrid: true, Steps: TurboSteps, CaptionLen: TypicalCaptionLen}
+}
+
+// BaseFLOPs counts ForwardFLOPs of an *arch.ZImageConfig over a rows×cols
+// latent with a caption of captionLen tokens.
+func (Family) BaseFLOPs(cfg any, rows, cols, captionLen int) (family.Cost, error) {
+	c, ok := cfg.(*arch.ZImageConfig)
+	if !ok {
+		return family.Cost{}, fmt.Errorf("zimage: a %T is not a Z-Image config", cfg)
+	}
+	if rows%c.PatchSize != 0 || cols%c.PatchSize != 0 {
+		return family.Cost{}, fmt.Errorf("zimage: a %d×%d latent, want sides that are multiples of the patch size %d", rows, cols, c.PatchSize)
+	}
+	tokens := (rows / c.PatchSize) * (cols / c.PatchSize)
+	f := ForwardFLOPs(c, tokens, captionLen)
+	return family.Cost{Config: c, Tokens: tokens, Forward: f.Total(),
+		Parts: []family.Part{{Name: "embed", FLOPs: f.Embed}, {Name: "refiners", FLOPs: f.Refiners}, {Name: "layers", FLOPs: f.Layers},
+			{Name: "attention", FLOPs: f.Attention}, {Name: "final", FLOPs: f.Final}},
+		Convention: "2 per multiply-add of matmuls, plus attention H·L²·(4·d_h+3) over each padded sequence (refiners and main layers); per image"}, nil
 }

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders"
 )
 
 func init() { family.Register(Family{}) }
+
+var _ family.Costed = Family{}
 
 // Family is DC-DiT's own main network as a model family (kind "hnet"),
 // also the kind of DiT blocks grafted into it.
@@ -137,3 +140,24 @@ func (s Spec) Build(ts map[string]loaders.Dense) (family.Backbone, error) {
 
 // FLOPs counts what Network.FLOPs counts, from the config.
 func (s Spec) FLOPs(lengths []int) float64 { return (&Network{Config: s.Config}).FLOPs(lengths) }
+
+// samplingSteps is the DDPM steps DC-DiT samples with unless told (DiT's).
+const samplingSteps = 250
+
+// Presets lists the main networks of the DC-DiT paper's scales
+// (dc.Presets, PresetConfig), heads replacing their head count when
+// positive; each one's scaffold is the dc.Preset of its name.
+func (Family) Presets(heads int) []family.Preset {
+	out := make([]family.Preset, len(dc.Presets))
+	for i, p := range dc.Presets {
+		c := PresetConfig(p)
+		if heads > 0 {
+			c.Heads = heads
+		}
+		out[i] = family.Preset{Name: p.Name, Backbone: Spec{Config: c}}
+	}
+	return out
+}
+
+// Steps is DiT's 250 DDPM steps.
+func (Family) Steps() int { return samplingSteps }

@@ -62,12 +62,8 @@ func backboneDebt() []debt {
 		// The commands.
 		{"internal/cli/bench", "dit", "Init, ForwardFLOPs"},
 		{"internal/cli/evaluate", "dc/hnet", "Load"},
-		{"internal/cli/flops", "dit", "PresetNames, PresetConfig, ForwardFLOPs"},
-		{"internal/cli/flops", "zimage", "ForwardFLOPs, TypicalCaptionLen, TurboSteps, SeqMultiOf"},
-		{"internal/cli/flops", "dc/hnet", "PresetConfig, InferConfig"},
-		{"internal/cli/inspect", "dit", "ForwardFLOPs, SamplingFLOPs"},
-		{"internal/cli/inspect", "zimage", "ForwardFLOPs, TypicalCaptionLen, TurboSteps"},
-		{"internal/cli/inspect", "dc/hnet", "InferConfig"},
+		{"internal/cli/flops", "dc/hnet", "InferConfig, Spec, Config: official DC-DiT state dicts, --num-heads on a DC-DiT checkpoint, the main network's table line"},
+		{"internal/cli/inspect", "dc/hnet", "InferConfig, Spec, Kind, Config: official DC-DiT state dicts"},
 		{"internal/cli/sample", "dit", "Load, New, ForwardFLOPs, SamplingFLOPs"},
 		{"internal/cli/sample", "zimage", "LoadModel, Latent, Kind, ForwardFLOPs, TurboSteps"},
 	}

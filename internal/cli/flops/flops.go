@@ -19,13 +19,11 @@ import (
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dc/hnet"
-	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
-	"github.com/dcdit/dcdit/zimage"
 )
 
 // Options are the flags and arguments of `dcdit flops`.
@@ -47,12 +45,12 @@ type Options struct {
 	KeptRatio float64
 	NumHeads  int
 	JSON      bool
-	// CaptionLen is a Z-Image model's caption length in tokens; 0 takes
-	// zimage.TypicalCaptionLen.
+	// CaptionLen is a captioned model's (Z-Image's) caption length in
+	// tokens; 0 takes its family's typical one.
 	CaptionLen int
 
-	// stepsDefault says that --steps was left at DiT's default, so that a
-	// Z-Image model takes its own. Set by the command only; a caller of
+	// stepsDefault says that --steps was left at its default, so that a
+	// fixed-patch model takes its own (Z-Image-Turbo: 8). Set by the command only; a caller of
 	// Run gives the steps it means.
 	stepsDefault bool
 }
@@ -84,7 +82,7 @@ Presets: DiT's models.py sizes DiT-{S,B,L,XL}/{2,4,8} (at --resolution),
 the DC-DiT paper's scales ` + dc.PresetNames() + ` (patch 1,
 encoder/decoder width D/4 with 2+2 conv blocks, router bottleneck D/4, N = 4,
 and the main network of the same-size DiT), and Z-Image's transformer,
-` + zimagePresetNames() + ` (the published config: dim 3840, 30 layers,
+` + presetNames(arch.ZImage) + ` (the published config: dim 3840, 30 layers,
 2 noise and 2 context refiner layers, 30 heads of 128, FFN 10240,
 cap_feat_dim 2560, 2×2 patches of 16 channels). Checkpoints: any DiT or
 Z-Image transformer that 'dcdit inspect' reads, dcdit's DC checkpoints, and
@@ -92,7 +90,7 @@ official DC-DiT state dicts (hnet.* names; the head count is not stored:
 --num-heads, else the preset of the same width and depth, else 64-wide heads).
 
 Z-Image is counted at --resolution (default 1024, a 128×128 latent: 4096
-image tokens) with a caption of --caption-len tokens (default ` + strconv.Itoa(zimage.TypicalCaptionLen) + `, about
+image tokens) with a caption of --caption-len tokens (default ` + strconv.Itoa(typicalCaptionLen()) + `, about
 100 words of prompt in the chat template; the text encoder is not counted).
 Image and caption sequences are padded to multiples of 32, and the refiners
 and main layers run over the padded sequences, as the model does; the
@@ -160,7 +158,7 @@ the paper's CFG tables count both branches, as --cfg does.`,
 	f.IntVar(&opts.NumHeads, "num-heads", 0, "attention heads, for checkpoints that do not store them")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object")
 	f.IntVar(&opts.CaptionLen, "caption-len", 0, "Z-Image models: caption tokens per image")
-	f.Lookup("caption-len").DefValue = strconv.Itoa(zimage.TypicalCaptionLen)
+	f.Lookup("caption-len").DefValue = strconv.Itoa(typicalCaptionLen())
 	return cmd
 }
 
@@ -252,16 +250,15 @@ type Part struct {
 	GFLOPs float64 `json:"gflops"`
 }
 
-// model is what a preset or checkpoint resolves to: exactly one of dit,
-// zimage or scaffold (with net) is set.
+// model is what a preset or checkpoint resolves to: a fixed-patch base
+// (base, with the family that prices it) or a DC model (scaffold and
+// backbone).
 type model struct {
 	preset   string
-	dit      *arch.DiTConfig
-	zimage   *arch.ZImageConfig
+	base     *family.Base
+	coster   family.BaseCosted
 	scaffold *dc.Config
 	backbone family.Spec // a DC model's backbone: its description and FLOPs
-	// steps is the model's own sampling steps, when it has them (Z-Image).
-	steps int
 	// native is the model's own latent side.
 	native   int
 	warnings []string
@@ -292,35 +289,26 @@ func Run(opts *Options) error {
 // resolve finds the preset or reads the checkpoint's headers.
 func resolve(opts *Options) (*model, error) {
 	name := opts.Model
-	for _, p := range arch.DiTPresets {
-		if strings.EqualFold(name, p.Name) {
-			c, err := dit.PresetConfig(p.Name, 32)
-			if err != nil {
-				return nil, err
-			}
-			if opts.NumHeads > 0 {
-				c.NumHeads = opts.NumHeads
-			}
-			return &model{preset: p.Name, dit: c, native: defaultResolution / vaeFactor}, nil
+	for _, p := range family.Presets(opts.NumHeads) {
+		if !strings.EqualFold(name, p.Name) {
+			continue
 		}
-	}
-	for _, p := range zimagePresets {
-		if strings.EqualFold(name, p.name) {
-			c := zimage.TurboConfig()
-			return &model{preset: p.name, zimage: c, steps: p.steps, native: zimageResolution / vaeFactor}, nil
-		}
-	}
-	for _, p := range dc.Presets {
-		if strings.EqualFold(name, p.Name) {
-			net := hnet.PresetConfig(p)
-			if opts.NumHeads > 0 {
-				net.Heads = opts.NumHeads
+		if p.Base != nil {
+			c, ok := p.Family.(family.BaseCosted)
+			if !ok {
+				return nil, fmt.Errorf("flops: preset %s: its family prices no fixed-patch model", p.Name)
 			}
-			return &model{preset: p.Name, scaffold: p.Config(defaultResolution / vaeFactor), backbone: hnet.Spec{Config: net}, native: defaultResolution / vaeFactor}, nil
+			return &model{preset: p.Name, base: p.Base, coster: c, native: p.Base.Grid}, nil
 		}
+		sp, ok := dc.LookupPreset(p.Name)
+		if !ok {
+			return nil, fmt.Errorf("flops: preset %s: no DC scaffold of that name (the scaffolds are %s)", p.Name, dc.PresetNames())
+		}
+		side := defaultResolution / vaeFactor
+		return &model{preset: p.Name, scaffold: sp.Config(side), backbone: p.Backbone, native: side}, nil
 	}
 	if _, err := os.Stat(name); errors.Is(err, os.ErrNotExist) {
-		return nil, &cmdutil.UsageError{Err: fmt.Errorf("flops: %s: no such file, and not a preset (the presets are %s, %s, %s)", name, dit.PresetNames(), dc.PresetNames(), zimagePresetNames())}
+		return nil, &cmdutil.UsageError{Err: fmt.Errorf("flops: %s: no such file, and not a preset (the presets are %s)", name, presetNames(""))}
 	}
 	ck, err := loaders.Open(name)
 	if err != nil {
@@ -358,27 +346,15 @@ func resolve(opts *Options) (*model, error) {
 	}
 	in := ck.ArchInput(opts.NumHeads)
 	rep := arch.Detect(in)
-	if z, ok := rep.Config.(*arch.ZImageConfig); ok && rep.Architecture == arch.ZImage {
-		if z.Dim == 0 || len(rep.Missing)+len(rep.Mismatched) > 0 {
-			return nil, fmt.Errorf("flops: %s: an incomplete Z-Image transformer (%d tensors missing, %d mis-shaped; see 'dcdit inspect %s')", name, len(rep.Missing), len(rep.Mismatched), name)
-		}
-		m.zimage, m.steps, m.native = z, zimage.TurboSteps, zimageResolution/vaeFactor
-		return m, nil
-	}
-	c, ok := rep.Config.(*arch.DiTConfig)
-	if rep.Architecture != arch.DiT || !ok {
+	b, coster, ok := family.BaseOf(rep)
+	if !ok {
 		return nil, fmt.Errorf("flops: %s: architecture %s, want a DiT, Z-Image or DC-DiT checkpoint", name, rep.Architecture)
 	}
-	if len(rep.Missing)+len(rep.Mismatched) > 0 {
-		return nil, fmt.Errorf("flops: %s: an incomplete DiT (%d tensors missing, %d mis-shaped; see 'dcdit inspect %s')", name, len(rep.Missing), len(rep.Mismatched), name)
+	if b.Config == nil || len(rep.Missing)+len(rep.Mismatched) > 0 {
+		return nil, fmt.Errorf("flops: %s: an incomplete %s (%d tensors missing, %d mis-shaped; see 'dcdit inspect %s')", name, b.What, len(rep.Missing), len(rep.Mismatched), name)
 	}
-	for _, w := range rep.Warnings {
-		// The learned-sigma note describes the layout, not a problem.
-		if !strings.HasPrefix(w, "learned sigma:") && !strings.HasPrefix(w, "diffusers naming") {
-			m.warnings = append(m.warnings, w)
-		}
-	}
-	m.preset, m.dit, m.native = c.Preset, c, c.InputSize
+	m.warnings = append(m.warnings, b.Warnings...)
+	m.preset, m.base, m.coster, m.native = b.Preset, &b, coster, b.Grid
 	return m, nil
 }
 
@@ -423,72 +399,53 @@ func count(m *model, opts *Options) (*Result, error) {
 		side = opts.Resolution / vaeFactor
 	}
 	guided := opts.CFG || opts.RhoUncondGiven
-	if m.zimage != nil {
-		return countZImage(m, opts, side, guided)
+	if m.base != nil {
+		return countBase(m, opts, side, guided)
 	}
 	res := &Result{Model: opts.Model, Preset: m.preset, Resolution: side * vaeFactor, LatentSize: side,
 		Steps: opts.Steps, CFG: guided, Convention: Convention, Warnings: append([]string{}, m.warnings...)}
-	if m.dit != nil {
-		if len(opts.Rho) > 0 || opts.RhoUncondGiven || opts.KeptRatio != 0 {
-			return nil, &cmdutil.UsageError{Err: fmt.Errorf("flops: %s is a fixed-patch DiT: --rho, --rho-uncond and --kept-ratio apply to DC models only", opts.Model)}
-		}
-		c := *m.dit
-		if side%c.PatchSize != 0 {
-			return nil, &cmdutil.UsageError{Err: fmt.Errorf("flops: --resolution %d: the %d×%d latent does not divide into %d×%d patches", res.Resolution, side, side, c.PatchSize, c.PatchSize)}
-		}
-		c.InputSize = side
-		f := dit.ForwardFLOPs(&c, c.NumTokens())
-		res.Architecture, res.Config, res.Tokens = string(arch.DiT), &c, c.NumTokens()
-		b := Budget{KeptTokens: c.NumTokens(), Parts: []Part{
-			{"embed", f.Embed / 1e9}, {"blocks", f.Blocks / 1e9}, {"attention", f.Attention / 1e9}, {"final", f.Final / 1e9},
-		}}
-		fwd := f.Total()
-		b.finish(fwd, fwd, guided, opts.Steps)
-		res.Budgets = []Budget{b}
-	} else {
-		cfg := *m.scaffold
-		cfg.GridRows, cfg.GridCols = side, side
-		L := cfg.Cells()
-		ratio := opts.KeptRatio
-		if ratio == 0 {
-			ratio = 1 / cfg.TargetN
-		}
-		natural, err := dc.AssumedBoundaries(ratio, L)
+	cfg := *m.scaffold
+	cfg.GridRows, cfg.GridCols = side, side
+	L := cfg.Cells()
+	ratio := opts.KeptRatio
+	if ratio == 0 {
+		ratio = 1 / cfg.TargetN
+	}
+	natural, err := dc.AssumedBoundaries(ratio, L)
+	if err != nil {
+		return nil, err
+	}
+	res.Architecture, res.Tokens, res.KeptRatio = string(arch.DCDiT), L, ratio
+	res.Config = &DCConfig{Scaffold: &cfg, Main: m.backbone.Settings(), Kind: m.backbone.Kind()}
+	// Counting needs only the configurations, no weights.
+	main := m.backbone
+	rhos := opts.Rho
+	if len(rhos) == 0 {
+		rhos = []float64{0}
+	}
+	for _, rho := range rhos {
+		kept, err := dc.KeptAfterDrop(natural, float32(rho))
 		if err != nil {
 			return nil, err
 		}
-		res.Architecture, res.Tokens, res.KeptRatio = string(arch.DCDiT), L, ratio
-		res.Config = &DCConfig{Scaffold: &cfg, Main: m.backbone.Settings(), Kind: m.backbone.Kind()}
-		// Counting needs only the configurations, no weights.
-		main := m.backbone
-		rhos := opts.Rho
-		if len(rhos) == 0 {
-			rhos = []float64{0}
-		}
-		for _, rho := range rhos {
-			kept, err := dc.KeptAfterDrop(natural, float32(rho))
+		f := dc.ConfigFLOPs(&cfg, main, []int{kept})
+		b := Budget{Rho: &rho, NaturalTokens: natural, KeptTokens: kept, Parts: []Part{
+			{"embed", f.Embed / 1e9}, {"encoder", f.Encoder / 1e9}, {"routing", f.Routing / 1e9},
+			{"residual", f.Residual / 1e9}, {"main network", f.Backbone / 1e9}, {"dechunk", f.DeChunk / 1e9},
+			{"decoder", f.Decoder / 1e9}, {"final", f.Final / 1e9},
+		}}
+		uncond := f.Total()
+		if opts.RhoUncondGiven {
+			ru := opts.RhoUncond
+			ku, err := dc.KeptAfterDrop(natural, float32(ru))
 			if err != nil {
 				return nil, err
 			}
-			f := dc.ConfigFLOPs(&cfg, main, []int{kept})
-			b := Budget{Rho: &rho, NaturalTokens: natural, KeptTokens: kept, Parts: []Part{
-				{"embed", f.Embed / 1e9}, {"encoder", f.Encoder / 1e9}, {"routing", f.Routing / 1e9},
-				{"residual", f.Residual / 1e9}, {"main network", f.Backbone / 1e9}, {"dechunk", f.DeChunk / 1e9},
-				{"decoder", f.Decoder / 1e9}, {"final", f.Final / 1e9},
-			}}
-			uncond := f.Total()
-			if opts.RhoUncondGiven {
-				ru := opts.RhoUncond
-				ku, err := dc.KeptAfterDrop(natural, float32(ru))
-				if err != nil {
-					return nil, err
-				}
-				b.RhoUncond, b.KeptTokensUncond = &ru, ku
-				uncond = dc.ConfigFLOPs(&cfg, main, []int{ku}).Total()
-			}
-			b.finish(f.Total(), uncond, guided, opts.Steps)
-			res.Budgets = append(res.Budgets, b)
+			b.RhoUncond, b.KeptTokensUncond = &ru, ku
+			uncond = dc.ConfigFLOPs(&cfg, main, []int{ku}).Total()
 		}
+		b.finish(f.Total(), uncond, guided, opts.Steps)
+		res.Budgets = append(res.Budgets, b)
 	}
 	res.ForwardGFLOPs, res.TFLOPsPerImage = res.Budgets[0].ForwardGFLOPs, res.Budgets[0].TFLOPsPerImage
 	return res, nil
@@ -520,7 +477,7 @@ func writeTable(w io.Writer, r *Result) {
 		row("config", "Z-Image: %d layers, %d noise + %d context refiner layers, dim %d, %s, FFN %d, patch %d, cap_feat_dim %d",
 			c.NLayers, c.NRefinerLayers, c.NRefinerLayers, c.Dim, heads(c.NHeads), c.FFNHidden, c.PatchSize, c.CapFeatDim)
 		row("resolution", "%d px: %d×%d latent, %d image tokens of %d×%d patches, %d caption tokens (sequences padded to multiples of %d)",
-			r.Resolution, r.LatentSize, r.LatentSize, r.Tokens, c.PatchSize, c.PatchSize, r.CaptionTokens, zimage.SeqMultiOf)
+			r.Resolution, r.LatentSize, r.LatentSize, r.Tokens, c.PatchSize, c.PatchSize, r.CaptionTokens, arch.DefaultSeqMultiOf)
 	case *arch.DiTConfig:
 		row("config", "DiT: depth %d, hidden %d, %s, patch %d", c.Depth, c.HiddenSize, heads(c.NumHeads), c.PatchSize)
 		row("resolution", "%d px: %d×%d latent, %d tokens of %d×%d patches", r.Resolution, r.LatentSize, r.LatentSize, r.Tokens, c.PatchSize, c.PatchSize)

@@ -9,9 +9,9 @@ import (
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dc/hnet"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
-	"github.com/dcdit/dcdit/zimage"
 )
 
 // referenceTargetN is the ratio-loss target assumed for FLOPs of a
@@ -50,14 +50,15 @@ func describeDC(res *Result, ck *loaders.Checkpoint, layout arch.Layout, numHead
 		}
 		expected = m.Shapes()
 		res.Config = m
-		// The steps it records sampling with; else a DC-Z-Image samples as
-		// Z-Image-Turbo does and a DC-DiT as DiT.
+		// The steps it records sampling with; else its backbone family's
+		// (a DC-Z-Image samples as Z-Image-Turbo does, a DC-DiT as DiT).
 		steps := flopsSteps
-		switch {
-		case m.Sampling != nil:
+		if m.Sampling != nil {
 			steps = m.Sampling.Steps
-		case m.Backbone.Kind == checkpoint.KindZImage:
-			steps = zimage.TurboSteps
+		} else if f, err := family.Lookup(m.Backbone.Kind); err == nil {
+			if c, ok := f.(family.Costed); ok {
+				steps = c.Steps()
+			}
 		}
 		res.FLOPsPerRho = m.FLOPsPerRho(steps)
 		res.FLOPsAssumption = fmt.Sprintf("per image, one forward; the router keeps 1/target_n = 1/%g of the %d tokens before tail dropping (assumed); tflops_per_image over %d steps without guidance",

@@ -4,6 +4,7 @@ package inspect
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -17,12 +18,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dcdit/dcdit/dc/checkpoint"
-	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
-	"github.com/dcdit/dcdit/zimage"
 )
 
 // Options are the flags and arguments of `dcdit inspect`.
@@ -37,7 +37,7 @@ type Options struct {
 	// counted at; empty takes cmdutil.DefaultZImageGrid.
 	Size string
 	// CaptionLen is the caption length a Z-Image checkpoint's FLOPs are
-	// counted with; 0 takes zimage.TypicalCaptionLen.
+	// counted with; 0 takes its family's typical one.
 	CaptionLen int
 }
 
@@ -83,7 +83,7 @@ config.json when present).`,
 	cmd.Flags().StringVar(&opts.Size, "size", "", "Z-Image: latent grid HxW to count FLOPs at")
 	cmd.Flags().Lookup("size").DefValue = cmdutil.DefaultZImageGrid
 	cmd.Flags().IntVar(&opts.CaptionLen, "caption-len", 0, "Z-Image: caption tokens to count FLOPs with")
-	cmd.Flags().Lookup("caption-len").DefValue = strconv.Itoa(zimage.TypicalCaptionLen)
+	cmd.Flags().Lookup("caption-len").DefValue = strconv.Itoa(typicalCaptionLen())
 	return cmd
 }
 
@@ -132,7 +132,8 @@ type FLOPsReport struct {
 	TFLOPsPerImage float64 `json:"tflops_per_image"`
 }
 
-// flopsSteps is DiT's default number of sampling steps.
+// flopsSteps is the sampling steps a model is priced over when neither it
+// nor its family says (DiT's).
 const flopsSteps = 250
 
 // TensorRow is one line of the --tensors listing.
@@ -185,9 +186,9 @@ func listTensors(rows []TensorRow, filter *regexp.Regexp) []TensorRow {
 }
 
 // Inspect opens the checkpoint at path and describes it. numHeads, when
-// positive, overrides the inferred DiT head count. A Z-Image checkpoint's
-// FLOPs are counted at cmdutil.DefaultZImageGrid with a caption of
-// zimage.TypicalCaptionLen tokens.
+// positive, overrides the inferred DiT head count. A checkpoint that takes
+// any latent grid (Z-Image) has its FLOPs counted at
+// cmdutil.DefaultZImageGrid with its family's typical caption length.
 func Inspect(path string, numHeads int) (*Result, error) {
 	return inspect(&Options{Path: path, NumHeads: numHeads})
 }
@@ -220,17 +221,14 @@ func inspect(opts *Options) (*Result, error) {
 	res.ParametersByGroup = rep.Parameters
 	res.Missing, res.Unexpected, res.Mismatched = rep.Missing, rep.Unexpected, rep.Mismatched
 	res.Warnings = append(append([]string{}, ck.Warnings...), rep.Warnings...)
-	if c, ok := rep.Config.(*arch.DiTConfig); ok && len(rep.Missing)+len(rep.Mismatched) == 0 {
-		fwd := dit.ForwardFLOPs(c, c.NumTokens()).Total()
-		res.FLOPs = &FLOPsReport{
-			Convention: "2 per multiply-add of matmuls and convolutions, plus attention H·L²·(4·d_h+3); per image",
-			Tokens:     c.NumTokens(), ForwardFLOPs: fwd,
-			Steps: flopsSteps, TFLOPsPerImage: dit.SamplingFLOPs(fwd, flopsSteps, false) / 1e12,
-		}
-	}
-	if c, ok := rep.Config.(*arch.ZImageConfig); ok && c.Dim > 0 && len(rep.Missing)+len(rep.Mismatched) == 0 {
-		if res.FLOPs, err = zimageFLOPs(c, opts); err != nil {
+	if b, coster, ok := family.BaseOf(rep); ok && b.Config != nil && len(rep.Missing)+len(rep.Mismatched) == 0 {
+		var usage *cmdutil.UsageError
+		if res.FLOPs, err = baseFLOPs(b, coster, opts); errors.As(err, &usage) {
 			return nil, err
+		} else if err != nil {
+			// A config detection read but the family cannot count is
+			// described all the same.
+			res.Warnings = append(res.Warnings, fmt.Sprintf("FLOPs not counted: %v", err))
 		}
 	}
 	if rep.Architecture == arch.DCDiT {
@@ -256,31 +254,51 @@ func inspect(opts *Options) (*Result, error) {
 	return res, nil
 }
 
-// zimageFLOPs counts a Z-Image transformer at opts' latent grid and
-// caption length, over Z-Image-Turbo's sampling steps.
-func zimageFLOPs(c *arch.ZImageConfig, opts *Options) (*FLOPsReport, error) {
-	size := opts.Size
-	if size == "" {
-		size = cmdutil.DefaultZImageGrid
+// baseFLOPs counts a fixed-patch model through its family over its
+// sampling steps: at its own latent size, or, for one that takes any
+// grid, at opts' latent grid and caption length. A grid opts states
+// wrongly is a usage error.
+func baseFLOPs(b family.Base, coster family.BaseCosted, opts *Options) (*FLOPsReport, error) {
+	h, w := b.Grid, b.Grid
+	var rep FLOPsReport
+	if b.AnyGrid {
+		size := opts.Size
+		if size == "" {
+			size = cmdutil.DefaultZImageGrid
+		}
+		var err error
+		if h, w, err = cmdutil.ParseGrid(size); err != nil {
+			return nil, &cmdutil.UsageError{Err: fmt.Errorf("--size %q: %w", size, err)}
+		}
+		if h%b.Patch != 0 || w%b.Patch != 0 {
+			return nil, &cmdutil.UsageError{Err: fmt.Errorf("--size %dx%d: %s takes %d×%d patches, so both sides must be multiples of %d", h, w, opts.Path, b.Patch, b.Patch, b.Patch)}
+		}
+		rep.LatentSize = fmt.Sprintf("%dx%d", h, w)
 	}
-	h, w, err := cmdutil.ParseGrid(size)
+	if b.CaptionLen > 0 {
+		rep.CaptionTokens = opts.CaptionLen
+		if rep.CaptionTokens == 0 {
+			rep.CaptionTokens = b.CaptionLen
+		}
+	}
+	f, err := coster.BaseFLOPs(b.Config, h, w, rep.CaptionTokens)
 	if err != nil {
-		return nil, &cmdutil.UsageError{Err: fmt.Errorf("--size %q: %w", size, err)}
+		return nil, err
 	}
-	if h%c.PatchSize != 0 || w%c.PatchSize != 0 {
-		return nil, &cmdutil.UsageError{Err: fmt.Errorf("--size %dx%d: %s takes %d×%d patches, so both sides must be multiples of %d", h, w, opts.Path, c.PatchSize, c.PatchSize, c.PatchSize)}
+	rep.Convention, rep.Tokens, rep.ForwardFLOPs = f.Convention, f.Tokens, f.Forward
+	rep.Steps, rep.TFLOPsPerImage = b.Steps, f.Forward*float64(b.Steps)/1e12
+	return &rep, nil
+}
+
+// typicalCaptionLen is the caption length the registered captioned
+// presets are priced with unless told (0 when none reads captions).
+func typicalCaptionLen() int {
+	for _, p := range family.Presets(0) {
+		if p.Base != nil && p.Base.CaptionLen > 0 {
+			return p.Base.CaptionLen
+		}
 	}
-	capLen := opts.CaptionLen
-	if capLen == 0 {
-		capLen = zimage.TypicalCaptionLen
-	}
-	tokens := (h / c.PatchSize) * (w / c.PatchSize)
-	fwd := zimage.ForwardFLOPs(c, tokens, capLen).Total()
-	return &FLOPsReport{
-		Convention: "2 per multiply-add of matmuls, plus attention H·L²·(4·d_h+3) over each padded sequence (refiners and main layers); per image",
-		Tokens:     tokens, LatentSize: fmt.Sprintf("%dx%d", h, w), CaptionTokens: capLen, ForwardFLOPs: fwd,
-		Steps: zimage.TurboSteps, TFLOPsPerImage: dit.SamplingFLOPs(fwd, zimage.TurboSteps, false) / 1e12,
-	}, nil
+	return 0
 }
 
 func orEmpty(s []string) []string {
