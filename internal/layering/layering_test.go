@@ -70,8 +70,8 @@ func backboneDebt() []debt {
 		{"internal/cli/inspect", "dit", "ForwardFLOPs, SamplingFLOPs"},
 		{"internal/cli/inspect", "zimage", "ForwardFLOPs, TypicalCaptionLen, TurboSteps"},
 		{"internal/cli/inspect", "dc/hnet", "InferConfig"},
-		{"internal/cli/sample", "dit", "Load, New, ForwardFLOPs, SamplingFLOPs"},
-		{"internal/cli/sample", "zimage", "LoadModel, Latent, Kind, ForwardFLOPs, TurboSteps"},
+		{"internal/cli/sample", "dit", "Load, New, Teacher, ForwardFLOPs, SamplingFLOPs"},
+		{"internal/cli/sample", "zimage", "LoadModel, Teacher, Kind, ForwardFLOPs, TurboSteps"},
 	}
 }
 
