@@ -62,6 +62,7 @@ import (
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/eval/featnet"
 	"github.com/dcdit/dcdit/params"
+	"github.com/dcdit/dcdit/sample"
 )
 
 // TrainSteps is the length of the training diffusion (DiT's 1000 steps).
@@ -535,6 +536,7 @@ type measured struct {
 	quality              Quality
 	keptPerStep          []float64
 	stepGFLOPs           []float64 // per guided image, each sampling step
+	masks                [][]bool  // the sampling run's kept masks, when asked for
 }
 
 func (e *evaluator) batches(n int) int { return (n + e.o.BatchSize - 1) / e.o.BatchSize }
@@ -613,27 +615,18 @@ func (e *evaluator) inputs() error {
 }
 
 // teacherForward runs the teacher on a batch x [B, C, H, W] at model
-// times t for conditions y, guided at scale when it guides (the first B
-// outputs are then the guided ones).
+// times t for conditions y, guided inside at scale when it guides: the B
+// (guided) outputs.
 func (e *evaluator) teacherForward(x, t []float32, y []int, scale float64) ([]float32, error) {
-	in, err := e.tc.input(t, y, false)
+	c, err := e.tc.conditions(y)
 	if err != nil {
 		return nil, err
 	}
-	if !e.tc.guided(scale) {
-		return e.tc.predict(x, t, in)
+	m := e.tc.model(c)
+	if e.tc.guided(scale) {
+		m = sample.SelfGuided(m, e.tc.rule, float32(scale), e.L)
 	}
-	null, err := e.tc.input(t, y, true)
-	if err != nil {
-		return nil, err
-	}
-	x2 := append(append(make([]float32, 0, 2*len(x)), x...), x...)
-	out, err := e.tc.predict(x2, append(append([]float32(nil), t...), t...), joinInputs(in, null))
-	if err != nil {
-		return nil, err
-	}
-	e.tc.guide(out, len(y), e.tc.outChannels()*e.L, e.L, float32(scale))
-	return out, nil
+	return m(x, t, false)
 }
 
 // reference runs the teacher at a guidance scale (once per scale).
@@ -655,8 +648,11 @@ func (e *evaluator) reference(scale float64) (*reference, error) {
 		e.step()
 	}
 	ref.ms = ms(elapsed) / float64(e.nIn)
-	var err error
-	if ref.samples, err = e.sample(e.tc.samplingModel(e.tc.sampleKeys(e.o.NumSamples)), scale); err != nil {
+	c, err := e.tc.conditions(e.tc.sampleKeys(e.o.NumSamples))
+	if err != nil {
+		return nil, fmt.Errorf("eval: teacher: %w", err)
+	}
+	if ref.samples, err = e.sample(e.tc.model(c), scale); err != nil {
 		return nil, fmt.Errorf("eval: teacher: %w", err)
 	}
 	if ref.quality, err = e.score("teacher-cfg"+scaleName(scale), ref.samples); err != nil {
@@ -708,70 +704,44 @@ func psnr(a, b []float32, rangeR float64) float64 {
 	return min(10*math.Log10(rangeR*rangeR/mse), MaxPSNR)
 }
 
-// forward runs the DC model on a batch x [B, C, H, W] at model times t
-// for conditions y under setting s: [B, OutChannels, H, W] unguided, or
-// [2B, OutChannels, H, W] guided, where the first B are the guided
-// outputs ([x; x] with [y; unconditional] in one batch, the branches at
-// their fractions, combined as the teacher's process guides). Samples at
-// times below DenseBelow run dc.Dense.
-func (e *evaluator) forward(s setting, x, t []float32, y []int) ([]float32, *dc.Result, error) {
-	B := len(y)
-	frac := func(rho float64, i int) float32 {
-		return dc.FracAt(float32(rho), e.tc.timestep(t[i]), float32(e.o.DenseBelow))
+// dc is the DC model under setting s, recording into stats (nil: not
+// at all): with a scale that guides, it runs [x; x] with [y;
+// unconditional] in one batch, the branches at their fractions, combined
+// as the teacher's process guides. Samples at times below DenseBelow run
+// dc.Dense.
+func (e *evaluator) dc(s setting, stats *sample.Stats) *sample.DC {
+	d := &sample.DC{Model: e.m, Rho: float32(s.cond), RhoUncond: float32(s.uncond), DenseBelow: float32(e.o.DenseBelow),
+		Timestep: e.tc.timestep(), Stats: stats}
+	if s.guided(e.tc) {
+		d.Rule, d.Scale = e.tc.rule, float32(s.scale)
 	}
-	in, err := e.tc.input(t, y, false)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !s.guided(e.tc) {
-		fr := make([]float32, B)
-		for i := range fr {
-			fr[i] = frac(s.cond, i)
-		}
-		return e.m.Predict(x, in, fr)
-	}
-	null, err := e.tc.input(t, y, true)
-	if err != nil {
-		return nil, nil, err
-	}
-	x2 := append(append(make([]float32, 0, 2*len(x)), x...), x...)
-	fr := make([]float32, 2*B)
-	for i := range B {
-		fr[i], fr[B+i] = frac(s.cond, i), frac(s.uncond, i)
-	}
-	out, res, err := e.m.Predict(x2, joinInputs(in, null), fr)
-	if err != nil {
-		return nil, nil, err
-	}
-	e.tc.guide(out, B, e.cfg.OutChannels*e.L, e.L, float32(s.scale))
-	return out, res, nil
+	return d
 }
 
-// denoiser runs the DC model under s for the sampler; kept, if set,
-// receives each call's kept mask of the (conditional) samples, and
-// m each call's mean kept tokens per conditional sample and GFLOPs per
-// (guided) image.
-func (e *evaluator) denoiser(s setting, kept func([]bool), m *measured) diffusion.Model {
-	y := e.tc.sampleKeys(e.o.NumSamples)
-	return func(x, t []float32, guided bool) ([]float32, error) {
-		if guided || len(t) != len(y) {
-			return nil, fmt.Errorf("eval: the DC model guides itself; the sampler called it for %d samples (guided %v), want %d unguided", len(t), guided, len(y))
-		}
-		out, res, err := e.forward(s, x, t, y)
-		if err != nil {
-			return nil, err
-		}
-		if kept != nil {
-			kept(e.cfg.LatentMask(res.Chunks.Kept[:len(y)*e.cfg.Cells()]))
-		}
-		sum := 0
-		for _, k := range res.Chunks.NumKept[:len(y)] {
-			sum += k
-		}
-		m.keptPerStep = append(m.keptPerStep, float64(sum)/float64(len(y)))
-		m.stepGFLOPs = append(m.stepGFLOPs, e.m.ForwardFLOPs(res.Chunks.NumKept).Total()/float64(len(y))/1e9)
-		return out[:len(y)*e.cfg.OutChannels*e.L], nil
+// forward runs the DC model on a batch x [B, C, H, W] at model times t
+// for conditions y under setting s: [B, OutChannels, H, W] unguided, or
+// [2B, OutChannels, H, W] guided, the first B the guided outputs.
+func (e *evaluator) forward(s setting, x, t []float32, y []int) ([]float32, *dc.Result, error) {
+	c, err := e.tc.conditions(y)
+	if err != nil {
+		return nil, nil, err
 	}
+	return e.dc(s, nil).Forward(x, t, c, false)
+}
+
+// routed runs the DC model at ρ = 0 (never dense) on a batch, for where
+// its router keeps tokens.
+func (e *evaluator) routed(x, t []float32, y []int) (*dc.Result, error) {
+	c, err := e.tc.conditions(y)
+	if err != nil {
+		return nil, err
+	}
+	in, err := c.Input(t, false)
+	if err != nil {
+		return nil, err
+	}
+	_, res, err := e.m.Predict(x, in, nil)
+	return res, err
 }
 
 // sample draws NumSamples samples for the teacher's sampleKeys (labels
@@ -790,8 +760,9 @@ func (e *evaluator) sample(model diffusion.Model, scale float64) ([]float32, err
 	return x, nil
 }
 
-// measure evaluates one setting against the teacher at its scale.
-func (e *evaluator) measure(s setting, record func([]bool)) (*measured, error) {
+// measure evaluates one setting against the teacher at its scale;
+// masks asks for the sampling run's kept masks.
+func (e *evaluator) measure(s setting, masks bool) (*measured, error) {
 	ref, err := e.reference(s.scale)
 	if err != nil {
 		return nil, err
@@ -824,10 +795,19 @@ func (e *evaluator) measure(s setting, record func([]bool)) (*measured, error) {
 		ms:        ms(elapsed) / n,
 		epsRelMSE: relMSE(eps, ref.eps),
 	}
-	// The DC model guides itself (Lite-CFG inside forward): the process
-	// samples it unguided.
-	if m.samples, err = e.sample(e.denoiser(s, record, m), 0); err != nil {
+	c, err := e.tc.conditions(e.tc.sampleKeys(e.o.NumSamples))
+	if err != nil {
 		return nil, err
+	}
+	// The DC model guides itself (Lite-CFG inside): the process samples
+	// it unguided.
+	stats := &sample.Stats{RecordMasks: masks}
+	if m.samples, err = e.sample(e.dc(s, stats).Denoiser(c), 0); err != nil {
+		return nil, err
+	}
+	m.keptPerStep, m.masks = stats.Kept, stats.Masks
+	for _, f := range stats.FLOPs {
+		m.stepGFLOPs = append(m.stepGFLOPs, f/float64(e.o.NumSamples)/1e9)
 	}
 	// What an image costs is what its sampling run spends: the router
 	// (and DenseBelow) spend differently at each step.
@@ -859,16 +839,12 @@ func (e *evaluator) rows() error {
 	e.r.pics.grid = append(e.r.pics.grid, e.gridOf(ref.samples))
 	for i, rho := range e.o.Rhos {
 		// The first row's sampling run is the trajectory picture's.
-		var record func([]bool)
-		if i == 0 {
-			record = func(k []bool) { e.r.pics.trajKept = append(e.r.pics.trajKept, append([]bool(nil), k...)) }
-		}
-		m, err := e.measure(setting{cond: rho, uncond: rho, scale: scale}, record)
+		m, err := e.measure(setting{cond: rho, uncond: rho, scale: scale}, i == 0)
 		if err != nil {
 			return fmt.Errorf("eval: ρ = %v: %w", rho, err)
 		}
 		if i == 0 {
-			e.r.pics.trajFinal = m.samples
+			e.r.pics.trajKept, e.r.pics.trajFinal = m.masks, m.samples
 		}
 		kept := m.keptCond
 		if e.tc.guided(scale) {
@@ -886,7 +862,7 @@ func (e *evaluator) rows() error {
 // lite evaluates the Lite-CFG pair against the teacher at its scale.
 func (e *evaluator) lite() error {
 	l := e.o.Lite
-	m, err := e.measure(setting{cond: l.Cond, uncond: l.Uncond, scale: l.Scale}, nil)
+	m, err := e.measure(setting{cond: l.Cond, uncond: l.Uncond, scale: l.Scale}, false)
 	if err != nil {
 		return fmt.Errorf("eval: Lite-CFG: %w", err)
 	}
@@ -928,11 +904,7 @@ func (e *evaluator) edges() error {
 		}
 		for lo := 0; lo < e.nIn; lo += e.o.BatchSize {
 			hi := min(lo+e.o.BatchSize, e.nIn)
-			in, err := e.tc.input(tm[lo:hi], y[lo:hi], false)
-			if err != nil {
-				return err
-			}
-			_, res, err := e.m.Predict(xt[lo*e.n:hi*e.n], in, nil)
+			res, err := e.routed(xt[lo*e.n:hi*e.n], tm[lo:hi], y[lo:hi])
 			if err != nil {
 				return fmt.Errorf("eval: edge density: %w", err)
 			}
@@ -1003,11 +975,7 @@ func (e *evaluator) boundaries() error {
 		var kept []bool
 		for lo := 0; lo < k; lo += e.o.BatchSize {
 			hi := min(lo+e.o.BatchSize, k)
-			in, err := e.tc.input(tm[lo:hi], y[lo:hi], false)
-			if err != nil {
-				return err
-			}
-			_, res, err := e.m.Predict(xt[lo*e.n:hi*e.n], in, nil)
+			res, err := e.routed(xt[lo*e.n:hi*e.n], tm[lo:hi], y[lo:hi])
 			if err != nil {
 				return fmt.Errorf("eval: boundary map: %w", err)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/diffusion/flowmatch"
 	"github.com/dcdit/dcdit/family"
+	"github.com/dcdit/dcdit/sample"
 )
 
 // The diffusion processes a report names (Report.Process).
@@ -41,11 +42,12 @@ type Teacher interface {
 	// level maps an Options timestep (larger: noisier) to a noise level
 	// of the training process.
 	level(t int) int
-	// timestep is the Options timestep of a model time.
-	timestep(modelTime float32) float32
-	// input is the conditioning of keys at model times t; null gives the
-	// unconditional one (the null class, the empty prompt).
-	input(t []float32, keys []int, null bool) (cond.Input, error)
+	// timestep maps a model time to its Options timestep (nil: the model
+	// time is one).
+	timestep() func(modelTime float32) float32
+	// conditions are the conditions of keys, with the unconditional one
+	// (the null class, the empty prompt).
+	conditions(keys []int) (sample.Conditions, error)
 	// sampleKeys are the conditions every row's n samples are drawn for.
 	sampleKeys(n int) []int
 	// keys are the conditions of data samples idx (with their labels y).
@@ -53,16 +55,13 @@ type Teacher interface {
 	// classes are the classes of keys (a DiT's labels, a Z-Image's
 	// captioned samples' classes).
 	classes(keys []int) []int
-	// predict is the teacher's unguided raw output [B, OutChannels, H, W].
-	predict(x, t []float32, in cond.Input) ([]float32, error)
-	// guide combines a guided batch's outputs [cond; uncond] (n samples
-	// each, per values a sample, hw positions a channel) into the first
-	// half, in the process's convention.
-	guide(out []float32, n, per, hw int, scale float32)
+	// model is the teacher as its sampler calls it under c: the raw
+	// output [B, OutChannels, H, W], of the doubled batch when guided.
+	model(c sample.Conditions) diffusion.Model
+	// rule is the teacher's guidance rule (family.Teacher.Guide).
+	rule(c, u []float32, hw int, s float32)
 	// guided says whether a scale guides.
 	guided(scale float64) bool
-	// samplingModel is the teacher as its sampler calls it, for keys.
-	samplingModel(keys []int) diffusion.Model
 	// outChannels is the output channels per latent channel count.
 	outChannels() int
 	// forwardGFLOPs is one unguided forward of one image, and tokens its
@@ -218,55 +217,50 @@ func (z *teacher) level(t int) int {
 	return best
 }
 
-// timestep is a model time's Options timestep: DDPM's is itself; flow
-// matching's model time 1 − σ is at σ·T.
-func (z *teacher) timestep(modelTime float32) float32 {
+// timestep: DDPM's model times are its timesteps; flow matching's model
+// time 1 − σ is at σ·T.
+func (z *teacher) timestep() func(float32) float32 {
 	if z.trainTab == nil {
-		return modelTime
+		return nil
 	}
-	return (1 - modelTime) * float32(len(z.trainTab.Timesteps))
+	return sample.FlowMatchingTimestep(len(z.trainTab.Timesteps))
 }
 
-func (z *teacher) input(t []float32, keys []int, null bool) (cond.Input, error) {
+func (z *teacher) conditions(keys []int) (sample.Conditions, error) {
+	on := z.m.Conditioning()
 	if z.labels() {
-		if !null {
-			return cond.Input{T: t, Labels: keys}, nil
-		}
-		y := make([]int, len(keys))
-		for i := range y {
-			y[i] = z.m.Conditioning().Classes
-		}
-		return cond.Input{T: t, Labels: y}, nil
+		return sample.Conditions{Labels: keys, Null: on.Classes}, nil
 	}
-	dim := z.m.Conditioning().CaptionWidth
+	dim := on.CaptionWidth
 	if z.table == nil {
-		caps := make([]cond.Caption, len(keys))
+		c := sample.Conditions{Captions: make([]cond.Caption, len(keys)), Negative: make([]cond.Caption, len(keys))}
+		empty := cond.Caption{Features: z.data.EmptyCaptionFeats, Len: len(z.data.EmptyCaptionFeats) / dim}
 		for i, k := range keys {
 			if k < 0 || k >= len(z.data.CaptionFeats) {
-				return cond.Input{}, fmt.Errorf("eval: caption of data sample %d, the data has %d", k, len(z.data.CaptionFeats))
+				return sample.Conditions{}, fmt.Errorf("eval: caption of data sample %d, the data has %d", k, len(z.data.CaptionFeats))
 			}
 			f := z.data.CaptionFeats[k]
-			if null {
-				f = z.data.EmptyCaptionFeats
-			}
-			caps[i] = cond.Caption{Features: f, Len: len(f) / dim}
+			c.Captions[i], c.Negative[i] = cond.Caption{Features: f, Len: len(f) / dim}, empty
 		}
-		return cond.Input{T: t, Captions: caps}, nil
+		return c, nil
 	}
-	words := make([][]int, len(keys)) // empty: the empty prompt
+	words := make([][]int, len(keys))
 	for i, k := range keys {
 		if k < 0 || k >= len(z.data.Captions) {
-			return cond.Input{}, fmt.Errorf("eval: caption of data sample %d, the data has %d", k, len(z.data.Captions))
+			return sample.Conditions{}, fmt.Errorf("eval: caption of data sample %d, the data has %d", k, len(z.data.Captions))
 		}
-		if !null {
-			words[i] = z.data.Captions[k]
-		}
+		words[i] = z.data.Captions[k]
 	}
-	caps, err := shapes.CaptionInputs(words, z.table, dim)
+	pos, err := shapes.CaptionInputs(words, z.table, dim)
 	if err != nil {
-		return cond.Input{}, fmt.Errorf("eval: %w", err)
+		return sample.Conditions{}, fmt.Errorf("eval: %w", err)
 	}
-	return cond.Input{T: t, Captions: caps}, nil
+	// No words: the empty prompt.
+	neg, err := shapes.CaptionInputs(make([][]int, len(keys)), z.table, dim)
+	if err != nil {
+		return sample.Conditions{}, fmt.Errorf("eval: %w", err)
+	}
+	return sample.Conditions{Captions: pos, Negative: neg}, nil
 }
 
 // sampleKeys are the labels 0, 1, 2, … in turn, so each class gets the
@@ -300,44 +294,13 @@ func (z *teacher) classes(keys []int) []int {
 	return c
 }
 
-func (z *teacher) predict(x, _ []float32, in cond.Input) ([]float32, error) {
-	return z.m.Predict(x, in, z.h, z.w)
+func (z *teacher) model(c sample.Conditions) diffusion.Model {
+	return sample.Teacher(z.m, c, z.h, z.w)
 }
 
-func (z *teacher) guide(out []float32, n, per, hw int, scale float32) {
-	for b := range n {
-		z.m.Guide(out[b*per:(b+1)*per], out[(n+b)*per:(n+b+1)*per], hw, scale)
-	}
-}
+func (z *teacher) rule(c, u []float32, hw int, s float32) { z.m.Guide(c, u, hw, s) }
 
 func (z *teacher) guided(scale float64) bool { return scale > 1 }
-
-func (z *teacher) samplingModel(keys []int) diffusion.Model {
-	return func(x, t []float32, guided bool) ([]float32, error) {
-		if want := len(keys) * (1 + b2i(guided)); len(t) != want {
-			return nil, fmt.Errorf("eval: %d model times for %d samples (guided %v)", len(t), len(keys), guided)
-		}
-		in, err := z.input(t[:len(keys)], keys, false)
-		if err != nil {
-			return nil, err
-		}
-		if guided {
-			null, err := z.input(t[len(keys):], keys, true)
-			if err != nil {
-				return nil, err
-			}
-			in = joinInputs(in, null)
-		}
-		return z.m.Predict(x, in, z.h, z.w)
-	}
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
 
 func (z *teacher) outChannels() int { return z.m.OutChannels() }
 
@@ -357,16 +320,4 @@ func (z *teacher) captions() [][]int {
 		return nil
 	}
 	return z.data.Captions
-}
-
-// joinInputs stacks two conditionings of the same kind.
-func joinInputs(a, b cond.Input) cond.Input {
-	out := cond.Input{T: append(append([]float32(nil), a.T...), b.T...)}
-	if a.Labels != nil {
-		out.Labels = append(append([]int(nil), a.Labels...), b.Labels...)
-	}
-	if a.Captions != nil {
-		out.Captions = append(append([]cond.Caption(nil), a.Captions...), b.Captions...)
-	}
-	return out
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/recipes"
+	"github.com/dcdit/dcdit/sample"
 )
 
 // trainingData returns the recipe's training set: read from a file,
@@ -106,7 +107,8 @@ func teacherData(path string, teacher *dit.Model, id string, d recipes.Data, dif
 		for i := range ys {
 			ys[i] = classes[(lo+i)%len(classes)]
 		}
-		x, err := proc.Sample(diffusion.WithLabels(teacher.Predict, ys, c.NumClasses), diffusion.Shape{B: n, C: c.InChannels, HW: hw}, diffusion.SampleOptions{
+		model := sample.Teacher(dit.Teacher{Model: teacher}, sample.Conditions{Labels: ys, Null: c.NumClasses}, c.InputSize, c.InputSize)
+		x, err := proc.Sample(model, diffusion.Shape{B: n, C: c.InChannels, HW: hw}, diffusion.SampleOptions{
 			Guidance: d.CFG,
 			Seed:     seed ^ uint64(lo)*0x9e3779b97f4a7c15,
 		})

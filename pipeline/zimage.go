@@ -14,6 +14,7 @@ import (
 	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/recipes"
+	"github.com/dcdit/dcdit/sample"
 	"github.com/dcdit/dcdit/upcycle"
 	"github.com/dcdit/dcdit/zimage"
 )
@@ -197,14 +198,7 @@ func sampleZImageTeacher(b *base, r *recipes.Recipe, seed uint64, logf func(stri
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: data: %w", err)
 		}
-		guided := slices.Concat(pos, neg)
-		model := func(x, t []float32, guide bool) ([]float32, error) {
-			c := pos
-			if guide {
-				c = guided
-			}
-			return m.Predict(x, cond.Input{T: t, Captions: c}, S, S)
-		}
+		model := sample.Teacher(zimage.Teacher{Model: m}, sample.Conditions{Captions: pos, Negative: neg}, S, S)
 		x, err := proc.Sample(model, diffusion.Shape{B: n, C: C, HW: S * S}, diffusion.SampleOptions{
 			Guidance: d.CFG,
 			Seed:     seed ^ uint64(lo)*0x9e3779b97f4a7c15,

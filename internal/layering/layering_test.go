@@ -64,8 +64,8 @@ func backboneDebt() []debt {
 		{"internal/cli/evaluate", "dc/hnet", "Load"},
 		{"internal/cli/flops", "dc/hnet", "InferConfig, Spec, Config: official DC-DiT state dicts, --num-heads on a DC-DiT checkpoint, the main network's table line"},
 		{"internal/cli/inspect", "dc/hnet", "InferConfig, Spec, Kind, Config: official DC-DiT state dicts"},
-		{"internal/cli/sample", "dit", "Load, New, ForwardFLOPs, SamplingFLOPs"},
-		{"internal/cli/sample", "zimage", "LoadModel, Latent, Kind, ForwardFLOPs, TurboSteps"},
+		{"internal/cli/sample", "dit", "Load, New, Teacher, ForwardFLOPs, SamplingFLOPs"},
+		{"internal/cli/sample", "zimage", "LoadModel, Teacher, Kind, ForwardFLOPs, TurboSteps"},
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/diffusion"
@@ -20,6 +19,7 @@ import (
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/sample"
 )
 
 // isCaptioned says whether the checkpoint is a Z-Image that records a
@@ -117,23 +117,13 @@ func runCaptioned(opts *Options) error {
 	if err != nil {
 		return err
 	}
-	pos, err := shapes.CaptionFeatures(data.Captions[:n], table, ct.Dim)
+	pos, err := shapes.CaptionInputs(data.Captions[:n], table, ct.Dim)
 	if err != nil {
 		return fmt.Errorf("--data %s: %w", opts.Data, err)
 	}
 	// Empty captions: the empty prompt, one zero row each.
-	neg, _ := shapes.CaptionFeatures(make([][]int, n), table, ct.Dim)
-	model := func(x, t []float32, guided bool) ([]float32, error) {
-		feats := pos
-		if guided {
-			feats = slices.Concat(pos, neg)
-		}
-		caps := make([]cond.Caption, len(feats))
-		for i, f := range feats {
-			caps[i] = cond.Caption{Features: f, Len: len(f) / ct.Dim}
-		}
-		return m.Predict(x, cond.Input{T: t, Captions: caps}, data.H, data.W)
-	}
+	neg, _ := shapes.CaptionInputs(make([][]int, n), table, ct.Dim)
+	model := sample.Teacher(m, sample.Conditions{Captions: pos, Negative: neg}, data.H, data.W)
 	proc := &diffusion.FlowMatch{Schedule: sched}
 	samples, err := proc.Sample(model, diffusion.Shape{B: n, C: inChannels, HW: data.H * data.W},
 		diffusion.SampleOptions{Guidance: opts.CFG, Seed: opts.Seed})

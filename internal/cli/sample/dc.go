@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/diffusion"
@@ -18,6 +17,7 @@ import (
 	"github.com/dcdit/dcdit/internal/cli/progress"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/sample"
 	"github.com/dcdit/dcdit/zimage"
 )
 
@@ -35,60 +35,6 @@ func detect(path string) (arch.Architecture, arch.Layout, error) {
 	}
 	rep := arch.Detect(in)
 	return rep.Architecture, rep.Layout, nil
-}
-
-// dcStats records what the router did at each sampling step.
-type dcStats struct {
-	// Cond and Uncond are the mean kept tokens per image of each step's
-	// conditional and unconditional branch (Uncond empty without
-	// guidance), in sampling order.
-	Cond, Uncond []float64
-	// FLOPs sums every forward's FLOPs (dc.Model.ForwardFLOPs).
-	FLOPs float64
-}
-
-// dcDenoiser evaluates a DC-DiT for the process's sampler at model times
-// t. With guidance on, the sampler hands it [x; x] with labels [y; null]
-// (diffusion.WithLabels): the first half runs at rhoCond and the second at
-// rhoUncond in one batched forward, which is the reference's Lite-CFG
-// (dc.Model.LiteCFG) when the two differ and plain batched CFG at one ρ
-// when they do not. Model times below denseBelow run on every cell
-// (dc.Dense). Each call's kept counts and FLOPs go to stats.
-func dcDenoiser(m *dc.Model, guided bool, rhoCond, rhoUncond, denseBelow float32, stats *dcStats) diffusion.LabelModel {
-	return func(x, t []float32, y []int) ([]float32, error) {
-		B := len(t)
-		n := B
-		if guided {
-			n = B / 2
-		}
-		frac := make([]float32, B)
-		for i := range B {
-			rho := rhoCond
-			if i >= n {
-				rho = rhoUncond
-			}
-			frac[i] = dc.FracAt(rho, t[i], denseBelow)
-		}
-		out, res, err := m.Predict(x, cond.Input{T: t, Labels: y}, frac)
-		if err != nil {
-			return nil, err
-		}
-		kept := res.Chunks.NumKept
-		stats.Cond = append(stats.Cond, mean(kept[:n]))
-		if n < B {
-			stats.Uncond = append(stats.Uncond, mean(kept[n:]))
-		}
-		stats.FLOPs += m.ForwardFLOPs(kept).Total()
-		return out, nil
-	}
-}
-
-func mean(v []int) float64 {
-	s := 0
-	for _, x := range v {
-		s += x
-	}
-	return float64(s) / float64(len(v))
 }
 
 // runDC samples from a DC checkpoint at --rho (and --rho-uncond).
@@ -163,7 +109,8 @@ func runDC(opts *Options, layout arch.Layout) error {
 	if opts.RhoUncondGiven {
 		rhoUncond = float32(opts.RhoUncond)
 	}
-	stats := &dcStats{}
+	stats := &sample.Stats{}
+	d := &sample.DC{Model: m, Rho: rhoCond, RhoUncond: rhoUncond, DenseBelow: float32(opts.DenseBelow), Stats: stats}
 	var bar *progress.Bar
 	if !opts.Quiet {
 		printNotes(opts, notes)
@@ -171,14 +118,13 @@ func runDC(opts *Options, layout arch.Layout) error {
 	}
 	L := cfg.Cells()
 	start := time.Now()
-	model := diffusion.WithLabels(dcDenoiser(m, guide.Enabled(), rhoCond, rhoUncond, float32(opts.DenseBelow), stats), labels, guide.NullClass)
-	x, err := proc.Sample(model, diffusion.Shape(sh), diffusion.SampleOptions{
+	x, err := proc.Sample(d.Denoiser(sample.Conditions{Labels: labels, Null: guide.NullClass}), diffusion.Shape(sh), diffusion.SampleOptions{
 		Guidance: float64(guide.Scale),
 		Seed:     opts.Seed,
 		Progress: func(done, total int) {
-			note := fmt.Sprintf("kept %.1f/%d tokens", stats.Cond[len(stats.Cond)-1], L)
-			if len(stats.Uncond) > 0 {
-				note += fmt.Sprintf(" (uncond %.1f)", stats.Uncond[len(stats.Uncond)-1])
+			note := fmt.Sprintf("kept %.1f/%d tokens", stats.Kept[len(stats.Kept)-1], L)
+			if len(stats.KeptUncond) > 0 {
+				note += fmt.Sprintf(" (uncond %.1f)", stats.KeptUncond[len(stats.KeptUncond)-1])
 			}
 			bar.Note(note)
 			bar.Set(done)
@@ -190,17 +136,18 @@ func runDC(opts *Options, layout arch.Layout) error {
 	}
 	elapsed := time.Since(start)
 
-	perImage := stats.FLOPs / float64(sh.B)
+	flops := stats.TotalFLOPs()
+	perImage := flops / float64(sh.B)
 	md := outputMeta(opts, labels, guide, guided)
 	md["dcdit.architecture"] = string(arch.DCDiT)
 	md["dcdit.rho"] = strconv.FormatFloat(opts.Rho, 'g', -1, 64)
 	if guide.Enabled() {
 		md["dcdit.rho_uncond"] = strconv.FormatFloat(float64(rhoUncond), 'g', -1, 32)
-		md["dcdit.kept_uncond_per_step"] = joinFloats(stats.Uncond)
+		md["dcdit.kept_uncond_per_step"] = joinFloats(stats.KeptUncond)
 	}
 	md["dcdit.tokens"] = strconv.Itoa(L)
 	md["dcdit.dense_below"] = strconv.FormatFloat(opts.DenseBelow, 'g', -1, 64)
-	md["dcdit.kept_per_step"] = joinFloats(stats.Cond)
+	md["dcdit.kept_per_step"] = joinFloats(stats.Kept)
 	md["dcdit.flops_per_image"] = strconv.FormatFloat(perImage, 'g', 8, 64)
 	if err := writeOutputs(opts, x, sh, rows, cols, md, pic); err != nil {
 		return err
@@ -208,15 +155,15 @@ func runDC(opts *Options, layout arch.Layout) error {
 	if opts.Quiet {
 		return nil
 	}
-	printWritten(opts, sh, rows, cols, sched.Steps(), guide, guided, elapsed, stats.FLOPs/1e12, pic)
+	printWritten(opts, sh, rows, cols, sched.Steps(), guide, guided, elapsed, flops/1e12, pic)
 	fmt.Fprintln(opts.IO.Err, dcSummary(opts, guide.Enabled(), rhoCond, rhoUncond, L, stats, perImage))
 	return nil
 }
 
 // dcSummary is the closing stderr line of a DC run: ρ, the kept tokens per
 // image over the steps, and the FLOPs per image.
-func dcSummary(opts *Options, guided bool, rhoCond, rhoUncond float32, L int, s *dcStats, perImage float64) string {
-	lo, hi, avg := span(s.Cond)
+func dcSummary(opts *Options, guided bool, rhoCond, rhoUncond float32, L int, s *sample.Stats, perImage float64) string {
+	lo, hi, avg := span(s.Kept)
 	var b strings.Builder
 	fmt.Fprintf(&b, "dc: ρ %g", rhoCond)
 	switch {
@@ -225,9 +172,9 @@ func dcSummary(opts *Options, guided bool, rhoCond, rhoUncond float32, L int, s 
 	case guided:
 		b.WriteString(" on both guidance branches")
 	}
-	fmt.Fprintf(&b, ": kept %.1f of %d tokens per image on average (%.1f–%.1f over %d steps)", avg, L, lo, hi, len(s.Cond))
-	if len(s.Uncond) > 0 {
-		_, _, u := span(s.Uncond)
+	fmt.Fprintf(&b, ": kept %.1f of %d tokens per image on average (%.1f–%.1f over %d steps)", avg, L, lo, hi, len(s.Kept))
+	if len(s.KeptUncond) > 0 {
+		_, _, u := span(s.KeptUncond)
 		fmt.Fprintf(&b, ", unconditional %.1f", u)
 	}
 	what := "one forward per step"
@@ -309,41 +256,10 @@ func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta, captionWidth
 	if opts.RhoUncondGiven {
 		rhoUncond = float32(opts.RhoUncond)
 	}
-	stats, run := &dcStats{}, &zimageRun{}
-	per := cfg.InChannels * cfg.Tokens()
-	model := func(x, t []float32, guided bool) ([]float32, error) {
-		caps, lens := job.pos.feats, job.pos.lens
-		if guided {
-			caps, lens = slices.Concat(job.pos.feats, job.neg.feats), slices.Concat(job.pos.lens, job.neg.lens)
-			run.guided = true
-		}
-		if len(x) != len(caps)*per || len(t) != len(caps) {
-			return nil, fmt.Errorf("the sampler passed %d latent values and %d times for %d captions of %d values", len(x), len(t), len(caps), per)
-		}
-		in := cond.Input{T: t, Captions: make([]cond.Caption, len(caps))}
-		frac := make([]float32, len(caps))
-		n := len(job.pos.feats)
-		for i := range caps {
-			in.Captions[i] = cond.Caption{Features: caps[i], Len: lens[i]}
-			rho := rhoCond
-			if i >= n {
-				rho = rhoUncond
-			}
-			// Model time 1 − σ: the timestep is σ·T.
-			frac[i] = dc.FracAt(rho, (1-t[i])*float32(trainSteps), float32(opts.DenseBelow))
-		}
-		out, res, err := m.Predict(x, in, frac)
-		if err != nil {
-			return nil, err
-		}
-		kept := res.Chunks.NumKept
-		stats.Cond = append(stats.Cond, mean(kept[:n]))
-		if n < len(caps) {
-			stats.Uncond = append(stats.Uncond, mean(kept[n:]))
-		}
-		run.flops += m.ForwardFLOPs(kept).Total()
-		return out, nil
-	}
+	stats, run := &sample.Stats{}, &zimageRun{}
+	d := &sample.DC{Model: m, Rho: rhoCond, RhoUncond: rhoUncond, DenseBelow: float32(opts.DenseBelow),
+		Timestep: sample.FlowMatchingTimestep(trainSteps), Stats: stats}
+	model := job.model(d.Denoiser(job.conditions()), run, func(bool) { run.flops += stats.FLOPs[len(stats.FLOPs)-1] })
 	if !opts.Quiet {
 		printNotes(opts, notes)
 	}
@@ -355,14 +271,13 @@ func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta, captionWidth
 			"dcdit.rho_uncond":    strconv.FormatFloat(float64(rhoUncond), 'g', -1, 32),
 			"dcdit.tokens":        strconv.Itoa(cfg.Cells()),
 			"dcdit.dense_below":   strconv.FormatFloat(opts.DenseBelow, 'g', -1, 64),
-			"dcdit.kept_per_step": joinFloats(stats.Cond),
+			"dcdit.kept_per_step": joinFloats(stats.Kept),
 		}
 	}
 	if err := job.sample(opts, model, cfg.InChannels, cfg.GridRows, cfg.GridCols, run, md); err != nil {
 		return err
 	}
 	if !opts.Quiet {
-		stats.FLOPs = run.flops
 		fmt.Fprintln(opts.IO.Err, dcSummary(opts, run.guided, rhoCond, rhoUncond, cfg.Cells(), stats, run.flops/float64(len(job.pos.feats))))
 	}
 	return nil

@@ -26,6 +26,7 @@ import (
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
+	"github.com/dcdit/dcdit/sample"
 )
 
 // Options are the flags and arguments of `dcdit sample`.
@@ -421,7 +422,7 @@ func runDiT(opts *Options) error {
 		bar = progress.New(opts.IO.Err, "sampling", sched.Steps())
 	}
 	start := time.Now()
-	x, err := proc.Sample(diffusion.WithLabels(model.Predict, labels, guide.NullClass), diffusion.Shape(sh), diffusion.SampleOptions{
+	x, err := proc.Sample(sample.Teacher(dit.Teacher{Model: model}, sample.Conditions{Labels: labels, Null: guide.NullClass}, side, side), diffusion.Shape(sh), diffusion.SampleOptions{
 		Guidance: float64(guide.Scale),
 		Seed:     opts.Seed,
 		Progress: func(done, total int) { bar.Set(done) },

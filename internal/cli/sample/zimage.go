@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/diffusion/flowmatch"
@@ -21,6 +22,7 @@ import (
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
+	"github.com/dcdit/dcdit/sample"
 	"github.com/dcdit/dcdit/zimage"
 )
 
@@ -129,6 +131,15 @@ type captions struct {
 	// dim is the features' width when a text encoder made them (0 for a
 	// file, whose width readCaptions checks).
 	dim int
+}
+
+// inputs are the captions as a model reads them.
+func (c *captions) inputs() []cond.Caption {
+	in := make([]cond.Caption, len(c.feats))
+	for i, f := range c.feats {
+		in[i] = cond.Caption{Features: f, Len: c.lens[i]}
+	}
+	return in
 }
 
 // readCaptions reads and checks a captions file (flag names it in errors)
@@ -249,41 +260,21 @@ type zimageRun struct {
 	guided bool    // whether any step ran with guidance
 }
 
-// zimageModel evaluates the transformer for flowmatch's sampler on
-// latents of an h×w grid: unguided, sample i is conditioned on pos's
-// caption i; guided, the batch is doubled and its second half is
-// conditioned on neg, as flowmatch.Model lays it out.
-func zimageModel(m *zimage.Model, pos, neg *captions, h, w int, run *zimageRun) flowmatch.Model {
+// zimageModel is the transformer as flowmatch's sampler calls it on
+// latents of an h×w grid for the job's captions, counting each sample's
+// FLOPs.
+func (j *zimageJob) zimageModel(m *zimage.Model, h, w int, run *zimageRun) diffusion.Model {
 	c := m.Config
-	per := c.InChannels * h * w
 	tokens := (h / c.PatchSize) * (w / c.PatchSize)
-	return func(x, t []float32, guided bool) ([]float32, error) {
-		caps, lens := pos.feats, pos.lens
+	return j.model(sample.Teacher(zimage.Teacher{Model: m}, j.conditions(), h, w), run, func(guided bool) {
+		lens := j.pos.lens
 		if guided {
-			if neg == nil {
-				return nil, fmt.Errorf("guidance needs the negative prompts' features: pass --negative (the pipelines encode an empty prompt when there is none), or turn guidance off with --cfg 0")
-			}
-			caps, lens = slices.Concat(pos.feats, neg.feats), slices.Concat(pos.lens, neg.lens)
-			run.guided = true
+			lens = slices.Concat(j.pos.lens, j.neg.lens)
 		}
-		if len(x) != len(caps)*per || len(t) != len(caps) {
-			return nil, fmt.Errorf("the sampler passed %d latent values and %d times for %d captions of %d values", len(x), len(t), len(caps), per)
+		for _, l := range lens {
+			run.flops += zimage.ForwardFLOPs(c, tokens, l).Total()
 		}
-		lats := make([]zimage.Latent, len(caps))
-		for i := range lats {
-			lats[i] = zimage.Latent{Data: x[i*per : (i+1)*per], F: 1, H: h, W: w}
-		}
-		outs, err := m.Forward(lats, t, caps)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]float32, 0, len(x))
-		for i, o := range outs {
-			out = append(out, o...)
-			run.flops += zimage.ForwardFLOPs(c, tokens, lens[i]).Total()
-		}
-		return out, nil
-	}
+	})
 }
 
 // runZImage samples from a Z-Image checkpoint.
@@ -347,7 +338,7 @@ func runZImage(opts *Options) error {
 	cmdutil.LimitHeap(sampleHeadroom)
 	cmdutil.Phase(quietLog(opts), "loaded the transformer "+opts.Checkpoint, time.Since(start))
 	run := &zimageRun{}
-	return job.sample(opts, zimageModel(m, job.pos, job.neg, h, w, run), cfg.InChannels, h, w, run, func() map[string]string {
+	return job.sample(opts, job.zimageModel(m, h, w, run), cfg.InChannels, h, w, run, func() map[string]string {
 		return map[string]string{"dcdit.architecture": string(arch.ZImage)}
 	})
 }
@@ -425,10 +416,39 @@ func newZImageJob(opts *Options, pipeline flowmatch.Pipeline, capDim int, encPos
 	return j, nil
 }
 
+// conditions are the job's captions, with the negative ones for guidance.
+func (j *zimageJob) conditions() sample.Conditions {
+	c := sample.Conditions{Captions: j.pos.inputs()}
+	if j.neg != nil {
+		c.Negative = j.neg.inputs()
+	}
+	return c
+}
+
+// model wraps the sampler's model m of the job's conditions: a guided
+// call without negative prompts fails, and every call is noted in run,
+// count adding its FLOPs.
+func (j *zimageJob) model(m diffusion.Model, run *zimageRun, count func(guided bool)) diffusion.Model {
+	return func(x, t []float32, guided bool) ([]float32, error) {
+		if guided {
+			if j.neg == nil {
+				return nil, fmt.Errorf("guidance needs the negative prompts' features: pass --negative (the pipelines encode an empty prompt when there is none), or turn guidance off with --cfg 0")
+			}
+			run.guided = true
+		}
+		out, err := m(x, t, guided)
+		if err != nil {
+			return nil, err
+		}
+		count(guided)
+		return out, nil
+	}
+}
+
 // sample runs flow matching's sampler on model for the job's captions
 // over an h×w grid of C channels and writes the latents (with what md
 // returns after sampling added to their metadata) and the preview.
-func (j *zimageJob) sample(opts *Options, model flowmatch.Model, C, h, w int, run *zimageRun, md func() map[string]string) error {
+func (j *zimageJob) sample(opts *Options, model diffusion.Model, C, h, w int, run *zimageRun, md func() map[string]string) error {
 	pic, err := newPictureOut(opts, C)
 	if err != nil {
 		return err
@@ -441,7 +461,7 @@ func (j *zimageJob) sample(opts *Options, model flowmatch.Model, C, h, w int, ru
 		bar = progress.New(opts.IO.Err, "sampling", j.sched.Steps())
 	}
 	start := time.Now()
-	x, err := proc.Sample(diffusion.Model(model), diffusion.Shape{B: N, C: C, HW: h * w}, diffusion.SampleOptions{
+	x, err := proc.Sample(model, diffusion.Shape{B: N, C: C, HW: h * w}, diffusion.SampleOptions{
 		Guidance: j.guide.Scale,
 		Seed:     opts.Seed,
 		Progress: func(done, total int) { bar.Set(done) },

@@ -1,0 +1,142 @@
+package sample
+
+import (
+	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/diffusion"
+)
+
+// DC is a DC model under elastic inference: each sample's conditional
+// branch at tail-drop fraction Rho and, in a guided batch, its
+// unconditional branch at RhoUncond in the same forward — the reference's
+// Lite-CFG (dc.Model.LiteCFG) when the two differ, plain batched guidance
+// when they do not — and samples whose timestep lies below DenseBelow on
+// every cell (dc.FracAt).
+type DC struct {
+	Model          *dc.Model
+	Rho, RhoUncond float32
+	// DenseBelow is the timestep below which a sample runs dense (0:
+	// never).
+	DenseBelow float32
+	// Timestep maps a model time to the timestep DenseBelow is compared
+	// with; nil takes the model time itself (DDPM's timesteps).
+	Timestep func(modelTime float32) float32
+	// Rule, when set, makes the model guide itself at Scale by this rule
+	// (family.Teacher.Guide): an unguided call runs both branches in one
+	// batch and combines them, and the process samples it unguided. This
+	// is how an evaluation runs a DC model under its teacher's guidance.
+	Rule  func(c, u []float32, hw int, s float32)
+	Scale float32
+	// Stats, when set, records every forward.
+	Stats *Stats
+}
+
+// FlowMatchingTimestep is flow matching's timestep of a model time 1 − σ
+// on a diffusion of steps levels: σ·steps.
+func FlowMatchingTimestep(steps int) func(float32) float32 {
+	return func(t float32) float32 { return (1 - t) * float32(steps) }
+}
+
+// Stats are what the router of a DC model did at each forward, in order:
+// a sampling run's steps.
+type Stats struct {
+	// Kept and KeptUncond are the mean kept tokens per sample of each
+	// forward's conditional and unconditional branch (KeptUncond empty
+	// without guidance).
+	Kept, KeptUncond []float64
+	// FLOPs are each forward's FLOPs over its whole batch
+	// (dc.Model.ForwardFLOPs of what it kept).
+	FLOPs []float64
+	// RecordMasks asks for Masks: each forward's kept cells of its
+	// conditional samples on the latent grid (dc.Config.LatentMask),
+	// [n, H, W].
+	RecordMasks bool
+	Masks       [][]bool
+}
+
+// TotalFLOPs is the FLOPs of every forward.
+func (s *Stats) TotalFLOPs() float64 {
+	var f float64
+	for _, v := range s.FLOPs {
+		f += v
+	}
+	return f
+}
+
+// Forward runs the model on latents x [B, C, H, W] at model times t for
+// the conditions c, and returns the raw output [B, OutChannels, H, W]
+// and the forward's result. Unguided, B = c.Len(); guided, B is the
+// doubled batch a guided sampler passes (Conditions.Input), its second
+// half at RhoUncond. With a Rule an unguided call is guided inside: it
+// returns 2·c.Len() outputs, the guided ones first.
+func (d *DC) Forward(x, t []float32, c Conditions, guided bool) ([]float32, *dc.Result, error) {
+	self := d.Rule != nil && !guided
+	if self {
+		x = append(append(make([]float32, 0, 2*len(x)), x...), x...)
+		t = append(append(make([]float32, 0, 2*len(t)), t...), t...)
+		guided = true
+	}
+	in, err := c.Input(t, guided)
+	if err != nil {
+		return nil, nil, err
+	}
+	n := c.Len()
+	frac := make([]float32, len(t))
+	for i, tm := range t {
+		rho := d.Rho
+		if i >= n {
+			rho = d.RhoUncond
+		}
+		if d.Timestep != nil {
+			tm = d.Timestep(tm)
+		}
+		frac[i] = dc.FracAt(rho, tm, d.DenseBelow)
+	}
+	out, res, err := d.Model.Predict(x, in, frac)
+	if err != nil {
+		return nil, nil, err
+	}
+	if self {
+		guide(out, n, d.Model.Config.Tokens(), d.Rule, d.Scale)
+	}
+	if s := d.Stats; s != nil {
+		s.record(d.Model, res, n)
+	}
+	return out, res, nil
+}
+
+// record appends a forward of n conditional samples.
+func (s *Stats) record(m *dc.Model, res *dc.Result, n int) {
+	kept := res.Chunks.NumKept
+	s.Kept = append(s.Kept, mean(kept[:n]))
+	if n < len(kept) {
+		s.KeptUncond = append(s.KeptUncond, mean(kept[n:]))
+	}
+	s.FLOPs = append(s.FLOPs, m.ForwardFLOPs(kept).Total())
+	if s.RecordMasks {
+		cfg := m.Config
+		// LatentMask may hand back its input, which the result owns.
+		s.Masks = append(s.Masks, append([]bool(nil), cfg.LatentMask(res.Chunks.Kept[:n*cfg.Cells()])...))
+	}
+}
+
+// Denoiser is d as a sampler calls it for the conditions c: a guided
+// call's halves are the process's to combine; with a Rule, the guided
+// outputs alone.
+func (d *DC) Denoiser(c Conditions) diffusion.Model {
+	return func(x, t []float32, guided bool) ([]float32, error) {
+		out, _, err := d.Forward(x, t, c, guided)
+		if err != nil || d.Rule == nil || guided {
+			return out, err
+		}
+		return out[:len(out)/2], nil
+	}
+}
+
+// mean is the average of v.
+func mean(v []int) float64 {
+	s := 0
+	for _, x := range v {
+		s += x
+	}
+	return float64(s) / float64(len(v))
+}

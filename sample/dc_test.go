@@ -1,0 +1,168 @@
+package sample
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/dcdit/dcdit/cond"
+	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/diffusion/ddpm"
+	"github.com/dcdit/dcdit/internal/dctest"
+)
+
+// Guidance through ddpm.Guided around the DC denoiser (as the DDPM
+// process samples it) is the reference's Lite-CFG: the same numbers as
+// dc.Model.LiteCFG on [x; x] with labels [y; null] at (ρ_cond, ρ_uncond),
+// and the same kept counts.
+func TestDenoiserIsLiteCFG(t *testing.T) {
+	for _, c := range dctest.Cases(t) {
+		t.Run(c.Name, func(t *testing.T) {
+			m, _ := dctest.Model(t, c)
+			cfg := m.Config
+			n, C, HW := 2, cfg.InChannels, cfg.Tokens()
+			rng := rand.New(rand.NewPCG(3, 4))
+			x := make([]float32, n*C*HW)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			ts, ys := []int{999, 500}, []int{1, 7}
+			nullClass := 10
+			if v, ok := c.Int("num_classes"); ok {
+				nullClass = v
+			}
+			const scale = 4
+			for _, rho := range [][2]float32{{0, 0}, {0.3, 0.9}, {0.6, 0}} {
+				stats := &Stats{}
+				guide := ddpm.Guidance{Scale: scale, NullClass: nullClass}
+				d := &DC{Model: m, Rho: rho[0], RhoUncond: rho[1], Stats: stats}
+				model := d.Denoiser(Conditions{Labels: ys, Null: nullClass})
+				denoise := func(x []float32, t []int, _ []int) ([]float32, error) {
+					tf := make([]float32, len(t))
+					for i, v := range t {
+						tf[i] = float32(v)
+					}
+					return model(x, tf, true)
+				}
+				got, err := guide.Guided(denoise, ddpm.Shape{B: n, C: C, HW: HW})(x, ts, ys)
+				if err != nil {
+					t.Fatal(err)
+				}
+				x2 := append(slices.Clone(x), x...)
+				tf := []float32{999, 500, 999, 500}
+				want, res, err := m.LiteCFG(x2, cond.Input{T: tf, Labels: append(slices.Clone(ys), nullClass, nullClass)}, scale, rho[0], rho[1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got, want[:len(got)]) {
+					t.Errorf("ρ %v: guided denoiser output differs from LiteCFG", rho)
+				}
+				k := res.Chunks.NumKept
+				if stats.Kept[0] != float64(k[0]+k[1])/2 || stats.KeptUncond[0] != float64(k[2]+k[3])/2 {
+					t.Errorf("ρ %v: recorded kept %v / %v, LiteCFG kept %v", rho, stats.Kept, stats.KeptUncond, k)
+				}
+				if want := m.ForwardFLOPs(k).Total(); stats.TotalFLOPs() != want {
+					t.Errorf("ρ %v: %v FLOPs recorded, want %v", rho, stats.TotalFLOPs(), want)
+				}
+			}
+		})
+	}
+}
+
+// liteRule is the reference's Lite-CFG combination (dc.Model.LiteCFG):
+// uncond + s·(cond − uncond) on the first three channels, into both.
+func liteRule(outChannels int) func(c, u []float32, hw int, s float32) {
+	return func(c, u []float32, hw int, s float32) {
+		for i := range min(3, outChannels) * hw {
+			v := u[i] + s*(c[i]-u[i])
+			c[i], u[i] = v, v
+		}
+	}
+}
+
+// A DC model guiding itself (a Rule), and the denoiser guided by
+// SelfGuided, give the reference's Lite-CFG with per-row fractions bit
+// for bit, samples below DenseBelow running dense; the statistics count
+// the conditional samples, and the masks are their kept cells.
+func TestSelfGuidedIsLiteCFG(t *testing.T) {
+	for _, c := range dctest.Cases(t) {
+		t.Run(c.Name, func(t *testing.T) {
+			m, _ := dctest.Model(t, c)
+			cfg := m.Config
+			n, C, HW := 2, cfg.InChannels, cfg.Tokens()
+			rng := rand.New(rand.NewPCG(5, 6))
+			x := make([]float32, n*C*HW)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			ts, ys := []float32{999, 500}, []int{3, 0}
+			nullClass := 10
+			if v, ok := c.Int("num_classes"); ok {
+				nullClass = v
+			}
+			conds := Conditions{Labels: ys, Null: nullClass}
+			const scale, denseBelow = 3, 600
+			rule := liteRule(cfg.OutChannels)
+			for _, rho := range [][2]float32{{0, 0}, {0.4, 0.8}} {
+				stats := &Stats{RecordMasks: true}
+				d := &DC{Model: m, Rho: rho[0], RhoUncond: rho[1], DenseBelow: denseBelow, Rule: rule, Scale: scale, Stats: stats}
+				got, res, err := d.Forward(x, ts, conds, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				x2 := append(slices.Clone(x), x...)
+				in := cond.Input{T: slices.Concat(ts, ts), Labels: append(slices.Clone(ys), nullClass, nullClass)}
+				// The second sample's timestep lies below DenseBelow.
+				want, wres, err := m.LiteCFGFracs(x2, in, scale, []float32{rho[0], dc.Dense, rho[1], dc.Dense})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got, want) || !slices.Equal(res.Chunks.NumKept, wres.Chunks.NumKept) {
+					t.Errorf("ρ %v: self-guided forward differs from LiteCFGFracs (kept %v, want %v)", rho, res.Chunks.NumKept, wres.Chunks.NumKept)
+				}
+				if k := res.Chunks.NumKept; k[1] != cfg.Cells() || k[3] != cfg.Cells() {
+					t.Errorf("ρ %v: kept %v, want every one of %d cells below DenseBelow", rho, k, cfg.Cells())
+				}
+				k := res.Chunks.NumKept
+				if stats.Kept[0] != float64(k[0]+k[1])/2 || stats.KeptUncond[0] != float64(k[2]+k[3])/2 {
+					t.Errorf("ρ %v: recorded kept %v / %v, forward kept %v", rho, stats.Kept, stats.KeptUncond, k)
+				}
+				if mask := cfg.LatentMask(res.Chunks.Kept[:n*cfg.Cells()]); !slices.Equal(stats.Masks[0], mask) {
+					t.Errorf("ρ %v: recorded mask differs from the conditional samples' kept cells", rho)
+				}
+
+				plain := &DC{Model: m, Rho: rho[0], RhoUncond: rho[1], DenseBelow: denseBelow}
+				for name, model := range map[string]func([]float32, []float32, bool) ([]float32, error){
+					"Denoiser with a Rule": d.Denoiser(conds),
+					"SelfGuided(Denoiser)": SelfGuided(plain.Denoiser(conds), rule, scale, HW),
+				} {
+					out, err := model(x, ts, false)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(out, want[:len(want)/2]) {
+						t.Errorf("ρ %v: %s differs from LiteCFGFracs' guided half", rho, name)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestFlowMatchingTimestep(t *testing.T) {
+	tests := []struct {
+		steps     int
+		modelTime float32
+		want      float32
+	}{
+		{1000, 0, 1000}, // pure noise, σ = 1
+		{1000, 1, 0},    // clean, σ = 0
+		{1000, 0.25, 750},
+		{500, 0.5, 250},
+	}
+	for _, tt := range tests {
+		if got := FlowMatchingTimestep(tt.steps)(tt.modelTime); got != tt.want {
+			t.Errorf("%d steps, model time %v: timestep %v, want %v", tt.steps, tt.modelTime, got, tt.want)
+		}
+	}
+}
