@@ -203,53 +203,6 @@ func (m *Model) Predict(x []float32, in cond.Input, frac []float32) ([]float32, 
 	return out, res, nil
 }
 
-// LiteCFG is the reference's Lite-CFG sampling function
-// (_make_lite_cfg_sample_fn): the first half of x [2n, C, H, W] is run
-// twice in one batch, the conditional copy (in's first n labels or
-// captions) at tail-drop fraction condFrac and the unconditional one (its
-// last n: the null class, or the negative captions) at uncondFrac; the
-// first 3 output channels of both halves become
-// uncond + scale·(cond − uncond) and the others stay per half. It returns
-// [2n, OutChannels, H, W] and the forward's result.
-func (m *Model) LiteCFG(x []float32, in cond.Input, scale, condFrac, uncondFrac float32) ([]float32, *Result, error) {
-	B := in.Samples()
-	frac := make([]float32, B)
-	for i := range frac {
-		frac[i] = condFrac
-		if i >= B/2 {
-			frac[i] = uncondFrac
-		}
-	}
-	return m.LiteCFGFracs(x, in, scale, frac)
-}
-
-// LiteCFGFracs is LiteCFG with one drop fraction per row of the combined
-// batch (the n conditional rows, then the n unconditional ones), so that
-// samples at different timesteps can run at different budgets.
-func (m *Model) LiteCFGFracs(x []float32, in cond.Input, scale float32, frac []float32) ([]float32, *Result, error) {
-	cfg := m.Config
-	B := in.Samples()
-	if B%2 != 0 || len(x) != B*cfg.InChannels*cfg.Tokens() || len(frac) != B {
-		return nil, nil, fmt.Errorf("dc: lite-cfg: want an even batch of [cond; uncond] rows, got %d timesteps, %d drop fractions and %d latent values (%d per sample)", B, len(frac), len(x), cfg.InChannels*cfg.Tokens())
-	}
-	n, per := B/2, cfg.InChannels*cfg.Tokens()
-	combined := append(append(make([]float32, 0, len(x)), x[:n*per]...), x[:n*per]...)
-	out, res, err := m.Predict(combined, in, frac)
-	if err != nil {
-		return nil, nil, err
-	}
-	img := cfg.OutChannels * cfg.Tokens()
-	guided := min(3, cfg.OutChannels) * cfg.Tokens()
-	for b := range n {
-		cond, uncond := out[b*img:b*img+guided], out[(n+b)*img:(n+b)*img+guided]
-		for i := range guided {
-			v := uncond[i] + scale*(cond[i]-uncond[i])
-			cond[i], uncond[i] = v, v
-		}
-	}
-	return out, res, nil
-}
-
 // RatioLoss returns H-Net's ratio (load-balancing) loss of a forward pass,
 // as a 1×1 matrix that carries gradients to the router: per group of
 // groupSize samples (0: the whole batch), F = the fraction of natural

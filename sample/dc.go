@@ -8,7 +8,7 @@ import (
 // DC is a DC model under elastic inference: each sample's conditional
 // branch at tail-drop fraction Rho and, in a guided batch, its
 // unconditional branch at RhoUncond in the same forward — the reference's
-// Lite-CFG (dc.Model.LiteCFG) when the two differ, plain batched guidance
+// Lite-CFG (the official hnet.LiteCFG) when the two differ, plain batched guidance
 // when they do not — and samples whose timestep lies below DenseBelow on
 // every cell (dc.FracAt).
 type DC struct {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/internal/dctest"
 )
@@ -50,7 +51,7 @@ func TestDenoiserIsLiteCFG(t *testing.T) {
 				}
 				x2 := append(slices.Clone(x), x...)
 				tf := []float32{999, 500, 999, 500}
-				want, res, err := m.LiteCFG(x2, cond.Input{T: tf, Labels: append(slices.Clone(ys), nullClass, nullClass)}, scale, rho[0], rho[1])
+				want, res, err := hnet.LiteCFG(m, x2, cond.Input{T: tf, Labels: append(slices.Clone(ys), nullClass, nullClass)}, scale, rho[0], rho[1])
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -113,7 +114,7 @@ func TestSelfGuidedIsLiteCFG(t *testing.T) {
 				x2 := append(slices.Clone(x), x...)
 				in := cond.Input{T: slices.Concat(ts, ts), Labels: append(slices.Clone(ys), nullClass, nullClass)}
 				// The second sample's timestep lies below DenseBelow.
-				want, wres, err := m.LiteCFGFracs(x2, in, scale, []float32{rho[0], dc.Dense, rho[1], dc.Dense})
+				want, wres, err := hnet.LiteCFGFracs(m, x2, in, scale, []float32{rho[0], dc.Dense, rho[1], dc.Dense})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -53,7 +53,7 @@ func TestErrors(t *testing.T) {
 		wantErr(t, err, "N = 1")
 		_, err = m.Backbone.Condition(cond.Input{T: []float32{1}, Labels: []int{cfg.OutChannels + 1000}})
 		wantErr(t, err, "label")
-		_, _, err = m.LiteCFG(make([]float32, 3*cfg.InChannels*L), cond.Input{T: []float32{1, 2, 3}, Labels: []int{0, 1, 2}}, 1.5, 0, 0.5)
+		_, _, err = LiteCFG(m, make([]float32, 3*cfg.InChannels*L), cond.Input{T: []float32{1, 2, 3}, Labels: []int{0, 1, 2}}, 1.5, 0, 0.5)
 		wantErr(t, err, "even batch")
 
 		ts, err := loaders.ReadSafetensors(filepath.Join(c.Dir, "weights.safetensors"))

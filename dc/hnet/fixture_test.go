@@ -292,7 +292,7 @@ func computeDCDiT(t *testing.T, c fixtures.Case) *fixtures.Got {
 	// The reference's Lite-CFG sample function.
 	frac := io.F32("litecfg.frac")
 	B := len(frac)
-	out, lres, err := m.LiteCFG(io.F32("x"), cond.Input{T: floats(io.Ints("litecfg.t")), Labels: io.Ints("litecfg.y")}, io.F32("litecfg.cfg_scale")[0], frac[0], frac[B-1])
+	out, lres, err := LiteCFG(m, io.F32("x"), cond.Input{T: floats(io.Ints("litecfg.t")), Labels: io.Ints("litecfg.y")}, io.F32("litecfg.cfg_scale")[0], frac[0], frac[B-1])
 	if err != nil {
 		t.Fatal(err)
 	}
