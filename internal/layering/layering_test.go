@@ -55,8 +55,8 @@ func backboneDebt() []debt {
 		{"recipes", "dit", "ForwardFLOPs, SamplingFLOPs: the plan's costs"},
 		{"recipes", "zimage", "NewBackbone, CheckConfig, ForwardFLOPs, TypicalCaptionLen"},
 		{"recipes", "dc/hnet", "Config, Shapes, Prefix"},
-		{"upcycle", "dit", "asserts *dit.Model"},
-		{"upcycle", "zimage", "Patchify; asserts *zimage.Backbone"},
+		{"upcycle", "dit", "Model, Teacher: DiT's blocks grafted into DC-DiT's main network (Graft, the hnet kind)"},
+		{"upcycle", "zimage", "Backbone, Model, GraftImageMultiple: the streamed graft of a full-size Z-Image"},
 		{"upcycle", "dc/hnet", "Config, Shapes, Prefix, New"},
 
 		// The commands.
