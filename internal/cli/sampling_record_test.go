@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,6 +66,14 @@ func TestEvalSamplingDefaults(t *testing.T) {
 	r, stderr = evaluate("--rho", f(untrained), "--steps", "2")
 	if r.Steps != 2 || !strings.Contains(stderr, "--steps 2 (flag)") || !strings.Contains(stderr, "warning: ρ "+f(untrained)+": ") {
 		t.Errorf("%d steps, stderr %q: want --steps 2 from the flag and a warning for ρ %s", r.Steps, stderr, f(untrained))
+	}
+
+	// Without --rho the rows are the trained budgets, sorted, with no
+	// warning.
+	r, stderr = evaluate()
+	sorted := slices.Sorted(slices.Values(rhos))
+	if len(r.Rows) != len(slices.Compact(sorted)) || !strings.Contains(stderr, "--rho "+fmt.Sprint(slices.Compact(sorted))+" (checkpoint)") || strings.Contains(stderr, "warning: ρ") {
+		t.Errorf("%d rows, stderr %q: want one row per trained ρ %v, from the checkpoint, and no warning", len(r.Rows), stderr, sorted)
 	}
 }
 

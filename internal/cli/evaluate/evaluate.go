@@ -72,7 +72,7 @@ type Options struct {
 }
 
 // unsetFlags are the sampling flags the command line did not give.
-type unsetFlags struct{ steps, cfg, denseBelow, shift bool }
+type unsetFlags struct{ steps, cfg, denseBelow, shift, rho, lite bool }
 
 // Defaults of the sampling flags, for a checkpoint that records no
 // sampling settings.
@@ -199,15 +199,16 @@ caption's. --data must carry captions ('dcdit data shapes --captions').`,
 				return runF(opts)
 			}
 			f := cmd.Flags()
-			opts.unset = unsetFlags{steps: !f.Changed("steps"), cfg: !f.Changed("cfg"), denseBelow: !f.Changed("dense-below"), shift: !f.Changed("shift")}
+			opts.unset = unsetFlags{steps: !f.Changed("steps"), cfg: !f.Changed("cfg"), denseBelow: !f.Changed("dense-below"), shift: !f.Changed("shift"),
+				rho: !f.Changed("rho"), lite: !f.Changed("lite")}
 			return Run(opts)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Teacher, "teacher", "", "the teacher DiT checkpoint (required)")
 	f.StringVar(&opts.Data, "data", "", "data set file of latents and labels, e.g. from 'dcdit data shapes' (required)")
-	f.Float64SliceVar(&opts.Rhos, "rho", eval.DefaultRhos, "tail-drop fractions ρ, one table row each")
-	f.Float64SliceVar(&opts.Lite, "lite", []float64{0, 0.9}, "Lite-CFG pair: ρ of the conditional, then of the unconditional branch")
+	f.Float64SliceVar(&opts.Rhos, "rho", eval.DefaultRhos, "tail-drop fractions ρ, one table row each (unset: the ρ a DC checkpoint was trained for, if it records them)")
+	f.Float64SliceVar(&opts.Lite, "lite", []float64{0, 0.9}, "Lite-CFG pair: ρ of the conditional, then of the unconditional branch (unset: the lowest and highest trained ρ, if recorded)")
 	f.BoolVar(&opts.NoLite, "no-lite", false, "skip the Lite-CFG row")
 	f.Float64Var(&opts.CFG, "cfg", defaultCFG, "guidance scale of the ρ rows (1 or less: none); a DC checkpoint's recorded value unless given")
 	f.Float64Var(&opts.LiteCFG, "lite-cfg", 1.25, "guidance scale of the Lite-CFG row (> 1)")
@@ -541,6 +542,17 @@ func resolveSampling(opts *Options, meta *checkpoint.Meta, flow bool) (notes []s
 	opts.DenseBelow = cmdutil.Pick(&used, "--dense-below", !opts.unset.denseBelow, opts.DenseBelow, has, r.DenseBelow, 0)
 	if flow {
 		opts.Shift = cmdutil.Pick(&used, "--shift", !opts.unset.shift, opts.Shift, has, r.Shift, flowmatch.DefaultConfig().Shift)
+	}
+	if meta != nil && len(meta.TrainedRhos) > 0 {
+		// The rows default to the budgets the model was trained for, and
+		// the Lite-CFG pair to the extreme two of them.
+		trained := slices.Clone(meta.TrainedRhos)
+		slices.Sort(trained)
+		trained = slices.Compact(trained)
+		opts.Rhos = cmdutil.Pick(&used, "--rho", !opts.unset.rho, opts.Rhos, true, trained, opts.Rhos)
+		if !opts.NoLite && len(trained) > 1 {
+			opts.Lite = cmdutil.Pick(&used, "--lite", !opts.unset.lite, opts.Lite, true, []float64{trained[0], trained[len(trained)-1]}, opts.Lite)
+		}
 	}
 	opts.unset = unsetFlags{}
 	if opts.Steps > eval.TrainSteps {
