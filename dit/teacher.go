@@ -4,13 +4,9 @@ import (
 	"github.com/nlpodyssey/spago/mat"
 
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/family"
-	"github.com/dcdit/dcdit/loaders"
-	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
 )
@@ -124,13 +120,9 @@ func (t Teacher) GraftBackbone(rows, cols int) (family.Backbone, error) {
 	// the copy (pos_embed recomputed, as a DC checkpoint does).
 	cc := *c
 	spec := Spec{Config: &cc}
-	ts := map[string]loaders.Dense{}
-	for name, shape := range spec.Shapes() {
-		p, ok := t.Model.Params.Lookup(t.Model.names + strings.TrimPrefix(name, arch.DCBackbonePrefix))
-		if !ok {
-			return nil, fmt.Errorf("dit: graft: the model lacks %s", strings.TrimPrefix(name, arch.DCBackbonePrefix))
-		}
-		ts[name] = loaders.Dense{Shape: shape, Data: slices.Clone(p.Values())}
+	ts, err := family.CopyTensors(spec.Shapes(), t.Model.Params, t.Model.names)
+	if err != nil {
+		return nil, fmt.Errorf("dit: graft: %w", err)
 	}
 	return spec.Build(ts)
 }

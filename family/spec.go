@@ -7,8 +7,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strings"
 
+	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/params"
 )
 
 // Bounds on the sizes a stored config may state, checked before any of
@@ -102,4 +106,35 @@ outer:
 		s[prefix+name] = shape
 	}
 	return s
+}
+
+// CopyTensors is what Spec.Build takes to rebuild, as a copy, a backbone
+// whose live parameters params holds: for every stored name shapes lists
+// (Spec.Shapes, under arch.DCBackbonePrefix), a copy of the values of the
+// parameter named prefix + the name without arch.DCBackbonePrefix.
+func CopyTensors(shapes map[string][]int, params *params.Set, prefix string) (map[string]loaders.Dense, error) {
+	ts := make(map[string]loaders.Dense, len(shapes))
+	for name, shape := range shapes {
+		own := prefix + strings.TrimPrefix(name, arch.DCBackbonePrefix)
+		p, ok := params.Lookup(own)
+		if !ok {
+			return nil, fmt.Errorf("the model has no tensor %q", own)
+		}
+		ts[name] = loaders.Dense{Shape: shape, Data: slices.Clone(p.Values())}
+	}
+	return ts, nil
+}
+
+// DecodeInto decodes a backbone description strictly into a new S and
+// refuses one whose config is missing (hasConfig false): the body of a
+// family's DecodeSpec.
+func DecodeInto[S Spec](data []byte, hasConfig func(S) bool) (Spec, error) {
+	var s S
+	if err := DecodeStrict(data, &s); err != nil {
+		return nil, err
+	}
+	if !hasConfig(s) {
+		return nil, fmt.Errorf("kind %s has no config", s.Kind())
+	}
+	return s, nil
 }

@@ -30,14 +30,7 @@ func (Family) Describe() string {
 
 // DecodeSpec reads {"config", "caption_len", "image_multiple"} strictly.
 func (Family) DecodeSpec(data []byte) (family.Spec, error) {
-	var s Spec
-	if err := family.DecodeStrict(data, &s); err != nil {
-		return nil, err
-	}
-	if s.Config == nil {
-		return nil, fmt.Errorf("kind %s has no config", Kind)
-	}
-	return s, nil
+	return family.DecodeInto(data, func(s Spec) bool { return s.Config != nil })
 }
 
 // Spec is a Z-Image backbone's description in a DC checkpoint: its config
