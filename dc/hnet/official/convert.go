@@ -340,3 +340,14 @@ func ConfigFromTensors(ts map[string]dc.Tensor, heads int) (*Config, error) {
 	c.MultiBudgetTraining, c.MultiBudgetDropFractions = d.MultiBudgetTraining, d.MultiBudgetDropFractions
 	return c, nil
 }
+
+// LoadStateDict reads a bare state dict of the official DC-DiT in
+// safetensors (the create_dit names, no dcdit metadata) as a DC model:
+// the sizes from the tensors, the head count and the settings the file
+// does not hold from the caller (hnet.Load).
+func LoadStateDict(path string, heads int, settings dc.Settings) (*dc.Model, error) {
+	if heads < 1 {
+		return nil, fmt.Errorf("official: %s is a reference DC-DiT state dict: it does not store its head count, give it", path)
+	}
+	return hnet.Load(path, hnet.LoadOptions{Heads: heads, Settings: settings})
+}

@@ -18,7 +18,7 @@ import (
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
-	"github.com/dcdit/dcdit/dc/hnet"
+	"github.com/dcdit/dcdit/dc/hnet/official"
 	"github.com/dcdit/dcdit/diffusion/flowmatch"
 	"github.com/dcdit/dcdit/eval"
 	"github.com/dcdit/dcdit/eval/featnet"
@@ -312,7 +312,7 @@ func LoadModel(path string, numHeads int, sigma float64, warn func(string)) (*dc
 			return nil, nil, fmt.Errorf("%s is a reference DC-DiT state_dict: it does not store its head count, pass --num-heads", path)
 		}
 		// TargetN only matters for training; 4 passes validation.
-		m, err := hnet.Load(path, hnet.LoadOptions{Heads: numHeads, Settings: dc.Settings{Sigma: sigma, TargetN: 4}})
+		m, err := official.LoadStateDict(path, numHeads, dc.Settings{Sigma: sigma, TargetN: 4})
 		return m, nil, err
 	default:
 		return nil, nil, fmt.Errorf("%s holds a %s checkpoint (%s naming), not a DC model", path, rep.Architecture, rep.Layout)
