@@ -63,7 +63,6 @@ func backboneDebt() []debt {
 		{"internal/cli/bench", "dit", "Init, ForwardFLOPs"},
 		{"internal/cli/flops", "dc/hnet", "InferConfig, Spec, Config: official DC-DiT state dicts, --num-heads on a DC-DiT checkpoint, the main network's table line"},
 		{"internal/cli/inspect", "dc/hnet", "InferConfig, Spec, Kind, Config: official DC-DiT state dicts"},
-		{"internal/cli/sample", "dit", "Load, New, Teacher, ForwardFLOPs, SamplingFLOPs"},
 		{"internal/cli/sample", "zimage", "LoadModel, Teacher, Kind, ForwardFLOPs, TurboSteps"},
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/diffusion/flowmatch"
-	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/gpu/accel"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
@@ -364,44 +364,41 @@ func Run(opts *Options) error {
 	return runDiT(opts)
 }
 
-// runDiT samples from a DiT checkpoint.
+// runDiT samples from a class-conditional fixed-patch checkpoint (a DiT,
+// or any family's teacher that takes labels and DDPM), opened through its
+// family.
 func runDiT(opts *Options) error {
-	w, err := dit.Load(opts.Checkpoint, dit.LoadOptions{NumHeads: opts.NumHeads})
+	t, warnings, err := family.OpenTeacher(opts.Checkpoint, family.OpenOptions{NumHeads: opts.NumHeads})
 	if err != nil {
-		return err
+		return fmt.Errorf("sample: %w", err)
 	}
-	// The head count comes from --num-heads or the file's metadata, not
-	// from the weights: check it (and the rest) before the model runs.
-	if err := w.Config.Validate(); err != nil {
-		return fmt.Errorf("sample: %s: %w", opts.Checkpoint, err)
+	classes := t.Conditioning().Classes
+	if classes == 0 || t.Process() != family.ProcessDDPM {
+		return fmt.Errorf("sample: %s is a %s model conditioned on %+v; this path samples class-conditional DDPM models", opts.Checkpoint, t.Process(), t.Conditioning())
 	}
-	cfg := w.Config
 	for _, c := range opts.Classes {
-		if c >= cfg.NumClasses {
-			return fmt.Errorf("--class %d: %s has %d classes, labels 0..%d", c, opts.Checkpoint, cfg.NumClasses, cfg.NumClasses-1)
+		if c >= classes {
+			return fmt.Errorf("--class %d: %s has %d classes, labels 0..%d", c, opts.Checkpoint, classes, classes-1)
 		}
 	}
-	if !cfg.LearnSigma {
+	C := t.InChannels()
+	if t.OutChannels() != 2*C {
 		return fmt.Errorf("sample: %s predicts eps only (learn_sigma false); the DDPM sampler needs DiT's learned-sigma output", opts.Checkpoint)
 	}
-	pic, err := newPictureOut(opts, cfg.InChannels)
+	rows, cols := t.Grid()
+	if rows == 0 || rows != cols {
+		return fmt.Errorf("sample: %s takes a %d×%d grid; this path samples square fixed-size grids", opts.Checkpoint, rows, cols)
+	}
+	pic, err := newPictureOut(opts, C)
 	if err != nil {
 		return err
 	}
 	if !opts.Quiet {
-		for _, warn := range w.Warnings {
-			// The learned-sigma note describes the output layout the
-			// sampler expects; it is no warning here.
-			if !strings.HasPrefix(warn, "learned sigma:") {
-				fmt.Fprintf(opts.IO.Err, "warning: %s\n", warn)
-			}
+		for _, warn := range warnings {
+			fmt.Fprintf(opts.IO.Err, "warning: %s\n", warn)
 		}
 	}
-	model, err := dit.New(w)
-	if err != nil {
-		return err
-	}
-	release, err := cmdutil.OnDevice(opts.Device, opts.Precision, quietLog(opts), model.Params)
+	release, err := cmdutil.OnDevice(opts.Device, opts.Precision, quietLog(opts), t.Parameters())
 	if err != nil {
 		return err
 	}
@@ -412,9 +409,9 @@ func runDiT(opts *Options) error {
 	}
 
 	labels := expandLabels(opts)
-	side := cfg.InputSize
-	sh := ddpm.Shape{B: len(labels), C: cfg.InChannels, HW: side * side}
-	guide, guided := guidance(opts, cfg.InChannels, cfg.NumClasses)
+	side := rows
+	sh := ddpm.Shape{B: len(labels), C: C, HW: side * side}
+	guide, guided := guidance(opts, C, classes)
 	proc := &diffusion.DDPM{Schedule: sched, GuidedChannels: guide.Channels}
 
 	var bar *progress.Bar
@@ -422,7 +419,7 @@ func runDiT(opts *Options) error {
 		bar = progress.New(opts.IO.Err, "sampling", sched.Steps())
 	}
 	start := time.Now()
-	x, err := proc.Sample(sample.Teacher(dit.Teacher{Model: model}, sample.Conditions{Labels: labels, Null: guide.NullClass}, side, side), diffusion.Shape(sh), diffusion.SampleOptions{
+	x, err := proc.Sample(sample.Teacher(t, sample.Conditions{Labels: labels, Null: guide.NullClass}, side, side), diffusion.Shape(sh), diffusion.SampleOptions{
 		Guidance: float64(guide.Scale),
 		Seed:     opts.Seed,
 		Progress: func(done, total int) { bar.Set(done) },
@@ -440,7 +437,11 @@ func runDiT(opts *Options) error {
 	if opts.Quiet {
 		return nil
 	}
-	tflop := dit.SamplingFLOPs(dit.ForwardFLOPs(cfg, cfg.NumTokens()).Total(), sched.Steps(), guide.Enabled()) * float64(sh.B) / 1e12
+	steps := float64(sched.Steps())
+	if guide.Enabled() {
+		steps *= 2
+	}
+	tflop := t.ForwardFLOPs(side, side) * steps * float64(sh.B) / 1e12
 	printWritten(opts, sh, side, side, sched.Steps(), guide, guided, elapsed, tflop, pic)
 	return nil
 }
