@@ -88,18 +88,25 @@ func splitParam(name string) (module, param string, ok bool) {
 // The tensor's values carry over unchanged; only the mid attention's
 // projection weights change shape (AttentionProjection).
 func DiffusersToLDM(name string, numBlocks int) (string, bool) {
-	module, param, ok := splitParam(name)
+	return mapName(name, numBlocks, diffusersModuleToLDM)
+}
+
+// mapName maps a VAE tensor name through module, which renames the
+// module path under encoder or decoder; the quant convolutions keep their
+// names in both namings.
+func mapName(name string, numBlocks int, module func(part, m string, numBlocks int) (string, bool)) (string, bool) {
+	mod, param, ok := splitParam(name)
 	if !ok {
 		return "", false
 	}
-	if module == "quant_conv" || module == "post_quant_conv" {
+	if mod == "quant_conv" || mod == "post_quant_conv" {
 		return name, true
 	}
-	part, rest, _ := strings.Cut(module, ".")
+	part, rest, _ := strings.Cut(mod, ".")
 	if part != "encoder" && part != "decoder" {
 		return "", false
 	}
-	m, ok := diffusersModuleToLDM(part, rest, numBlocks)
+	m, ok := module(part, rest, numBlocks)
 	if !ok {
 		return "", false
 	}
@@ -166,22 +173,7 @@ func diffusersModuleToLDM(part, m string, numBlocks int) (string, bool) {
 // diffusers name, for a VAE of numBlocks blocks (see DiffusersToLDM). It
 // reports false for a name that is not a VAE tensor.
 func LDMToDiffusers(name string, numBlocks int) (string, bool) {
-	module, param, ok := splitParam(name)
-	if !ok {
-		return "", false
-	}
-	if module == "quant_conv" || module == "post_quant_conv" {
-		return name, true
-	}
-	part, rest, _ := strings.Cut(module, ".")
-	if part != "encoder" && part != "decoder" {
-		return "", false
-	}
-	m, ok := ldmModuleToDiffusers(part, rest, numBlocks)
-	if !ok {
-		return "", false
-	}
-	return part + "." + m + "." + param, true
+	return mapName(name, numBlocks, ldmModuleToDiffusers)
 }
 
 func ldmModuleToDiffusers(part, m string, numBlocks int) (string, bool) {
