@@ -11,6 +11,7 @@ import (
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/recipes"
 	"github.com/dcdit/dcdit/sample"
 )
@@ -55,7 +56,7 @@ func trainingData(r *recipes.Recipe, teacher *base, out string, seed uint64, log
 		if teacher.zimage != nil {
 			return zimageTeacherData(path, teacher, teacher.identity(), r, seed, logf)
 		}
-		return teacherData(path, teacher.dit, teacher.identity(), d, r.Diffusion.Steps, seed, logf)
+		return teacherData(path, dit.Teacher{Model: teacher.dit}, teacher.identity(), d, r.Diffusion.Steps, seed, logf)
 	}
 	return nil, fmt.Errorf("pipeline: unknown data source %q", d.Source)
 }
@@ -73,21 +74,23 @@ func cachedData(path, key string) (*datasets.Set, bool) {
 	return s, true
 }
 
-// teacherData samples d.Samples latents from the teacher (named id) with DDPM over
+// teacherData samples d.Samples latents from the class-conditional teacher
+// (named id) with DDPM over
 // its diffusionSteps-step schedule respaced to d.SamplingSteps (labels
 // cycling over d.Classes, or all classes), unless path already holds
 // samples drawn with the same settings by the same teacher.
-func teacherData(path string, teacher *dit.Model, id string, d recipes.Data, diffusionSteps int, seed uint64, logf func(string, ...any)) (*datasets.Set, error) {
+func teacherData(path string, teacher family.Teacher, id string, d recipes.Data, diffusionSteps int, seed uint64, logf func(string, ...any)) (*datasets.Set, error) {
 	key := fmt.Sprintf("teacher samples=%d steps=%d/%d cfg=%g classes=%v seed=%d teacher=%s",
 		d.Samples, d.SamplingSteps, diffusionSteps, d.CFG, d.Classes, seed, id)
 	if s, ok := cachedData(path, key); ok {
 		logf("data: reusing %d teacher samples from %s", s.N, path)
 		return s, nil
 	}
-	c := teacher.Config
+	numClasses, C := teacher.Conditioning().Classes, teacher.InChannels()
+	side, _ := teacher.Grid()
 	classes := d.Classes
 	if len(classes) == 0 {
-		for k := range c.NumClasses {
+		for k := range numClasses {
 			classes = append(classes, k)
 		}
 	}
@@ -95,9 +98,10 @@ func teacherData(path string, teacher *dit.Model, id string, d recipes.Data, dif
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: data: %w", err)
 	}
-	proc := &diffusion.DDPM{Schedule: sched} // the teacher's process, guiding DiT's 3 channels
-	hw := c.InputSize * c.InputSize
-	set := &datasets.Set{N: d.Samples, C: c.InChannels, H: c.InputSize, W: c.InputSize, NumClasses: c.NumClasses,
+	guided, _ := teacher.Guidance(1) // the channel count does not depend on the scale
+	proc := &diffusion.DDPM{Schedule: sched, GuidedChannels: guided}
+	hw := side * side
+	set := &datasets.Set{N: d.Samples, C: C, H: side, W: side, NumClasses: numClasses,
 		Metadata: map[string]string{"dcdit.generated_by": key}}
 	const batch = 32
 	logf("data: sampling %d latents from the teacher (%d DDPM steps, cfg %g)", d.Samples, d.SamplingSteps, d.CFG)
@@ -107,8 +111,8 @@ func teacherData(path string, teacher *dit.Model, id string, d recipes.Data, dif
 		for i := range ys {
 			ys[i] = classes[(lo+i)%len(classes)]
 		}
-		model := sample.Teacher(dit.Teacher{Model: teacher}, sample.Conditions{Labels: ys, Null: c.NumClasses}, c.InputSize, c.InputSize)
-		x, err := proc.Sample(model, diffusion.Shape{B: n, C: c.InChannels, HW: hw}, diffusion.SampleOptions{
+		model := sample.Teacher(teacher, sample.Conditions{Labels: ys, Null: numClasses}, side, side)
+		x, err := proc.Sample(model, diffusion.Shape{B: n, C: C, HW: hw}, diffusion.SampleOptions{
 			Guidance: d.CFG,
 			Seed:     seed ^ uint64(lo)*0x9e3779b97f4a7c15,
 		})

@@ -18,7 +18,6 @@ import (
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/sample"
-	"github.com/dcdit/dcdit/zimage"
 )
 
 // detect reads a checkpoint's headers and says which architecture (and
@@ -266,7 +265,7 @@ func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta, captionWidth
 	md := func() map[string]string {
 		return map[string]string{
 			"dcdit.architecture":  string(arch.DCDiT),
-			"dcdit.backbone":      zimage.Kind,
+			"dcdit.backbone":      meta.Backbone.Kind,
 			"dcdit.rho":           strconv.FormatFloat(opts.Rho, 'g', -1, 64),
 			"dcdit.rho_uncond":    strconv.FormatFloat(float64(rhoUncond), 'g', -1, 32),
 			"dcdit.tokens":        strconv.Itoa(cfg.Cells()),
