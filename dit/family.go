@@ -245,3 +245,25 @@ func (Family) BaseFLOPs(cfg any, rows, cols, _ int) (family.Cost, error) {
 		Parts:      []family.Part{{Name: "embed", FLOPs: f.Embed}, {Name: "blocks", FLOPs: f.Blocks}, {Name: "attention", FLOPs: f.Attention}, {Name: "final", FLOPs: f.Final}},
 		Convention: "2 per multiply-add of matmuls and convolutions, plus attention H·L²·(4·d_h+3); per image"}, nil
 }
+
+var _ family.Initializer = Family{}
+
+// InitModel initialises a DiT of config cfg (*arch.DiTConfig) with DiT's
+// initialisation (InitWith).
+func (Family) InitModel(cfg any, opts family.InitOptions) (family.Model, error) {
+	c, ok := cfg.(*arch.DiTConfig)
+	if !ok || c == nil {
+		return nil, fmt.Errorf("dit: a DiT is initialised from an *arch.DiTConfig, got %T", cfg)
+	}
+	m, err := InitWith(c, opts.Seed, InitOptions{ClassStd: opts.ClassStd})
+	if err != nil {
+		return nil, err
+	}
+	return trainee{Teacher{Model: m}}, nil
+}
+
+// trainee is a DiT as a family.Model.
+type trainee struct{ Teacher }
+
+// ParamGroups returns the model's groups of a parameter.
+func (t trainee) ParamGroups(name string) []string { return t.Model.ParamGroups(name) }

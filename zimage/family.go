@@ -260,3 +260,25 @@ func (Family) BaseFLOPs(cfg any, rows, cols, captionLen int) (family.Cost, error
 			{Name: "attention", FLOPs: f.Attention}, {Name: "final", FLOPs: f.Final}},
 		Convention: "2 per multiply-add of matmuls, plus attention H·L²·(4·d_h+3) over each padded sequence (refiners and main layers); per image"}, nil
 }
+
+var _ family.Initializer = Family{}
+
+// InitModel initialises a Z-Image of config cfg (*arch.ZImageConfig)
+// (Init); it has no class labels, so opts.ClassStd is ignored.
+func (Family) InitModel(cfg any, opts family.InitOptions) (family.Model, error) {
+	c, ok := cfg.(*arch.ZImageConfig)
+	if !ok || c == nil {
+		return nil, fmt.Errorf("zimage: a Z-Image is initialised from an *arch.ZImageConfig, got %T", cfg)
+	}
+	m, err := Init(c, opts.Seed)
+	if err != nil {
+		return nil, err
+	}
+	return trainee{Teacher{Model: m}}, nil
+}
+
+// trainee is a Z-Image as a family.Model.
+type trainee struct{ Teacher }
+
+// ParamGroups returns the model's groups of a parameter (ParamGroups).
+func (trainee) ParamGroups(name string) []string { return ParamGroups(name) }
