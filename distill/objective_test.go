@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dcdit/dcdit/dc"
+	_ "github.com/dcdit/dcdit/dc/hnet" // adopts the teachers' blocks
 	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/dit"
@@ -36,7 +37,7 @@ func graftPair(t *testing.T) (*dit.Model, *upcycle.Grafted) {
 		LearnSigma: true, NumClasses: 3, MLPRatio: 2, FrequencySize: 64})
 	s := upcycle.DefaultScaffold()
 	s.EncoderBlocks, s.DecoderBlocks = 1, 1
-	g, err := upcycle.NewGrafted(teacher, s, 3)
+	g, err := upcycle.NewGrafted(dit.Teacher{Model: teacher}, s, teacher.Config.InputSize, teacher.Config.InputSize, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func (c dcRun) trainer(t *testing.T, dir string) *distill.Trainer {
 	s := upcycle.DefaultScaffold()
 	s.EncoderBlocks, s.DecoderBlocks, s.NormGroups, s.RatioBatchSize = 1, 1, 8, 1
 	s.EncoderInit = "patch"
-	g, err := upcycle.NewGrafted(teacher, s, 3)
+	g, err := upcycle.NewGrafted(dit.Teacher{Model: teacher}, s, teacher.Config.InputSize, teacher.Config.InputSize, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/posembed"
 )
 
@@ -267,3 +268,23 @@ type trainee struct{ Teacher }
 
 // ParamGroups returns the model's groups of a parameter.
 func (t trainee) ParamGroups(name string) []string { return t.Model.ParamGroups(name) }
+
+var _ family.Saver = trainee{}
+
+// ModelFile is a safetensors file.
+func (trainee) ModelFile() string { return "model.safetensors" }
+
+// SaveModel writes the model in DiT's original naming as dt (SaveAs).
+func (t trainee) SaveModel(path string, metadata map[string]string, dt dtype.DType) error {
+	return SaveAs(path, t.Model, nil, metadata, dt)
+}
+
+var _ family.Configurer = Family{}
+
+// ModelConfig sizes a DiT from a recipe's [model] table, with DiT's
+// 256-wide timestep frequencies.
+func (Family) ModelConfig(s family.ModelSettings) (any, error) {
+	return &arch.DiTConfig{Depth: s.Depth, HiddenSize: s.Width, NumHeads: s.Heads, PatchSize: s.Patch,
+		InChannels: s.InChannels, InputSize: s.InputSize, LearnSigma: s.LearnSigma, NumClasses: s.Classes,
+		MLPRatio: s.MLPRatio, FrequencySize: 256}, nil
+}

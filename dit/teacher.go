@@ -1,9 +1,10 @@
 package dit
 
 import (
-	"github.com/nlpodyssey/spago/mat"
-
 	"fmt"
+	"strings"
+
+	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/family"
@@ -150,4 +151,36 @@ func (t Teacher) FinalLayer() (family.FinalLayer, bool) {
 		}
 		return p.Values(), true
 	}}, true
+}
+
+var _ family.Configured = Teacher{}
+
+// Config is the *arch.DiTConfig, by which DC-DiT's main network adopts
+// the teacher's blocks (family.Adopter).
+func (t Teacher) Config() any { return t.Model.Config }
+
+// Summary names the config and the latent grid, as run fingerprints have
+// always recorded a DiT base.
+func (t Teacher) Summary() string {
+	c := t.Model.Config
+	return fmt.Sprintf("DiT depth %d, width %d, %d heads, patch %d, %d×%d×%d latents, %d classes",
+		c.Depth, c.HiddenSize, c.NumHeads, c.PatchSize, c.InChannels, c.InputSize, c.InputSize, c.NumClasses)
+}
+
+var _ family.Finetunable = Teacher{}
+
+// TrainableCopy returns a copy of the model in an arena of its own, whose
+// gradients are on: a fixed-patch finetune trains it while the teacher
+// stays frozen.
+func (t Teacher) TrainableCopy() (family.Model, error) {
+	m := t.Model
+	w := &Weights{Config: m.Config, Params: map[string]*Param{"pos_embed": {Data: m.posEmbed}}}
+	for _, p := range m.Params.List() {
+		w.Params[strings.TrimPrefix(p.Name, m.names)] = &Param{Data: p.Values()}
+	}
+	c, err := New(w)
+	if err != nil {
+		return nil, err
+	}
+	return trainee{Teacher{Model: c}}, nil
 }

@@ -44,6 +44,10 @@ type OpenOptions struct {
 	// against, or nil: a family reads what its teacher shares with it
 	// (Z-Image: the caption length its FLOPs are counted for).
 	Student Spec
+	// CaptionLen is the caption length a caption-conditioned teacher's
+	// FLOPs count, and a backbone grafted from it, when there is no
+	// Student to read it from (0: the family's typical caption).
+	CaptionLen int
 }
 
 // OpenTeacher opens a pretrained checkpoint (a file or a model folder,

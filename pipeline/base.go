@@ -9,35 +9,31 @@ import (
 
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/datasets/shapes"
-	"github.com/dcdit/dcdit/distill"
-	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/eval"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders"
-	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/params"
 	"github.com/dcdit/dcdit/recipes"
-	"github.com/dcdit/dcdit/zimage"
 )
 
 // base is the recipe's pretrained model, frozen: the teacher a DC model
-// is grafted onto, distilled from and measured against. It is a
-// class-conditional DiT (trained with DDPM) or a caption-conditioned
+// is grafted onto, distilled from and measured against, of any family
+// that opens it (family.OpenTeacher). The built-in ones are a
+// class-conditional DiT (trained with DDPM) and a caption-conditioned
 // Z-Image (trained with flow matching): one dcdit trained on the shapes
 // captions, its caption table in its metadata, or any Z-Image, a real one
 // included, for a recipe whose data.prompts its text encoder encodes.
 type base struct {
-	dit     *dit.Model
-	weights *dit.Weights // what dit was built from: a finetune copies it
-
-	zimage   *zimage.Model
-	captions *captionTable // nil: the recipe's captions are encoded prompts
-	size     int           // a Z-Image's latent grid side (base.latent_size)
+	teacher family.Teacher
+	// rows and cols are the latent grid it works on: its own, or for a
+	// teacher that takes any grid, base.latent_size on each side.
+	rows, cols int
+	captions   *captionTable // nil: labels, or captions that are encoded prompts
 }
 
 // loadBase loads the recipe's base, frozen, or returns nil for a recipe
-// trained from scratch. The file's architecture must be the one the
-// recipe's diffusion process trains (DDPM: a DiT; flow matching: a
-// Z-Image).
+// trained from scratch. The teacher's diffusion process must be the one
+// the recipe trains with.
 func loadBase(r *recipes.Recipe) (*base, error) {
 	if r.Base == nil {
 		return nil, nil
@@ -47,113 +43,76 @@ func loadBase(r *recipes.Recipe) (*base, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: base: %w", err)
 	}
-	rep := arch.Detect(ck.ArchInput(r.Base.NumHeads))
 	meta := ck.Metadata
 	ck.Close()
-	if rep.Architecture == arch.ZImage {
-		return loadZImageBase(r, meta)
-	}
-	if r.IsZImageBase() {
-		return nil, fmt.Errorf("pipeline: %s: diffusion.process = %q: found a %s base %s, expected a Z-Image (a DiT is upcycled with %q)",
-			r.File, r.Diffusion.Process, rep.Architecture, path, recipes.ProcessDDPM)
-	}
-	if err := checkBaseSchedule(r); err != nil {
-		return nil, err
-	}
-	if r.Base.LatentSize != 0 {
-		return nil, fmt.Errorf("pipeline: %s: base.latent_size = %d: a DiT base's latent grid is its own (the key sizes a Z-Image graft)", r.File, r.Base.LatentSize)
-	}
-	w, err := dit.Load(path, dit.LoadOptions{NumHeads: r.Base.NumHeads})
+	t, _, err := family.OpenTeacher(path, family.OpenOptions{NumHeads: r.Base.NumHeads, CaptionLen: captionLen(r)})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("pipeline: base: %w", err)
 	}
-	// The head count may come from base.num_heads or the file's metadata:
-	// bound it before it reaches attention.
-	if err := w.Config.Validate(); err != nil {
-		return nil, fmt.Errorf("pipeline: base %s: %w", path, err)
+	if p := t.Process(); p != r.Diffusion.Process {
+		return nil, fmt.Errorf("pipeline: %s: diffusion.process = %q: the base %s (%s) was trained with %q",
+			r.File, r.Diffusion.Process, path, summary(t), p)
 	}
-	t, err := dit.New(w)
-	if err != nil {
-		return nil, err
+	b := &base{teacher: t}
+	switch b.rows, b.cols = t.Grid(); {
+	case b.rows == 0 && r.Base.LatentSize < 1:
+		return nil, fmt.Errorf("pipeline: %s: base.latent_size is missing: the base takes any latent grid, so the recipe says the side to graft for", r.File)
+	case b.rows == 0:
+		b.rows, b.cols = r.Base.LatentSize, r.Base.LatentSize
+	case r.Base.LatentSize != 0:
+		return nil, fmt.Errorf("pipeline: %s: base.latent_size = %d: the base's latent grid is its own, %d×%d (the key sizes the graft of a base that takes any grid)", r.File, r.Base.LatentSize, b.rows, b.cols)
 	}
-	t.Params.SetRequiresGrad(false)
-	return &base{dit: t, weights: w}, nil
-}
-
-// loadZImageBase loads a Z-Image base with the caption table its metadata
-// records, which the shapes captions need; for data.prompts the table is
-// not read, and a base without one (a real Z-Image) will do.
-func loadZImageBase(r *recipes.Recipe, meta map[string]string) (*base, error) {
-	path := r.BasePath()
-	switch {
-	case !r.IsZImageBase():
-		return nil, fmt.Errorf("pipeline: %s: found a Z-Image base %s with diffusion.process = %q, expected %q (Z-Image is trained with flow matching)",
-			r.File, path, r.Diffusion.Process, recipes.ProcessFlowMatching)
-	case r.Base.LatentSize < 1:
-		return nil, fmt.Errorf("pipeline: %s: base.latent_size is missing: a Z-Image has no fixed resolution, so the recipe says the latent grid side to graft for", r.File)
-	case !r.HasScaffold():
-		return nil, fmt.Errorf("pipeline: %s: a Z-Image base without [scaffold]: finetuning a Z-Image as it is is not supported", r.File)
+	if _, ok := t.(family.Finetunable); !ok && !r.HasScaffold() {
+		return nil, fmt.Errorf("pipeline: %s: a base without [scaffold] is finetuned as it is, which its family does not support (%s)", r.File, summary(t))
 	}
-	w, err := zimage.Load(path, zimage.LoadOptions{})
-	if err != nil {
-		return nil, err
+	if t.Process() == recipes.ProcessDDPM {
+		if err := checkBaseSchedule(r); err != nil {
+			return nil, err
+		}
 	}
-	t, err := zimage.New(w)
-	if err != nil {
-		return nil, err
-	}
-	t.Params.SetRequiresGrad(false)
-	b := &base{zimage: t, size: r.Base.LatentSize}
-	if onPrompts(r) {
+	width := t.Conditioning().CaptionWidth
+	if width == 0 || onPrompts(r) {
+		// The shapes captions need the base's table; encoded prompts
+		// do not read it, and a base without one (a real Z-Image) will do.
 		return b, nil
 	}
-	info, table, found, err := shapes.CaptionTableFrom(meta, w.Config.CapFeatDim)
+	info, table, found, err := shapes.CaptionTableFrom(meta, width)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("pipeline: base %s: %w", path, err)
 	case !found:
-		return nil, fmt.Errorf("pipeline: base %s records no caption table (metadata %q): without data.prompts dcdit upcycles only the Z-Images it trained on the shapes captions; set data.prompts to train on the base's samples for prompts its repository's text encoder encodes", path, shapes.CaptionTableKey)
+		return nil, fmt.Errorf("pipeline: base %s records no caption table (metadata %q): without data.prompts dcdit upcycles only the caption-conditioned models it trained on the shapes captions; set data.prompts to train on the base's samples for prompts its repository's text encoder encodes", path, shapes.CaptionTableKey)
 	}
 	b.captions = &captionTable{info: info, table: table}
 	return b, nil
 }
 
+// summary names a teacher's configuration for people: its
+// family.Summarized line, else Describe.
+func summary(t family.Teacher) string {
+	if s, ok := t.(family.Summarized); ok {
+		return s.Summary()
+	}
+	return t.Describe()
+}
+
 // params is the base's arena.
-func (b *base) params() *params.Set {
-	if b.zimage != nil {
-		return b.zimage.Params
-	}
-	return b.dit.Params
-}
+func (b *base) params() *params.Set { return b.teacher.Parameters() }
 
-// inputSize is the side of the latent grid the base works on.
-func (b *base) inputSize() int {
-	if b.zimage != nil {
-		return b.size
-	}
-	return b.dit.Config.InputSize
-}
-
-// teacher is the base as distillation's teacher.
-func (b *base) teacher() distill.Teacher {
-	if b.zimage != nil {
-		return zimage.Teacher{Model: b.zimage}
-	}
-	return dit.Teacher{Model: b.dit}
-}
-
-// evalTeacher is the base as the evaluation's teacher of the data set,
-// sampled with the recipe's flow-matching shift for a Z-Image, which
-// reads the data's encoded prompts when it has them, else the shapes
-// captions through the base's table.
+// evalTeacher is the base as the evaluation's teacher of the data set:
+// sampled with the recipe's flow-matching shift under flow matching, and
+// for a caption-conditioned base reading the data's encoded prompts when
+// it has them, else the shapes captions through the base's table.
 func (b *base) evalTeacher(r *recipes.Recipe, set *datasets.Set) eval.Teacher {
-	if b.zimage != nil && set.CaptionFeats != nil {
-		return eval.TeacherOf(zimage.Teacher{Model: b.zimage, CaptionLen: captionLen(r)}, nil, r.Diffusion.Shift)
+	var table []float32
+	if b.captions != nil && set.CaptionFeats == nil {
+		table = b.captions.table
 	}
-	if b.zimage != nil {
-		return eval.TeacherOf(zimage.Teacher{Model: b.zimage, CaptionLen: captionLen(r)}, b.captions.table, r.Diffusion.Shift)
+	shift := 0.0
+	if b.teacher.Process() == family.ProcessFlowMatching {
+		shift = r.Diffusion.Shift
 	}
-	return eval.TeacherOf(dit.Teacher{Model: b.dit}, nil, 0)
+	return eval.TeacherOf(b.teacher, table, shift)
 }
 
 // identity names the base by its configuration and a SHA-256 of the
@@ -175,10 +134,9 @@ func (b *base) identity() string {
 		}
 	}
 	sum := hex.EncodeToString(h.Sum(nil))[:16]
-	if b.zimage != nil {
-		return fmt.Sprintf("%s on %d×%d latents, weights sha256 %s", describeZImage(b.zimage.Config), b.size, b.size, sum)
+	if rows, _ := b.teacher.Grid(); rows == 0 {
+		// The grid is the recipe's, not the model's: name it.
+		return fmt.Sprintf("%s on %d×%d latents, weights sha256 %s", summary(b.teacher), b.rows, b.cols, sum)
 	}
-	c := b.dit.Config
-	return fmt.Sprintf("DiT depth %d, width %d, %d heads, patch %d, %d×%d×%d latents, %d classes, weights sha256 %s",
-		c.Depth, c.HiddenSize, c.NumHeads, c.PatchSize, c.InChannels, c.InputSize, c.InputSize, c.NumClasses, sum)
+	return fmt.Sprintf("%s, weights sha256 %s", summary(b.teacher), sum)
 }

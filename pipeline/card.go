@@ -38,7 +38,7 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 	switch {
 	case m.dc != nil && m.captionDim > 0:
 		kind = "dc-z-image"
-	case m.zimage != nil:
+	case m.fixed != nil && m.captionDim > 0:
 		kind = "z-image"
 	case m.dc == nil:
 		kind = "dit"
@@ -60,7 +60,7 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 		fmt.Fprintf(&b, "A DC-DiT upcycled by dcdit from `%s`: a learned encoder, router and decoder replace the teacher's fixed patchify, so one checkpoint runs at any compute budget chosen at sampling time (the tail-drop fraction ρ).\n\n", base.Path)
 	case m.dc != nil:
 		b.WriteString("A DC-DiT trained from scratch by dcdit: its router chooses the tokens, so one checkpoint runs at any compute budget chosen at sampling time (the tail-drop fraction ρ).\n\n")
-	case m.zimage != nil:
+	case m.fixed != nil && m.captionDim > 0:
 		b.WriteString("A Z-Image (Z-Image's single-stream architecture, caption-conditioned) trained from scratch by dcdit with flow matching, its captions read through a fixed embedding table that stands in for the text encoder.\n\n")
 	default:
 		b.WriteString("A DiT trained from scratch by dcdit.\n\n")
@@ -73,9 +73,8 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 			len(m.captions.info.Vocabulary), m.captions.info.Dim, m.captions.info.Seed, shapes.CaptionTableKey)
 	}
 	switch {
-	case m.zimage != nil:
-		c := m.zimage.Config
-		fmt.Fprintf(&b, "; a folder: ComfyUI-named weights and diffusers' config.json)\n- %s, %d latent channels\n", describeZImage(c), c.InChannels)
+	case m.fixed != nil && m.captionDim > 0:
+		fmt.Fprintf(&b, "; a folder: ComfyUI-named weights and diffusers' config.json)\n- %s, %d latent channels\n", summary(m.fixed), m.fixed.InChannels())
 		captions()
 	case m.dc != nil:
 		c := m.dc.Config
@@ -130,7 +129,7 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 func writeCardSampling(b *strings.Builder, r *recipes.Recipe, m *model) {
 	b.WriteString("\n## Sampling\n\n```sh\n")
 	switch {
-	case m.zimage != nil:
+	case m.fixed != nil && m.captionDim > 0:
 		L := r.Model.InputSize
 		fmt.Fprintf(b, "dcdit sample model --prompt \"a red disc\" --prompt \"a large blue square on left\" --size %dx%d --steps 25 --shift %g --cfg 4 --png samples.png\n", L, L, r.Diffusion.Shift)
 		b.WriteString("```\n\n`--prompt` takes words of the vocabulary above, which the recorded table turns into caption features; guidance contrasts each with the empty prompt, as training dropped captions.\n")

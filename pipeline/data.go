@@ -10,7 +10,6 @@ import (
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
-	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/recipes"
 	"github.com/dcdit/dcdit/sample"
@@ -29,7 +28,7 @@ func trainingData(r *recipes.Recipe, teacher *base, out string, seed uint64, log
 		size := 0
 		switch {
 		case teacher != nil:
-			size = teacher.inputSize()
+			size = teacher.rows
 		case r.Model != nil:
 			size = r.Model.InputSize
 		}
@@ -53,10 +52,10 @@ func trainingData(r *recipes.Recipe, teacher *base, out string, seed uint64, log
 		if d.Path != "" {
 			path = r.DataPath()
 		}
-		if teacher.zimage != nil {
-			return zimageTeacherData(path, teacher, teacher.identity(), r, seed, logf)
+		if teacher.teacher.Process() == family.ProcessFlowMatching {
+			return captionTeacherData(path, teacher, teacher.identity(), r, seed, logf)
 		}
-		return teacherData(path, dit.Teacher{Model: teacher.dit}, teacher.identity(), d, r.Diffusion.Steps, seed, logf)
+		return teacherData(path, teacher.teacher, teacher.identity(), d, r.Diffusion.Steps, seed, logf)
 	}
 	return nil, fmt.Errorf("pipeline: unknown data source %q", d.Source)
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/dcdit/dcdit/dc/checkpoint"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/recipes"
@@ -16,13 +17,14 @@ import (
 
 // GraftOnly writes the DC checkpoint that the recipe r grafts, before any
 // stage trains it, into the folder out (r's save.dir when empty) and
-// returns its path. A DiT base is grafted as Run grafts it and saved as
-// out/model.safetensors (the model fits in memory at any DiT size). A
-// Z-Image base (base.latent_size sizing the grid) is streamed into the
-// sharded folder out/model by upcycle.StreamGraftZImage: the model is
-// never in memory, so a full-size Z-Image grafts on a small machine.
-// progress, when set, is called as a streamed graft's bytes are written.
-// An existing model at the destination is refused.
+// returns its path. A base whose family streams its grafts
+// (family.Streamable: a Z-Image, base.latent_size sizing the grid of one
+// that takes any grid) is streamed into the sharded folder out/model by
+// upcycle.StreamGraft: the model is never in memory, so a full-size
+// Z-Image grafts on a small machine. Any other base is grafted as Run
+// grafts it and saved as out/model.safetensors (a DiT fits in memory at
+// any size). progress, when set, is called as a streamed graft's bytes
+// are written. An existing model at the destination is refused.
 func GraftOnly(r *recipes.Recipe, out string, progress func(done, total int64)) (string, error) {
 	if r.Base == nil || r.Scaffold == nil {
 		return "", fmt.Errorf("pipeline: %s: grafting needs [base] and [scaffold]", r.File)
@@ -44,14 +46,20 @@ func GraftOnly(r *recipes.Recipe, out string, progress func(done, total int64)) 
 		return "", err
 	}
 	info := checkpoint.Info{Recipe: r.Text, Base: base}
-	if rep.Architecture == arch.ZImage {
-		if r.Base.LatentSize < 1 {
-			return "", fmt.Errorf("pipeline: %s: base.latent_size is missing: a Z-Image has no fixed resolution, so the recipe says the latent grid side to graft for (128 for 1024² images)", r.File)
+	if b, f, ok := family.BaseOf(rep); ok {
+		if _, streams := f.(family.Streamable); streams {
+			rows := b.Grid
+			if b.AnyGrid {
+				if r.Base.LatentSize < 1 {
+					return "", fmt.Errorf("pipeline: %s: base.latent_size is missing: the base takes any latent grid, so the recipe says the side to graft for (128 for 1024² images through an 8× VAE)", r.File)
+				}
+				rows = r.Base.LatentSize
+			}
+			path := filepath.Join(out, "model")
+			_, err := upcycle.StreamGraft(r.BasePath(), r.Scaffold.Upcycle(), path, upcycle.StreamOptions{
+				Rows: rows, Cols: rows, Seed: uint64(r.Seed), Info: info, Progress: progress})
+			return path, err
 		}
-		path := filepath.Join(out, "model")
-		_, err := upcycle.StreamGraftZImage(r.BasePath(), r.Scaffold.Upcycle(), path, upcycle.StreamOptions{
-			Rows: r.Base.LatentSize, Cols: r.Base.LatentSize, Seed: uint64(r.Seed), Info: info, Progress: progress})
-		return path, err
 	}
 	path := filepath.Join(out, "model.safetensors")
 	if _, err := os.Lstat(path); err == nil {

@@ -254,7 +254,7 @@ func footprint(t *testing.T, r *recipes.Recipe) (string, error) {
 		w("objective %d: %s", i, objectiveFields(obj))
 	}
 	if m.dc != nil && teacher != nil {
-		held, err := evalData(r, set, teacher.inputSize(), seed)
+		held, err := evalData(r, set, teacher.rows, seed)
 		if err != nil {
 			return "", err
 		}

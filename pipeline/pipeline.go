@@ -29,21 +29,20 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/datasets"
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/distill"
-	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/eval"
 	"github.com/dcdit/dcdit/eval/featnet"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/gpu/accel"
-	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/atomicfile"
 	"github.com/dcdit/dcdit/params"
 	"github.com/dcdit/dcdit/recipes"
 	"github.com/dcdit/dcdit/upcycle"
-	"github.com/dcdit/dcdit/zimage"
 )
 
 // Options adjust a run.
@@ -73,12 +72,11 @@ type Summary struct {
 	Card string `json:"card"`
 }
 
-// model is what the stages train: a fixed-patch DiT or a DC model, with
-// its parameters in one arena.
+// model is what the stages train: a fixed-patch model of any family (a
+// DiT, a Z-Image) or a DC model, with its parameters in one arena.
 type model struct {
-	dit    *dit.Model
-	dc     *dc.Model
-	zimage *zimage.Model
+	fixed family.Model // nil for a DC model
+	dc    *dc.Model
 	// captionDim is a caption-conditioned model's caption feature width
 	// (0: a class-conditional one).
 	captionDim int
@@ -150,8 +148,8 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 		return nil, err
 	}
 	logf("model: %s, %d parameters", m.describe(), m.params.Len())
-	if teacher != nil && teacher.zimage != nil && acc != nil {
-		return nil, fmt.Errorf("pipeline: %s: device = %q: a Z-Image does not run on the device yet", r.File, r.Device)
+	if teacher != nil && teacher.teacher.Conditioning().CaptionWidth > 0 && acc != nil {
+		return nil, fmt.Errorf("pipeline: %s: device = %q: a caption-conditioned base (%s) does not run on the device yet", r.File, r.Device, summary(teacher.teacher))
 	}
 	if teacher != nil {
 		// The frozen teacher stays on the device for the whole run: it
@@ -194,7 +192,7 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 	var renderer eval.LatentRenderer
 	evaluate := m.dc != nil && teacher != nil
 	if evaluate {
-		if held, err = evalData(r, set, teacher.inputSize(), seed); err != nil {
+		if held, err = evalData(r, set, teacher.rows, seed); err != nil {
 			return nil, err
 		}
 		if path := r.FeatureNetPath(); path != "" {
@@ -334,76 +332,130 @@ func unsupported(r *recipes.Recipe) error {
 	return nil
 }
 
-// ditConfig is the backbone config of a recipe trained from scratch.
-func ditConfig(m *recipes.Model) *arch.DiTConfig {
-	return &arch.DiTConfig{Depth: m.Depth, HiddenSize: m.HiddenSize, NumHeads: m.NumHeads, PatchSize: m.PatchSize,
-		InChannels: m.InChannels, InputSize: m.InputSize, LearnSigma: m.LearnSigma, NumClasses: m.NumClasses,
-		MLPRatio: m.MLPRatio, FrequencySize: 256}
-}
-
 // buildModel grafts the scaffold onto the teacher, copies the teacher for
-// a fixed-patch finetune, or initialises a model from scratch.
-func buildModel(r *recipes.Recipe, teacher *base, seed uint64) (*model, error) {
-	var base *dit.Model
+// a fixed-patch finetune, or initialises a model from scratch (and grafts
+// the scaffold onto that).
+func buildModel(r *recipes.Recipe, b *base, seed uint64) (*model, error) {
+	var t family.Teacher // what the scaffold is grafted onto
+	var rows, cols int
+	var captions *captionTable
 	switch {
-	case teacher != nil && teacher.zimage != nil:
-		return graftZImage(r, teacher, seed)
-	case teacher != nil && r.HasScaffold():
-		base = teacher.dit
-	case teacher != nil:
-		// A fixed-patch finetune trains a copy (New copies the weights);
-		// the teacher stays frozen.
-		m, err := dit.New(teacher.weights)
+	case b != nil && r.HasScaffold():
+		t, rows, cols, captions = b.teacher, b.rows, b.cols, b.captions
+	case b != nil:
+		// A fixed-patch finetune trains a copy; the teacher stays frozen
+		// (loadBase checked that its family makes one).
+		m, err := b.teacher.(family.Finetunable).TrainableCopy()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("pipeline: base: %w", err)
 		}
-		return &model{dit: m, params: m.Params, numClasses: m.Config.NumClasses}, nil
-	case r.IsZImage():
-		m, err := zimage.Init(r.Model.ZImageConfig(), seed)
-		if err != nil {
-			return nil, err
-		}
-		ct := newCaptionTable(r.Model.CaptionDim, uint64(r.Data.CaptionTableSeed))
-		return &model{zimage: m, captionDim: r.Model.CaptionDim, captions: ct, params: m.Params, numClasses: r.Model.NumClasses}, nil
+		return fixedModel(m, b.captions, m.Conditioning().Classes)
 	default:
-		m, err := dit.InitWith(ditConfig(r.Model), seed, dit.InitOptions{ClassStd: r.Model.ClassEmbeddingStd})
+		m, err := initModel(r, seed)
 		if err != nil {
 			return nil, err
 		}
 		if !r.HasScaffold() {
-			return &model{dit: m, params: m.Params, numClasses: m.Config.NumClasses}, nil
+			var ct *captionTable
+			if w := m.Conditioning().CaptionWidth; w > 0 {
+				ct = newCaptionTable(w, uint64(r.Data.CaptionTableSeed))
+			}
+			return fixedModel(m, ct, r.Model.NumClasses)
 		}
-		base = m
+		t = m
+		rows, cols = m.Grid()
 	}
-	g, err := upcycle.NewGrafted(base, r.Scaffold.Upcycle(), seed)
+	g, err := upcycle.Graft(t, r.Scaffold.Upcycle(), rows, cols, seed)
 	if err != nil {
 		return nil, err
 	}
-	if g.Model.Config.LatentSkip {
-		// DDPM's ε: a cell's noise moves by its input's move over √(1 − ᾱ_t).
-		sched := ddpm.Linear(r.Diffusion.Steps)
-		times := make([]float32, sched.Steps())
-		for i := range times {
-			times[i] = float32(i)
-		}
-		scale := func(t float32) float64 { return 1 / sched.SqrtOneMinusAlphasCumprod[int(t)] }
-		if err := upcycle.LatentSkipPrior(g.Model, upcycle.LabelInputs(times, base.Config.NumClasses), scale); err != nil {
+	if g.Config.LatentSkip {
+		if err := latentSkipPrior(r, g, t.Conditioning()); err != nil {
 			return nil, err
 		}
 	}
-	return &model{dc: g.Model, params: g.Params, numClasses: base.Config.NumClasses}, nil
+	ps, err := upcycle.JoinParams(g)
+	if err != nil {
+		return nil, err
+	}
+	c := t.Conditioning()
+	return &model{dc: g, params: ps, numClasses: c.Classes, captionDim: c.CaptionWidth, captions: captions}, nil
+}
+
+// initModel initialises the fixed-patch model of the recipe's [model]
+// table, through the family model.kind names.
+func initModel(r *recipes.Recipe, seed uint64) (family.Model, error) {
+	f, err := family.Lookup(r.Model.Kind)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %s: model.kind: %w", r.File, err)
+	}
+	c, okC := f.(family.Configurer)
+	in, okI := f.(family.Initializer)
+	if !okC || !okI {
+		return nil, fmt.Errorf("pipeline: %s: model.kind = %q: the family does not build models from a recipe's [model] (family.Configurer, family.Initializer)", r.File, r.Model.Kind)
+	}
+	cfg, err := c.ModelConfig(r.Model.Settings())
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %s: [model]: %w", r.File, err)
+	}
+	return in.InitModel(cfg, family.InitOptions{Seed: seed, ClassStd: r.Model.ClassEmbeddingStd})
+}
+
+// fixedModel is a fixed-patch model to train, which must save itself
+// (family.Saver): refused before any training rather than after.
+func fixedModel(m family.Model, captions *captionTable, numClasses int) (*model, error) {
+	if _, ok := m.(family.Saver); !ok {
+		return nil, fmt.Errorf("pipeline: %s: its family does not save fixed-patch models (family.Saver)", summary(m))
+	}
+	p := m.Parameters()
+	return &model{fixed: m, params: p, captionDim: m.Conditioning().CaptionWidth, captions: captions, numClasses: numClasses}, nil
+}
+
+// latentSkipPrior fits the latent skip's scale (upcycle.LatentSkipPrior)
+// to the recipe's process over every conditioning c offers: each label
+// and the null label, or the empty caption, which stands for every
+// caption where the conditioning vector is the timestep's alone.
+func latentSkipPrior(r *recipes.Recipe, g *dc.Model, c family.Conditioning) error {
+	var times []float32
+	var scale func(t float32) float64
+	switch r.Diffusion.Process {
+	case recipes.ProcessFlowMatching:
+		// Flow matching's data-ward velocity x0 − ε: a cell's moves by
+		// −1/σ of its input's move.
+		proc, err := flowMatching(r)
+		if err != nil {
+			return err
+		}
+		for _, s := range proc.Table.Sigmas {
+			times = append(times, 1-s)
+		}
+		scale = func(t float32) float64 { return -1 / float64(1-t) }
+	default:
+		// DDPM's ε: a cell's noise moves by its input's move over √(1 − ᾱ_t).
+		sched := ddpm.Linear(r.Diffusion.Steps)
+		times = make([]float32, sched.Steps())
+		for i := range times {
+			times[i] = float32(i)
+		}
+		scale = func(t float32) float64 { return 1 / sched.SqrtOneMinusAlphasCumprod[int(t)] }
+	}
+	inputs := upcycle.LabelInputs(times, c.Classes)
+	if c.CaptionWidth > 0 {
+		in := cond.Input{T: times}
+		for range times {
+			in.Captions = append(in.Captions, cond.Caption{Features: make([]float32, c.CaptionWidth), Len: 1})
+		}
+		inputs = []cond.Input{in}
+	}
+	return upcycle.LatentSkipPrior(g, inputs, scale)
 }
 
 func (m *model) describe() string {
-	if m.zimage != nil {
-		return describeZImage(m.zimage.Config)
+	if m.fixed != nil {
+		return summary(m.fixed)
 	}
-	if m.dc != nil {
-		c := m.dc.Config
-		return fmt.Sprintf("DC model (grid %d×%d, D %d, E %d, N %g)", c.GridRows, c.GridCols, c.ModelDim, c.EncDecDim, c.TargetN)
-	}
-	c := m.dit.Config
-	return fmt.Sprintf("DiT (depth %d, D %d, %d heads, patch %d, %d×%d×%d latents)", c.Depth, c.HiddenSize, c.NumHeads, c.PatchSize, c.InChannels, c.InputSize, c.InputSize)
+	c := m.dc.Config
+	return fmt.Sprintf("DC model (grid %d×%d, D %d, E %d, N %g)", c.GridRows, c.GridCols, c.ModelDim, c.EncDecDim, c.TargetN)
 }
 
 // checkData compares the data's latent shape and classes with the model's.
@@ -415,13 +467,12 @@ func (m *model) checkData(d *distill.Dataset, classes int) error {
 		return fmt.Errorf("pipeline: a Z-Image is conditioned on captions, and the data has none")
 	}
 	var c, h, w int
-	switch {
-	case m.dc != nil:
+	if m.dc != nil {
 		c, h, w = m.dc.Config.InChannels, m.dc.Config.GridRows, m.dc.Config.GridCols
-	case m.zimage != nil:
-		return nil // any grid its patch size divides, which Prepare checks
-	default:
-		c, h, w = m.dit.Config.InChannels, m.dit.Config.InputSize, m.dit.Config.InputSize
+	} else if h, w = m.fixed.Grid(); h == 0 {
+		return nil // any grid its patch size divides, which the model checks
+	} else {
+		c = m.fixed.InChannels()
 	}
 	if d.C != c || d.H != h || d.W != w {
 		return fmt.Errorf("pipeline: the data's latents are [%d %d %d], the model takes [%d %d %d]", d.C, d.H, d.W, c, h, w)
@@ -431,22 +482,22 @@ func (m *model) checkData(d *distill.Dataset, classes int) error {
 
 // objective builds a stage's loss.
 func (m *model) objective(r *recipes.Recipe, st *recipes.Stage, teacher *base, sched *ddpm.Schedule) (distill.Objective, error) {
-	if m.zimage != nil {
+	if m.fixed != nil && m.fixed.Process() == family.ProcessFlowMatching {
 		if st.Kind != recipes.KindTrain {
-			return nil, fmt.Errorf("pipeline: stage %s: a Z-Image trains from scratch (kind %q), found %q", st.Name, recipes.KindTrain, st.Kind)
+			return nil, fmt.Errorf("pipeline: stage %s: a fixed-patch model trained with flow matching trains from scratch (kind %q), found %q", st.Name, recipes.KindTrain, st.Kind)
 		}
 		proc, err := flowMatching(r)
 		if err != nil {
 			return nil, err
 		}
 		table, _ := m.trainingTable()
-		return &distill.Diffusion{Model: zimage.Teacher{Model: m.zimage}, Process: proc, Table: table}, nil
+		return &distill.Diffusion{Model: m.fixed, Process: proc, Table: table}, nil
 	}
-	if m.dc == nil {
+	if m.fixed != nil {
 		if st.Kind == recipes.KindDistill {
 			return nil, fmt.Errorf("pipeline: stage %s: distillation needs a scaffold (a DC model) to train", st.Name)
 		}
-		return &distill.Diffusion{Model: dit.Teacher{Model: m.dit}, Process: &diffusion.DDPM{Schedule: sched, P2: diffusion.P2{K: st.P2K, Gamma: st.P2Gamma}}}, nil
+		return &distill.Diffusion{Model: m.fixed, Process: &diffusion.DDPM{Schedule: sched, P2: diffusion.P2{K: st.P2K, Gamma: st.P2Gamma}}}, nil
 	}
 	o := &distill.DCObjective{Model: m.dc, Schedule: sched, NullClass: m.numClasses, Loss: distill.DCLoss(st.Loss),
 		Budget: distill.Budget{Rhos: st.Rho, Warmup: st.MultiBudgetStart, Dense: st.DenseFraction, DenseBelow: st.DenseBelow}, RatioWeight: st.RatioLossWeight,
@@ -455,7 +506,7 @@ func (m *model) objective(r *recipes.Recipe, st *recipes.Stage, teacher *base, s
 		return nil, fmt.Errorf("pipeline: stage %s: distillation needs a [base] teacher", st.Name)
 	}
 	if teacher != nil {
-		o.Teacher = teacher.teacher()
+		o.Teacher = teacher.teacher
 	}
 	if m.captionDim > 0 {
 		proc, err := flowMatching(r)
@@ -496,13 +547,10 @@ func stageConfig(r *recipes.Recipe, st *recipes.Stage, m *model, seed uint64) di
 // its parameters, which a stage's trainable and frozen lists and its
 // learning-rate groups select by.
 func (m *model) paramGroups(name string) []string {
-	switch {
-	case m.dc != nil:
+	if m.dc != nil {
 		return m.dc.ParamGroups(name)
-	case m.zimage != nil:
-		return zimage.NewBackbone(m.zimage).ParamGroups(name)
 	}
-	return m.dit.ParamGroups(name)
+	return m.fixed.ParamGroups(name)
 }
 
 // stageIdentity is what stage i's fingerprint takes from the recipe

@@ -70,14 +70,14 @@ func (m *model) trainingTable() ([]float32, []int) {
 	return m.captions.table, nil
 }
 
-// zimagePromptData samples d.Samples latents from a Z-Image base (named
-// id) for the prompts of data.prompts (sample i for prompt i mod their
+// promptTeacherData samples d.Samples latents from a caption-conditioned
+// base (a Z-Image, named id) for the prompts of data.prompts (sample i for prompt i mod their
 // count), each encoded by the text encoder of the base's repository, as
-// zimageTeacherData samples for the shapes captions; the set records the
+// captionTeacherData samples for the shapes captions; the set records the
 // prompts' features and the empty prompt's. It reuses path when it holds
 // samples drawn with the same settings, prompts file (by SHA-256) and text
 // encoder.
-func zimagePromptData(path string, b *base, id string, r *recipes.Recipe, seed uint64, logf func(string, ...any)) (*datasets.Set, error) {
+func promptTeacherData(path string, b *base, id string, r *recipes.Recipe, seed uint64, logf func(string, ...any)) (*datasets.Set, error) {
 	d := r.Data
 	te, tok, ok := textenc.Locate(r.BasePath())
 	if !ok {
@@ -101,19 +101,19 @@ func zimagePromptData(path string, b *base, id string, r *recipes.Recipe, seed u
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: data.prompts: %w", err)
 	}
-	m, dim := b.zimage, b.zimage.Config.CapFeatDim
+	dim := b.teacher.Conditioning().CaptionWidth
 	feats, empty, err := encodePrompts(te, tok, prompts, dim, logf)
 	if err != nil {
 		return nil, err
 	}
-	set := &datasets.Set{N: d.Samples, C: m.Config.InChannels, H: b.size, W: b.size, NumClasses: 1, Labels: make([]int, d.Samples),
+	set := &datasets.Set{N: d.Samples, C: b.teacher.InChannels(), H: b.rows, W: b.cols, NumClasses: 1, Labels: make([]int, d.Samples),
 		CaptionDim: dim, EmptyCaptionFeats: empty, Metadata: map[string]string{"dcdit.generated_by": key}}
 	for i := range d.Samples {
 		set.CaptionFeats = append(set.CaptionFeats, feats[i%len(feats)])
 	}
 	caption := func(f []float32) cond.Caption { return cond.Caption{Features: f, Len: len(f) / dim} }
 	logf("data: sampling %d latents from the Z-Image teacher for %d prompts (%d Euler steps, cfg %g)", d.Samples, len(prompts), d.SamplingSteps, d.CFG)
-	set.Latents, err = sampleZImageTeacher(b, r, seed, logf, func(lo, n int) ([]cond.Caption, []cond.Caption, error) {
+	set.Latents, err = sampleCaptionTeacher(b, r, seed, logf, func(lo, n int) ([]cond.Caption, []cond.Caption, error) {
 		pos := make([]cond.Caption, n)
 		for i := range pos {
 			pos[i] = caption(set.CaptionFeats[lo+i])

@@ -7,7 +7,7 @@ import (
 
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc/checkpoint"
-	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/recipes"
 )
@@ -21,11 +21,18 @@ func (m *model) save(path string, r *recipes.Recipe) error {
 	if err != nil {
 		return err
 	}
-	if m.zimage != nil {
-		return m.saveZImage(path, r)
-	}
-	if m.dit != nil {
-		return dit.SaveAs(path, m.dit, nil, map[string]string{"dcdit.recipe": text}, dt)
+	if m.fixed != nil {
+		// In its family's own format, with the recipe and any caption
+		// table in the metadata: a base of later recipes.
+		meta := map[string]string{"dcdit.recipe": text}
+		if m.captions != nil {
+			ct, err := json.Marshal(m.captions.info)
+			if err != nil {
+				return err
+			}
+			meta[shapes.CaptionTableKey] = string(ct)
+		}
+		return m.fixed.(family.Saver).SaveModel(path, meta, dt)
 	}
 	info := checkpoint.Info{Recipe: text, TrainedRhos: trainedRhos(r), DType: dt}
 	if m.captions != nil {
@@ -62,11 +69,12 @@ func sampling(r *recipes.Recipe) *checkpoint.Sampling {
 	return s
 }
 
-// fileName is the final model's name in the output folder: a file, or a
-// Z-Image's folder (weights and config.json).
+// fileName is the final model's name in the output folder: a DC
+// checkpoint's file, or what a fixed-patch model's family names it (a
+// Z-Image's is a folder: weights and config.json).
 func (m *model) fileName() string {
-	if m.zimage != nil {
-		return "model"
+	if m.fixed != nil {
+		return m.fixed.(family.Saver).ModelFile()
 	}
 	return "model.safetensors"
 }

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,14 +11,12 @@ import (
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/diffusion/flowmatch"
 	"github.com/dcdit/dcdit/distill"
-	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/recipes"
 	"github.com/dcdit/dcdit/sample"
-	"github.com/dcdit/dcdit/upcycle"
-	"github.com/dcdit/dcdit/zimage"
 )
 
-// captionTable is a Z-Image's caption embedding table with what rebuilds it.
+// captionTable is a caption-conditioned model's caption embedding table
+// (the shapes captions' stand-in for a text encoder) with what rebuilds it.
 type captionTable struct {
 	info  shapes.CaptionTable
 	table []float32
@@ -29,8 +26,8 @@ func newCaptionTable(dim int, seed uint64) *captionTable {
 	return &captionTable{info: shapes.NewCaptionTable(dim, seed), table: shapes.EmbeddingTable(dim, seed)}
 }
 
-// attachCaptions gives the training data of a Z-Image or a DC model
-// around one its captions, which must be in the vocabulary of the model's
+// attachCaptions gives the training data of a caption-conditioned model
+// (a Z-Image, or a DC model around one) its captions, which must be in the vocabulary of the model's
 // caption table, or its encoded captions (attachPromptFeatures); other
 // models train on labels and leave them out.
 func (m *model) attachCaptions(d *distill.Dataset, set *datasets.Set) error {
@@ -57,58 +54,9 @@ func flowMatching(r *recipes.Recipe) (*diffusion.FlowMatch, error) {
 	return &diffusion.FlowMatch{Table: table}, nil
 }
 
-// saveZImage writes a trained Z-Image folder with its recipe and caption
-// table in the metadata.
-func (m *model) saveZImage(dir string, r *recipes.Recipe) error {
-	info, err := json.Marshal(m.captions.info)
-	if err != nil {
-		return err
-	}
-	return zimage.Save(dir, m.zimage, nil, map[string]string{"dcdit.recipe": r.Text, shapes.CaptionTableKey: string(info)})
-}
-
-// describeZImage is describe for a Z-Image.
-func describeZImage(c *arch.ZImageConfig) string {
-	return fmt.Sprintf("Z-Image (%d layers, %d refiner layers each, D %d, %d heads, patch %d, captions of %d-wide features, sequences padded to multiples of %d)",
-		c.NLayers, c.NRefinerLayers, c.Dim, c.NHeads, c.PatchSize, c.CapFeatDim, c.SeqMultiple())
-}
-
-// graftZImage grafts the recipe's scaffold onto a second copy of the
-// Z-Image base (the base itself stays the frozen teacher) on its
-// base.latent_size grid, and joins the parameters. Its FLOPs count
-// captions of captionLen tokens.
-func graftZImage(r *recipes.Recipe, b *base, seed uint64) (*model, error) {
-	g, err := upcycle.GraftTeacher(zimage.Teacher{Model: b.zimage, CaptionLen: captionLen(r)}, r.Scaffold.Upcycle(), b.size, b.size, seed)
-	if err != nil {
-		return nil, err
-	}
-	if g.Config.LatentSkip {
-		// Flow matching's data-ward velocity x0 − ε: a cell's moves by
-		// −1/σ of its input's move. Z-Image's conditioning vector is the
-		// timestep's alone, so the empty prompt stands for every caption.
-		proc, err := flowMatching(r)
-		if err != nil {
-			return nil, err
-		}
-		in := cond.Input{}
-		for _, s := range proc.Table.Sigmas {
-			in.T = append(in.T, 1-s)
-			in.Captions = append(in.Captions, cond.Caption{Features: make([]float32, b.zimage.Config.CapFeatDim), Len: 1})
-		}
-		if err := upcycle.LatentSkipPrior(g, []cond.Input{in}, func(t float32) float64 { return -1 / float64(1-t) }); err != nil {
-			return nil, err
-		}
-	}
-	ps, err := upcycle.JoinParams(g)
-	if err != nil {
-		return nil, err
-	}
-	return &model{dc: g, params: ps, captionDim: b.zimage.Config.CapFeatDim, captions: b.captions}, nil
-}
-
 // captionLen is the caption length a DC-Z-Image's FLOPs count: the shapes
 // captions' longest, or for prompts the typical prompt's (0:
-// zimage.TypicalCaptionLen), the prompts being read only after the graft.
+// the family's typical caption), the prompts being read only after the graft.
 func captionLen(r *recipes.Recipe) int {
 	if onPrompts(r) {
 		return 0
@@ -123,16 +71,16 @@ func onPrompts(r *recipes.Recipe) bool {
 	return r.Data.Prompts != "" && r.Data.Source == recipes.SourceTeacher
 }
 
-// zimageTeacherData samples d.Samples latents from a Z-Image base (named
-// id) for captions of the shapes data (balanced over the classes, drawn
+// captionTeacherData samples d.Samples latents from a caption-conditioned
+// base trained with flow matching, a Z-Image (named id), for captions of the shapes data (balanced over the classes, drawn
 // from seed): Euler over Tongyi's schedule of d.SamplingSteps steps at the
 // recipe's shift, guided as Z-Image guides (pos + cfg·(pos − neg) against
 // the empty prompt, on for cfg > 1) — the paper's training data for
 // DC-Z-Image's flow-matching stage. It reuses path when it holds samples
 // drawn with the same settings by the same teacher.
-func zimageTeacherData(path string, b *base, id string, r *recipes.Recipe, seed uint64, logf func(string, ...any)) (*datasets.Set, error) {
+func captionTeacherData(path string, b *base, id string, r *recipes.Recipe, seed uint64, logf func(string, ...any)) (*datasets.Set, error) {
 	if r.Data.Prompts != "" {
-		return zimagePromptData(path, b, id, r, seed, logf)
+		return promptTeacherData(path, b, id, r, seed, logf)
 	}
 	d := r.Data
 	key := fmt.Sprintf("zimage teacher samples=%d steps=%d cfg=%g shift=%g/%d seed=%d teacher=%s",
@@ -141,7 +89,7 @@ func zimageTeacherData(path string, b *base, id string, r *recipes.Recipe, seed 
 		logf("data: reusing %d teacher samples from %s", s.N, path)
 		return s, nil
 	}
-	g, err := shapes.New(b.size, seed)
+	g, err := shapes.New(b.rows, seed)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: data: %w", err)
 	}
@@ -149,8 +97,8 @@ func zimageTeacherData(path string, b *base, id string, r *recipes.Recipe, seed 
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: data: %w", err)
 	}
-	dim := b.zimage.Config.CapFeatDim
-	set := &datasets.Set{N: d.Samples, C: b.zimage.Config.InChannels, H: b.size, W: b.size, NumClasses: prompts.NumClasses, Classes: prompts.Classes,
+	dim := b.teacher.Conditioning().CaptionWidth
+	set := &datasets.Set{N: d.Samples, C: b.teacher.InChannels(), H: b.rows, W: b.cols, NumClasses: prompts.NumClasses, Classes: prompts.Classes,
 		Labels: prompts.Labels, Captions: prompts.Captions, Vocabulary: prompts.Vocabulary,
 		Metadata: map[string]string{"dcdit.generated_by": key}}
 	// The empty prompt of every sample of a batch, the guidance's other branch.
@@ -159,7 +107,7 @@ func zimageTeacherData(path string, b *base, id string, r *recipes.Recipe, seed 
 		return nil, fmt.Errorf("pipeline: data: %w", err)
 	}
 	logf("data: sampling %d latents from the Z-Image teacher (%d Euler steps, cfg %g)", d.Samples, d.SamplingSteps, d.CFG)
-	set.Latents, err = sampleZImageTeacher(b, r, seed, logf, func(lo, n int) ([]cond.Caption, []cond.Caption, error) {
+	set.Latents, err = sampleCaptionTeacher(b, r, seed, logf, func(lo, n int) ([]cond.Caption, []cond.Caption, error) {
 		pos, err := shapes.CaptionInputs(prompts.Captions[lo:lo+n], b.captions.table, dim)
 		return pos, neg[:n], err
 	})
@@ -172,7 +120,7 @@ func zimageTeacherData(path string, b *base, id string, r *recipes.Recipe, seed 
 	return set, nil
 }
 
-// teacherBatch is the samples a Z-Image teacher draws at once.
+// teacherBatch is the samples a caption-conditioned teacher draws at once.
 const teacherBatch = 32
 
 // sampleZImageTeacher draws data.samples latents from the Z-Image base
@@ -181,25 +129,24 @@ const teacherBatch = 32
 // cfg > 1), in batches of teacherBatch whose captions caps gives (the
 // positive ones of samples lo…lo+n−1 and, for guidance, as many
 // negative ones).
-func sampleZImageTeacher(b *base, r *recipes.Recipe, seed uint64, logf func(string, ...any),
+func sampleCaptionTeacher(b *base, r *recipes.Recipe, seed uint64, logf func(string, ...any),
 	caps func(lo, n int) (pos, neg []cond.Caption, err error)) ([]float32, error) {
 	d := r.Data
 	sched, err := flowmatch.Config{NumTrainTimesteps: r.Diffusion.Steps, Shift: r.Diffusion.Shift}.Schedule(flowmatch.Tongyi, d.SamplingSteps)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: data: %w", err)
 	}
-	m, S := b.zimage, b.size
-	C := m.Config.InChannels
+	C := b.teacher.InChannels()
 	proc := &diffusion.FlowMatch{Schedule: sched}
-	latents := make([]float32, 0, d.Samples*C*S*S)
+	latents := make([]float32, 0, d.Samples*C*b.rows*b.cols)
 	for lo := 0; lo < d.Samples; lo += teacherBatch {
 		n := min(teacherBatch, d.Samples-lo)
 		pos, neg, err := caps(lo, n)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: data: %w", err)
 		}
-		model := sample.Teacher(zimage.Teacher{Model: m}, sample.Conditions{Captions: pos, Negative: neg}, S, S)
-		x, err := proc.Sample(model, diffusion.Shape{B: n, C: C, HW: S * S}, diffusion.SampleOptions{
+		model := sample.Teacher(b.teacher, sample.Conditions{Captions: pos, Negative: neg}, b.rows, b.cols)
+		x, err := proc.Sample(model, diffusion.Shape{B: n, C: C, HW: b.rows * b.cols}, diffusion.SampleOptions{
 			Guidance: d.CFG,
 			Seed:     seed ^ uint64(lo)*0x9e3779b97f4a7c15,
 		})

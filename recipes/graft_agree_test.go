@@ -36,7 +36,7 @@ func TestPlanAgreesWithGraft(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, err := upcycle.Graft(teacher, r.Scaffold.Upcycle(), 1)
+			m, err := upcycle.Graft(dit.Teacher{Model: teacher}, r.Scaffold.Upcycle(), teacher.Config.InputSize, teacher.Config.InputSize, 1)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -146,7 +146,7 @@ func groupCases(t *testing.T) []groupCase {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := upcycle.Graft(teacher, s.s, 2)
+		m, err := upcycle.Graft(dit.Teacher{Model: teacher}, s.s, teacher.Config.InputSize, teacher.Config.InputSize, 2)
 		if err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}

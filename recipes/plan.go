@@ -12,6 +12,7 @@ import (
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
@@ -413,12 +414,17 @@ func dcConfigs(p *problems, r *Recipe, b *arch.DiTConfig) (*dc.Config, *hnet.Con
 	}
 	// The configs themselves are the graft's: the planned model is the
 	// one pipeline builds (upcycle.Graft), not a copy of its derivation.
-	c, h, err := s.Upcycle().GraftConfigs(b)
+	_, spec, found := family.AdopterOf(b)
+	if !found {
+		p.add("base.path", "no registered family (%s) adopts a DiT's blocks as a DC model's main network", family.KindList())
+		return nil, nil
+	}
+	c, err := s.Upcycle().Config(b.InChannels, b.OutChannels(), b.InputSize, b.InputSize, spec.Width(), spec.CondWidth())
 	if err != nil {
 		p.add("scaffold", "%v", strings.TrimPrefix(err.Error(), "upcycle: "))
 		return nil, nil
 	}
-	return c, h
+	return c, spec.Settings().(*hnet.Config)
 }
 
 // scaffoldDivides checks what the scaffold's factors must divide around a

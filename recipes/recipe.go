@@ -41,7 +41,10 @@
 //	rho = [0.0, 0.3, 0.6]
 package recipes
 
-import "github.com/dcdit/dcdit/upcycle"
+import (
+	"github.com/dcdit/dcdit/family"
+	"github.com/dcdit/dcdit/upcycle"
+)
 
 // Stage kinds.
 const (
@@ -220,6 +223,14 @@ type Model struct {
 	// short run on small data learns to use the label much sooner from
 	// a table of unit scale (docs/results.md). Default: 0.02.
 	ClassEmbeddingStd float64 `toml:"class_embedding_std"`
+}
+
+// Settings is the table in family-neutral terms, as the family model.kind
+// names turns it into its config (family.Configurer).
+func (m *Model) Settings() family.ModelSettings {
+	return family.ModelSettings{Depth: m.Depth, Width: m.HiddenSize, Heads: m.NumHeads, Patch: m.PatchSize,
+		InChannels: m.InChannels, InputSize: m.InputSize, Classes: m.NumClasses, LearnSigma: m.LearnSigma,
+		MLPRatio: m.MLPRatio, RefinerDepth: m.RefinerDepth, CaptionWidth: m.CaptionDim, SeqMultiple: m.SeqMultiOf}
 }
 
 // Scaffold is the DC scaffold: latent embedder, conv encoder, router,

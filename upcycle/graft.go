@@ -8,10 +8,7 @@ import (
 	"strings"
 
 	"github.com/dcdit/dcdit/dc"
-	"github.com/dcdit/dcdit/dc/hnet"
-	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/family"
-	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/params"
 )
 
@@ -33,14 +30,14 @@ type Scaffold struct {
 	// (0: 4, the reference's).
 	RouterDimFactor int
 	// EncoderInit is "official" (the default: DC-DiT's random init) or
-	// "patch" (see PatchEncoderPrior).
+	// "patch" (see EncoderPrior).
 	EncoderInit string
 	// PatchSize is the side of the latent patch a scaffold cell holds (0
 	// or 1: the official DC-DiT's cell per latent position; the teacher's
 	// patch size lets the scaffold keep the teacher's patch grid).
 	PatchSize int
 	// WideHead adds the wide output head (dc.Config.WideHead); Graft
-	// starts it as the teacher's final layer (WideHeadPrior).
+	// starts it as the teacher's final layer.
 	WideHead bool
 	// NoEncoderNorm drops the encoder's final RMSNorm
 	// (dc.Config.NoEncoderNorm).
@@ -107,95 +104,13 @@ func (s Scaffold) Config(inChannels, outChannels, rows, cols, D, condWidth int) 
 	return c, nil
 }
 
-// Graft builds a DC model around a pretrained DiT: the teacher's blocks
-// become the main network (in the official DC-DiT layout, evaluated with
-// the sin-cos embedding on the teacher's patch grid so its frequencies keep
-// their meaning), its timestep and label embedders are copied, the main
-// network's final RMSNorm starts at 1, and the new scaffold (latent
-// embedder, encoder, router, decoder, final layer) is initialised as the
-// official DC-DiT initialises it. The teacher is not modified.
-func Graft(teacher *dit.Model, s Scaffold, seed uint64) (*dc.Model, error) {
-	cfg, ncfg, err := s.GraftConfigs(teacher.Config)
-	if err != nil {
-		return nil, err
-	}
-	ts := map[string]dc.Tensor{}
-	for name, shape := range hnet.Shapes(ncfg) {
-		src := name
-		if rest, ok := strings.CutPrefix(name, hnet.Prefix+"layers."); ok {
-			src = "blocks." + rest
-		}
-		n := 1
-		for _, d := range shape {
-			n *= d
-		}
-		t := dc.Tensor{Shape: shape, Data: make([]float32, n)}
-		if name == hnet.Prefix+"rmsnorm.weight" {
-			fill(t.Data, 1)
-		} else {
-			p, ok := teacher.Params.Lookup(src)
-			if !ok || len(p.Values()) != n {
-				return nil, fmt.Errorf("upcycle: the teacher lacks %q with %d values for %s", src, n, name)
-			}
-			copy(t.Data, p.Values())
-		}
-		ts[name] = t
-	}
-	net, err := hnet.New(ncfg, ts)
-	if err != nil {
-		return nil, err
-	}
-	ts = InitScaffold(cfg, seed)
-	switch s.RouterInit {
-	case "", "official":
-	case "predictability":
-		PredictabilityPrior(cfg, ts)
-	default:
-		return nil, fmt.Errorf("upcycle: router init %q, want official or predictability", s.RouterInit)
-	}
-	switch s.EncoderInit {
-	case "", "official":
-	case "patch":
-		if err := PatchEncoderPrior(cfg, ts, teacher); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, fmt.Errorf("upcycle: encoder init %q, want official or patch", s.EncoderInit)
-	}
-	if cfg.WideHead {
-		if err := WideHeadPrior(cfg, ts, teacher); err != nil {
-			return nil, err
-		}
-	}
-	return dc.New(cfg, ts, net)
-}
+// PatchEmbedding is a backbone's patch embedding as EncoderPrior reads
+// it (family.PatchEmbedding).
+type PatchEmbedding = family.PatchEmbedding
 
-// MainNetworkConfig is the config of DC-DiT's main network that a DiT of
-// config tc becomes when grafted (Graft): its blocks and embedders, with
-// the position embedding on the DiT's patch grid.
-func MainNetworkConfig(tc *arch.DiTConfig) *hnet.Config {
-	return &hnet.Config{Width: tc.HiddenSize, Depth: tc.Depth, Heads: tc.NumHeads, MLPHidden: tc.MLPHidden(),
-		FrequencySize: tc.FrequencySize, NumClasses: tc.NumClasses, PatchSize: tc.PatchSize}
-}
-
-// GraftConfigs returns the configs Graft builds around a DiT of config tc
-// — the scaffold's and the main network's — from the config alone, so
-// that a recipe is planned with exactly the model the graft will build.
-// The scaffold reads the main network's widths through the Backbone
-// methods (Width, CondWidth), as it would any backbone's.
-func (s Scaffold) GraftConfigs(tc *arch.DiTConfig) (*dc.Config, *hnet.Config, error) {
-	ncfg := MainNetworkConfig(tc)
-	net := &hnet.Network{Config: ncfg} // config only: its widths
-	cfg, err := s.Config(tc.InChannels, tc.OutChannels(), tc.InputSize, tc.InputSize, net.Width(), net.CondWidth())
-	if err != nil {
-		return nil, nil, err
-	}
-	return cfg, ncfg, nil
-}
-
-// PatchEncoderPrior re-initialises the latent embedder and the encoder so
+// EncoderPrior re-initialises the latent embedder and the encoder so
 // that, at every grid position (r, c), the encoder computes the teacher's
-// patch embedding of the p×p patch whose top-left cell is (r, c) (with
+// patch embedding pe of the p×p patch whose top-left cell is (r, c) (with
 // scaffold cells of the teacher's patch size: of the cell's own patch):
 //
 //   - the 3×3 latent embedder copies that patch's C·p² values into its
@@ -220,24 +135,6 @@ func (s Scaffold) GraftConfigs(tc *arch.DiTConfig) (*dc.Config, *hnet.Config, er
 // contribute from the first step, and with them the routing decisions
 // matter. The official DC-DiT trains
 // from scratch and has no teacher to start from.
-func PatchEncoderPrior(cfg *dc.Config, ts map[string]dc.Tensor, teacher *dit.Model) error {
-	tc := teacher.Config
-	p, C, D := tc.PatchSize, cfg.InChannels, cfg.ModelDim
-	w, okW := teacher.Params.Lookup("x_embedder.proj.weight")
-	b, okB := teacher.Params.Lookup("x_embedder.proj.bias")
-	if !okW || !okB || len(w.Values()) != D*C*p*p || len(b.Values()) != D {
-		return fmt.Errorf("upcycle: encoder init \"patch\": the teacher lacks its patch embedding x_embedder.proj [%d %d %d %d]", D, C, p, p)
-	}
-	// DiT's patch embedding is a convolution: weights [D, C, p, p].
-	return EncoderPrior(cfg, ts, PatchEmbedding{Patch: p, Weight: w.Values(), Bias: b.Values(),
-		Index: func(c, dy, dx int) int { return (c*p+dy)*p + dx }})
-}
-
-// PatchEmbedding is a backbone's patch embedding as EncoderPrior reads
-// it (family.PatchEmbedding).
-type PatchEmbedding = family.PatchEmbedding
-
-// EncoderPrior is PatchEncoderPrior for any backbone's patch embedding.
 func EncoderPrior(cfg *dc.Config, ts map[string]dc.Tensor, pe PatchEmbedding) error {
 	p, C, E, D := pe.Patch, cfg.InChannels, cfg.EncDecDim, cfg.ModelDim
 	cellIsPatch := cfg.Patch() == p
@@ -310,8 +207,8 @@ func EncoderPrior(cfg *dc.Config, ts map[string]dc.Tensor, pe PatchEmbedding) er
 	return nil
 }
 
-// WideHeadPrior starts the wide head (dc.Config.WideHead) as the teacher's
-// own final layer — its adaLN modulation and its projection, the outputs
+// wideHeadPrior starts the wide head (dc.Config.WideHead) as the teacher's
+// own final layer f — its adaLN modulation and its projection, the outputs
 // reordered from DiT's unpatchify order (dy, dx, channel) to the cell's
 // (channel, dy, dx) — and residual_proj at zero (H-Net's own init, which
 // the official DC-DiT overwrites). With the patch encoder prior and cells
@@ -321,13 +218,6 @@ func EncoderPrior(cfg *dc.Config, ts map[string]dc.Tensor, pe PatchEmbedding) er
 // to its per-token normalisation): training starts from the teacher and
 // learns what the dropped cells need. Cells of another size leave the
 // head at zero.
-func WideHeadPrior(cfg *dc.Config, ts map[string]dc.Tensor, teacher *dit.Model) error {
-	f, _ := dit.Teacher{Model: teacher}.FinalLayer()
-	return wideHeadPrior(cfg, ts, f)
-}
-
-// wideHeadPrior starts the wide head as the teacher's final layer f (see
-// WideHeadPrior).
 func wideHeadPrior(cfg *dc.Config, ts map[string]dc.Tensor, f family.FinalLayer) error {
 	p, D, O := f.Patch, cfg.ModelDim, f.Out
 	clear(ts["hnet.residual_proj.weight"].Data)
@@ -512,8 +402,8 @@ type Grafted struct {
 }
 
 // NewGrafted grafts (see Graft) and joins the parameters into one arena.
-func NewGrafted(teacher *dit.Model, s Scaffold, seed uint64) (*Grafted, error) {
-	m, err := Graft(teacher, s, seed)
+func NewGrafted(t family.Teacher, s Scaffold, rows, cols int, seed uint64) (*Grafted, error) {
+	m, err := Graft(t, s, rows, cols, seed)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
+	_ "github.com/dcdit/dcdit/dc/hnet" // adopts the DiT teachers' blocks
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/internal/fixtures"
 	"github.com/dcdit/dcdit/loaders/arch"
@@ -40,7 +41,7 @@ func teacher(t *testing.T, seed uint64) *dit.Model {
 // is the teacher's.
 func TestGraftKeepsTheTeacher(t *testing.T) {
 	tm := teacher(t, 1)
-	m, err := Graft(tm, Scaffold{WidthFactor: 4, EncoderBlocks: 1, DecoderBlocks: 1, Sigma: 1, TargetN: 4, NormGroups: 32, RouterGroups: 8}, 2)
+	m, err := graftDiT(tm, Scaffold{WidthFactor: 4, EncoderBlocks: 1, DecoderBlocks: 1, Sigma: 1, TargetN: 4, NormGroups: 32, RouterGroups: 8}, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestInitScaffold(t *testing.T) {
 		}
 	}
 	// With the final layer at zero, the grafted model predicts zero.
-	m, err := Graft(tm, s, 1)
+	m, err := graftDiT(tm, s, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestPredictabilityPrior(t *testing.T) {
 	tm := teacher(t, 6)
 	s := DefaultScaffold()
 	s.NormGroups, s.RouterInit = 8, "predictability"
-	m, err := Graft(tm, s, 1)
+	m, err := graftDiT(tm, s, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +234,7 @@ func TestPredictabilityPrior(t *testing.T) {
 		t.Fatalf("mean boundary probability on the edge %.3f, in flat regions %.3f", edge/(H-4), flat/(H-4))
 	}
 	s.RouterInit = "random"
-	if _, err := Graft(tm, s, 1); err == nil || !strings.Contains(err.Error(), `router init "random"`) {
+	if _, err := graftDiT(tm, s, 1); err == nil || !strings.Contains(err.Error(), `router init "random"`) {
 		t.Fatalf("err = %v, want the unknown init named", err)
 	}
 }
@@ -247,7 +248,7 @@ func TestPatchEncoderPrior(t *testing.T) {
 			tm := teacher(t, 3)
 			s := DefaultScaffold()
 			s.NormGroups, s.EncoderBlocks, s.EncoderInit = 8, blocks, "patch"
-			m, err := Graft(tm, s, 4)
+			m, err := graftDiT(tm, s, 4)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -299,11 +300,11 @@ func TestPatchEncoderPriorRefuses(t *testing.T) {
 	tm := teacher(t, 3)
 	s := DefaultScaffold()
 	s.NormGroups, s.EncoderInit, s.WidthFactor = 8, "patch", 16 // E = 8 < C·p² = 16
-	if _, err := Graft(tm, s, 4); err == nil || !strings.Contains(err.Error(), "more than the encoder width") {
+	if _, err := graftDiT(tm, s, 4); err == nil || !strings.Contains(err.Error(), "more than the encoder width") {
 		t.Fatalf("err = %v", err)
 	}
 	s.WidthFactor, s.EncoderInit = 4, "sideways"
-	if _, err := Graft(tm, s, 4); err == nil || !strings.Contains(err.Error(), "want official or patch") {
+	if _, err := graftDiT(tm, s, 4); err == nil || !strings.Contains(err.Error(), "want official or patch") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -335,7 +336,7 @@ func TestGraftAtTeacherPatchStartsAsTeacher(t *testing.T) {
 	s := DefaultScaffold()
 	s.NormGroups, s.WidthFactor, s.EncoderInit, s.Sigma = 8, 8, "patch", 0.3
 	s.PatchSize, s.WideHead, s.NoEncoderNorm, s.RelativeResidual, s.LatentSkip = tm.Config.PatchSize, true, true, true, true
-	m, err := Graft(tm, s, 4)
+	m, err := graftDiT(tm, s, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,4 +417,10 @@ func TestGraftTeacherDiT(t *testing.T) {
 			t.Fatalf("backbone tensor %s shares the teacher's memory", p.Name)
 		}
 	}
+}
+
+// graftDiT grafts the recipe way (Graft) around a DiT teacher on its own
+// grid: its blocks adopted by DC-DiT's main network.
+func graftDiT(tm *dit.Model, s Scaffold, seed uint64) (*dc.Model, error) {
+	return Graft(dit.Teacher{Model: tm}, s, tm.Config.InputSize, tm.Config.InputSize, seed)
 }

@@ -51,7 +51,7 @@ func TestLatentSkipPrior(t *testing.T) {
 	tm := teacher(t, 3)
 	s := DefaultScaffold()
 	s.NormGroups, s.WidthFactor, s.PatchSize, s.LatentSkip = 8, 8, 2, true
-	m, err := Graft(tm, s, 4)
+	m, err := graftDiT(tm, s, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestLatentSkipPrior(t *testing.T) {
 	}
 
 	s.LatentSkip = false
-	plain, err := Graft(tm, s, 4)
+	plain, err := graftDiT(tm, s, 4)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,14 +14,14 @@ import (
 	"github.com/dcdit/dcdit/convert"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
-	"github.com/dcdit/dcdit/zimage"
 )
 
-// StreamOptions configure StreamGraftZImage.
+// StreamOptions configure StreamGraft.
 type StreamOptions struct {
 	// Rows and Cols are the latent grid the scaffold is built for.
 	Rows, Cols int
@@ -37,7 +37,7 @@ type StreamOptions struct {
 	Progress func(done, total int64)
 }
 
-// StreamReport says what StreamGraftZImage wrote.
+// StreamReport says what StreamGraft wrote.
 type StreamReport struct {
 	// Shards are the files written, the scaffold's last.
 	Shards []string
@@ -51,20 +51,21 @@ type StreamReport struct {
 // written last so that the metadata can carry every tensor's checksum.
 const scaffoldShard = "scaffold.safetensors"
 
-// StreamGraftZImage writes the DC checkpoint that GraftZImage builds
-// around the Z-Image checkpoint at base (a file, a sharded folder or an
-// index; diffusers or ComfyUI naming), before any training, without the
-// model ever being in memory: every backbone tensor is read from the
-// input as it is written, renamed to the backbone's names under
-// dc.BackbonePrefix (the fused qkv of a diffusers file assembled from its
-// three parts), in output shards no larger than the input's largest; the
-// scaffold, initialised from the scaffold options s and the base's patch
-// embedding, goes last, in scaffold.safetensors with the checkpoint's
-// metadata (config, and the CRC-32C of every tensor, computed as the
-// bytes pass). out is a folder, written under a temporary name and
-// renamed into place at the end; nothing is left at out on an error, and
-// an existing out is refused. checkpoint.Load reads the result.
-func StreamGraftZImage(base string, s Scaffold, out string, opts StreamOptions) (*StreamReport, error) {
+// StreamGraft writes the DC checkpoint that GraftTeacher builds around
+// the checkpoint at base (a file, a sharded folder or an index, in any
+// naming loaders reads) of a family that streams its grafts
+// (family.Streamable: Z-Image), before any training, without the model
+// ever being in memory: every backbone tensor is read from the input as
+// it is written, renamed to the backbone's names under dc.BackbonePrefix
+// (the fused qkv of a diffusers Z-Image assembled from its three parts),
+// in output shards no larger than the input's largest; the scaffold,
+// initialised from the scaffold options s and the base's patch embedding,
+// goes last, in scaffold.safetensors with the checkpoint's metadata
+// (config, and the CRC-32C of every tensor, computed as the bytes pass).
+// out is a folder, written under a temporary name and renamed into place
+// at the end; nothing is left at out on an error, and an existing out is
+// refused. checkpoint.Load reads the result.
+func StreamGraft(base string, s Scaffold, out string, opts StreamOptions) (*StreamReport, error) {
 	if _, err := os.Lstat(out); err == nil {
 		return nil, fmt.Errorf("upcycle: %s already exists; remove it or choose another output", out)
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -77,29 +78,34 @@ func StreamGraftZImage(base string, s Scaffold, out string, opts StreamOptions) 
 	defer ck.Close()
 	in := ck.ArchInput(0)
 	rep := arch.Detect(in)
-	zc, ok := rep.Config.(*arch.ZImageConfig)
-	if !ok {
-		return nil, fmt.Errorf("upcycle: %s is a %s checkpoint, want a Z-Image one", base, rep.Architecture)
+	b, f, ok := family.BaseOf(rep)
+	st, streams := f.(family.Streamable)
+	if !ok || !streams || b.Config == nil {
+		return nil, fmt.Errorf("upcycle: %s is a %s checkpoint, which no registered family (%s) streams a graft of", base, rep.Architecture, family.KindList())
+	}
+	g, err := st.StreamGraft(b.Config, opts.Rows, opts.Cols)
+	if err != nil {
+		return nil, fmt.Errorf("upcycle: %s: %w", base, err)
 	}
 	dt, err := floatType(ck)
 	if err != nil {
 		return nil, fmt.Errorf("upcycle: %s: %w", base, err)
 	}
-	plan, err := convert.NewPlan(in, convert.Options{Layout: arch.Comfy, DType: dt})
+	plan, err := convert.NewPlan(in, convert.Options{Layout: g.Layout, DType: dt})
 	if err != nil {
 		return nil, fmt.Errorf("upcycle: %s: %w", base, err)
 	}
 
-	// The scaffold as GraftTeacher builds around a Z-Image; of the backbone, only the
+	// The scaffold as GraftTeacher builds it; of the backbone, only the
 	// patch embedding is read whole.
-	cfg, ts, err := scaffoldOnPatchEmbedding(plan, ck, zc, s, opts)
+	cfg, ts, err := scaffoldOnPatchEmbedding(plan, ck, g, s, opts)
 	if err != nil {
 		return nil, fmt.Errorf("upcycle: %s: %w", base, err)
 	}
-	// The metadata reads the configs alone: a model without parameters
-	// (building one would copy the scaffold, 0.6 GB at Z-Image's width).
-	bb := &zimage.Backbone{Model: &zimage.Model{Config: zc}, ImageMultiple: zimage.GraftImageMultiple(zc, opts.Rows, opts.Cols)}
-	meta, err := checkpoint.MetaOf(&dc.Model{Config: cfg, Backbone: bb}, opts.Info)
+	// The metadata reads the backbone's description alone: a backbone
+	// without parameters (building one would copy the scaffold, 0.6 GB at
+	// Z-Image's width).
+	meta, err := checkpoint.MetaOf(&dc.Model{Config: cfg, Backbone: described{spec: g.Spec}}, opts.Info)
 	if err != nil {
 		return nil, err
 	}
@@ -233,13 +239,13 @@ func floatType(ck *loaders.Checkpoint) (dtype.DType, error) {
 // scaffoldOnPatchEmbedding returns the config and initial tensors of the
 // scaffold GraftTeacher would build, reading of the backbone only its
 // patch embedding (the plan's outputs of that name).
-func scaffoldOnPatchEmbedding(plan *convert.Plan, ck *loaders.Checkpoint, zc *arch.ZImageConfig, s Scaffold, opts StreamOptions) (*dc.Config, map[string]dc.Tensor, error) {
+func scaffoldOnPatchEmbedding(plan *convert.Plan, ck *loaders.Checkpoint, g family.StreamedGraft, s Scaffold, opts StreamOptions) (*dc.Config, map[string]dc.Tensor, error) {
 	var pe *PatchEmbedding
 	if s.EncoderInit == "patch" {
 		vals := map[string][]float32{}
 		for i := range plan.Outputs {
 			o := &plan.Outputs[i]
-			if o.Name != "x_embedder.weight" && o.Name != "x_embedder.bias" {
+			if o.Name != g.PatchWeight && o.Name != g.PatchBias {
 				continue
 			}
 			r, err := plan.Open(o, ck)
@@ -256,11 +262,21 @@ func scaffoldOnPatchEmbedding(plan *convert.Plan, ck *loaders.Checkpoint, zc *ar
 			}
 			vals[o.Name] = v
 		}
-		e := zimagePatchEmbedding(zc, vals["x_embedder.weight"], vals["x_embedder.bias"])
+		e := g.Embed(vals[g.PatchWeight], vals[g.PatchBias])
 		pe = &e
 	}
-	return zimageScaffold(zc, pe, s, opts.Rows, opts.Cols, opts.Seed)
+	return graftScaffold(g.InChannels, g.OutChannels, g.Spec.Width(), g.Spec.CondWidth(), pe, s, opts.Rows, opts.Cols, opts.Seed)
 }
+
+// described is a backbone known by its description alone, for
+// checkpoint.MetaOf, which reads nothing else of it.
+type described struct {
+	family.Backbone // nil: no other method may be called
+	spec            family.Spec
+}
+
+// Spec returns the description.
+func (d described) Spec() family.Spec { return d.spec }
 
 // sumReader passes a tensor's left bytes through, hashing them, and
 // reports the hash once they have all passed (the encoder reads exactly

@@ -49,7 +49,7 @@ func BenchmarkStreamGraftZImageTurbo(b *testing.B) {
 	graft := func() {
 		var rep *StreamReport
 		graftTime += timed(func() (err error) {
-			rep, err = StreamGraftZImage(base, s, out, StreamOptions{Rows: 128, Cols: 128})
+			rep, err = StreamGraft(base, s, out, StreamOptions{Rows: 128, Cols: 128})
 			return err
 		})
 		graftBytes += rep.BackboneBytes + rep.ScaffoldBytes

@@ -31,7 +31,7 @@ func TestStreamGraftZImage(t *testing.T) {
 			s.EncoderInit, s.NoEncoderNorm = "patch", true
 			out := filepath.Join(t.TempDir(), "dc")
 			var last, total int64
-			rep, err := StreamGraftZImage(base, s, out, StreamOptions{Rows: 8, Cols: 8, Seed: 3,
+			rep, err := StreamGraft(base, s, out, StreamOptions{Rows: 8, Cols: 8, Seed: 3,
 				Progress: func(done, all int64) { last, total = done, all }})
 			if err != nil {
 				t.Fatal(err)
@@ -65,7 +65,7 @@ func TestStreamGraftZImage(t *testing.T) {
 			// The scaffold is stored in the base's type.
 			compare(t, "scaffold", values(t, got.Params.List(), dtype.F32), values(t, want.Params.List(), dt))
 			compare(t, "backbone", values(t, got.Backbone.Parameters().List(), dtype.F32), values(t, want.Backbone.Parameters().List(), dtype.F32))
-			if _, err := StreamGraftZImage(base, s, out, StreamOptions{Rows: 8, Cols: 8}); err == nil || !strings.Contains(err.Error(), "already exists") {
+			if _, err := StreamGraft(base, s, out, StreamOptions{Rows: 8, Cols: 8}); err == nil || !strings.Contains(err.Error(), "already exists") {
 				t.Fatalf("second write to %s: err = %v, want a refusal", out, err)
 			}
 		})

@@ -7,6 +7,33 @@ import (
 	"github.com/dcdit/dcdit/family"
 )
 
+// Graft builds the DC model a recipe upcycles from a teacher on a
+// rows×cols latent grid: when a registered family adopts the teacher
+// (family.Adopter: DC-DiT's main network takes a DiT's blocks and
+// embedders, its final RMSNorm starting at 1), around that family's
+// backbone built from a copy of the teacher's tensors; otherwise around a
+// copy of the teacher's own network, as GraftTeacher grafts. Either way
+// the scaffold is initialised as the official DC-DiT initialises it (see
+// InitScaffold) with the priors s asks for, read from the teacher's
+// patch embedding and final layer (family.Graftable), and the teacher is
+// left as it was.
+func Graft(t family.Teacher, s Scaffold, rows, cols int, seed uint64) (*dc.Model, error) {
+	c, ok := t.(family.Configured)
+	if !ok {
+		return GraftTeacher(t, s, rows, cols, seed)
+	}
+	a, _, ok := family.AdopterOf(c.Config())
+	if !ok {
+		return GraftTeacher(t, s, rows, cols, seed)
+	}
+	bb, err := a.Adopt(t)
+	if err != nil {
+		return nil, fmt.Errorf("upcycle: %w", err)
+	}
+	g, _ := t.(family.Graftable) // nil: no priors to read
+	return graftAround(t, g, bb, s, rows, cols, seed)
+}
+
 // GraftTeacher builds a DC model around a copy of a teacher's network
 // (family.Graftable) on a rows×cols latent grid: the network becomes the
 // backbone as it is, its tensors under dc.BackbonePrefix, and the teacher
@@ -17,7 +44,7 @@ import (
 // embedding and final layer stay in the checkpoint unused: the scaffold
 // replaces them.
 //
-// The scaffold is initialised as Graft initialises it; EncoderInit
+// The scaffold is initialised as InitScaffold initialises it; EncoderInit
 // "patch" starts the encoder as the teacher's patch embedding, and the
 // wide head starts as its final layer (a modulation without shift leaves
 // the head's shift rows at zero). The scaffold predicts what the teacher
@@ -32,9 +59,19 @@ func GraftTeacher(t family.Teacher, s Scaffold, rows, cols int, seed uint64) (*d
 	if err != nil {
 		return nil, fmt.Errorf("upcycle: %w", err)
 	}
+	return graftAround(t, g, bb, s, rows, cols, seed)
+}
+
+// graftAround builds the scaffold around the backbone bb made from the
+// teacher t, its priors read from g (nil when t is no Graftable).
+func graftAround(t family.Teacher, g family.Graftable, bb dc.Backbone, s Scaffold, rows, cols int, seed uint64) (*dc.Model, error) {
 	var pe *PatchEmbedding
 	if s.EncoderInit == "patch" {
-		e, ok := g.PatchEmbedding()
+		var e PatchEmbedding
+		ok := g != nil
+		if ok {
+			e, ok = g.PatchEmbedding()
+		}
 		if !ok {
 			return nil, fmt.Errorf("upcycle: encoder init \"patch\": the teacher has no patch embedding to start from")
 		}
@@ -45,7 +82,11 @@ func GraftTeacher(t family.Teacher, s Scaffold, rows, cols int, seed uint64) (*d
 		return nil, err
 	}
 	if cfg.WideHead {
-		f, ok := g.FinalLayer()
+		var f family.FinalLayer
+		ok := g != nil
+		if ok {
+			f, ok = g.FinalLayer()
+		}
 		if !ok {
 			return nil, fmt.Errorf("upcycle: wide head: the teacher has no final layer to start from")
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/loaders/dtype"
 )
 
 func init() { family.Register(Family{}) }
@@ -194,14 +195,15 @@ func (Family) Opens(c family.Candidate) bool { return c.Report.Architecture == a
 
 // OpenTeacher loads a Z-Image transformer (a file or a repository),
 // frozen, keeping BF16 matrices in BF16 when opts asks; its FLOPs count
-// the student's caption length when the student is a Z-Image.
+// the student's caption length when the student is a Z-Image, else
+// opts.CaptionLen.
 func (Family) OpenTeacher(path string, opts family.OpenOptions) (family.Teacher, []string, error) {
 	m, warnings, err := LoadModel(path, LoadOptions{KeepBF16: opts.KeepBF16})
 	if err != nil {
 		return nil, nil, err
 	}
 	m.Params.SetRequiresGrad(false)
-	t := Teacher{Model: m}
+	t := Teacher{Model: m, CaptionLen: opts.CaptionLen}
 	if s, ok := opts.Student.(Spec); ok {
 		t.CaptionLen = s.CaptionLen
 	}
@@ -282,3 +284,73 @@ type trainee struct{ Teacher }
 
 // ParamGroups returns the model's groups of a parameter (ParamGroups).
 func (trainee) ParamGroups(name string) []string { return ParamGroups(name) }
+
+var _ family.Saver = trainee{}
+
+// ModelFile is a folder: weights and config.json (Save).
+func (trainee) ModelFile() string { return "model" }
+
+// SaveModel writes the model folder (Save), always in F32.
+func (t trainee) SaveModel(path string, metadata map[string]string, _ dtype.DType) error {
+	return Save(path, t.Model, nil, metadata)
+}
+
+var _ family.Configurer = Family{}
+
+// ModelConfig sizes a Z-Image from a recipe's [model] table: Z-Image's
+// own ratios where the table says nothing (the feed-forward width 8/3·D,
+// the adaLN width min(D, 256), RoPE over (time, row, column) with the head
+// width split 1/4, 3/8, 3/8 as Z-Image's 32/48/48 of 128, θ 256), and a
+// timestep MLP as wide as the model instead of 1024 at this scale.
+func (Family) ModelConfig(s family.ModelSettings) (any, error) {
+	if s.Heads < 1 {
+		return nil, fmt.Errorf("zimage: num_heads = %d, want ≥ 1", s.Heads)
+	}
+	hd := s.Width / s.Heads
+	spatial := 3 * hd / 8 / 2 * 2
+	return &arch.ZImageConfig{
+		Dim: s.Width, NLayers: s.Depth, NRefinerLayers: s.RefinerDepth, NHeads: s.Heads, NKVHeads: s.Heads,
+		InChannels: s.InChannels, PatchSize: s.Patch, FPatchSize: 1, CapFeatDim: s.CaptionWidth, QKNorm: true,
+		NormEps: 1e-5, RopeTheta: 256, TScale: 1000, SeqMultiOf: s.SeqMultiple,
+		AxesDims:  []int64{int64(hd - 2*spatial), int64(spatial), int64(spatial)},
+		AxesLens:  []int64{1536, int64(s.InputSize), int64(s.InputSize)},
+		FFNHidden: int(float64(s.Width) / 3 * 8), AdaLNDim: min(s.Width, 256), TMidDim: s.Width,
+		FrequencySize: 256,
+	}, nil
+}
+
+var (
+	_ family.GraftSpecer = Family{}
+	_ family.Streamable  = Family{}
+)
+
+// GraftSpec is the Spec Teacher.GraftBackbone makes for a base of config
+// cfg (*arch.ZImageConfig) on a rows×cols grid.
+func (Family) GraftSpec(cfg any, rows, cols, captionLen int) (family.Spec, error) {
+	c, ok := cfg.(*arch.ZImageConfig)
+	if !ok || c == nil {
+		return nil, fmt.Errorf("zimage: a %T is not a Z-Image config", cfg)
+	}
+	if c.FPatchSize != 1 {
+		return nil, fmt.Errorf("zimage: graft: frame patches of %d: the scaffold grafts onto single-frame images (f_patch_size 1)", c.FPatchSize)
+	}
+	cc := *c
+	return Spec{Config: &cc, CaptionLen: captionLen, ImageMultiple: GraftImageMultiple(c, rows, cols)}, nil
+}
+
+// StreamGraft streams a Z-Image's graft in ComfyUI's naming (the one a
+// DC checkpoint stores), its patch embedding x_embedder's features
+// (dy, dx, c), c fastest (Patchify); FLOPs count TypicalCaptionLen.
+func (f Family) StreamGraft(cfg any, rows, cols int) (family.StreamedGraft, error) {
+	spec, err := f.GraftSpec(cfg, rows, cols, 0)
+	if err != nil {
+		return family.StreamedGraft{}, err
+	}
+	c := spec.(Spec).Config
+	p, C := c.PatchSize, c.InChannels
+	return family.StreamedGraft{Spec: spec, InChannels: C, OutChannels: C, Layout: arch.Comfy,
+		PatchWeight: "x_embedder.weight", PatchBias: "x_embedder.bias",
+		Embed: func(w, b []float32) family.PatchEmbedding {
+			return family.PatchEmbedding{Patch: p, Weight: w, Bias: b, Index: func(ch, dy, dx int) int { return (dy*p+dx)*C + ch }}
+		}}, nil
+}

@@ -194,3 +194,16 @@ func (t Teacher) FinalLayer() (family.FinalLayer, bool) {
 		return p.Values(), true
 	}}, true
 }
+
+var _ family.Configured = Teacher{}
+
+// Config is the *arch.ZImageConfig.
+func (t Teacher) Config() any { return t.Model.Config }
+
+// Summary names the config (Z-Image takes any latent grid, which the
+// caller names).
+func (t Teacher) Summary() string {
+	c := t.Model.Config
+	return fmt.Sprintf("Z-Image (%d layers, %d refiner layers each, D %d, %d heads, patch %d, captions of %d-wide features, sequences padded to multiples of %d)",
+		c.NLayers, c.NRefinerLayers, c.Dim, c.NHeads, c.PatchSize, c.CapFeatDim, c.SeqMultiple())
+}

@@ -50,14 +50,9 @@ func backboneDebt() []debt {
 		{"dc/hnet", "dit", "ApplyBlock, Embedders, BlockSizes, PackedFLOPs, param groups"},
 
 		// The pipelines.
-		{"pipeline", "dit", "Config, New, Load, InitWith, Weights, SaveAs, Params: the teacher and from-scratch models"},
-		{"pipeline", "zimage", "Config, New, NewBackbone, Load, Init, Weights, Save, Params, TypicalCaptionLen"},
 		{"recipes", "dit", "ForwardFLOPs, SamplingFLOPs: the plan's costs"},
 		{"recipes", "zimage", "NewBackbone, CheckConfig, ForwardFLOPs, TypicalCaptionLen"},
 		{"recipes", "dc/hnet", "Config, Shapes, Prefix"},
-		{"upcycle", "dit", "Model, Teacher: DiT's blocks grafted into DC-DiT's main network (Graft, the hnet kind)"},
-		{"upcycle", "zimage", "Backbone, Model, GraftImageMultiple: the streamed graft of a full-size Z-Image"},
-		{"upcycle", "dc/hnet", "Config, Shapes, Prefix, New"},
 
 		// The commands.
 		{"internal/cli/bench", "dit", "Init, ForwardFLOPs"},

@@ -9,6 +9,7 @@ import (
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dit"
+	_ "github.com/dcdit/dcdit/families" // DC-DiT's main network adopts the teacher's blocks
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/optim"
@@ -79,7 +80,7 @@ func newDCModel(s dcSpec) *dcModel {
 	}
 	sc := upcycle.DefaultScaffold()
 	sc.RatioBatchSize = 0 // a batch of 8 is less than the reference's groups of 16
-	g, err := upcycle.NewGrafted(teacher, sc, 2)
+	g, err := upcycle.NewGrafted(dit.Teacher{Model: teacher}, sc, s.side, s.side, 2)
 	if err != nil {
 		panic(err)
 	}
