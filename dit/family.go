@@ -279,6 +279,23 @@ func (t trainee) SaveModel(path string, metadata map[string]string, dt dtype.DTy
 	return SaveAs(path, t.Model, nil, metadata, dt)
 }
 
+var _ family.GraftSpecer = Family{}
+
+// GraftSpec is the Spec Teacher.GraftBackbone makes from a DiT of config
+// cfg (*arch.DiTConfig); DiT reads no captions, and any grid its patch
+// size divides will do (0 × 0 included: the names and groups alone).
+func (Family) GraftSpec(cfg any, rows, cols, _ int) (family.Spec, error) {
+	c, ok := cfg.(*arch.DiTConfig)
+	if !ok || c == nil {
+		return nil, fmt.Errorf("dit: a %T is not a DiT config", cfg)
+	}
+	if rows%c.PatchSize != 0 || cols%c.PatchSize != 0 {
+		return nil, fmt.Errorf("dit: graft: a %d×%d grid does not divide into %d×%d patches", rows, cols, c.PatchSize, c.PatchSize)
+	}
+	cc := *c
+	return Spec{Config: &cc}, nil
+}
+
 var _ family.Configurer = Family{}
 
 // ModelConfig sizes a DiT from a recipe's [model] table, with DiT's

@@ -113,14 +113,12 @@ var _ family.Graftable = Teacher{}
 // under arch.DCBackbonePrefix. Its positions are sin-cos values computed
 // at each token's place, so any grid its patch size divides will do.
 func (t Teacher) GraftBackbone(rows, cols int) (family.Backbone, error) {
-	c := t.Model.Config
-	if rows%c.PatchSize != 0 || cols%c.PatchSize != 0 {
-		return nil, fmt.Errorf("dit: graft: a %d×%d grid does not divide into %d×%d patches", rows, cols, c.PatchSize, c.PatchSize)
-	}
 	// The stored names and shapes of a "dit" DC backbone; Build makes
 	// the copy (pos_embed recomputed, as a DC checkpoint does).
-	cc := *c
-	spec := Spec{Config: &cc}
+	spec, err := Family{}.GraftSpec(t.Model.Config, rows, cols, 0)
+	if err != nil {
+		return nil, err
+	}
 	ts, err := family.CopyTensors(spec.Shapes(), t.Model.Params, t.Model.names)
 	if err != nil {
 		return nil, fmt.Errorf("dit: graft: %w", err)

@@ -2,6 +2,7 @@ package recipes
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -11,7 +12,6 @@ import (
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
-	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
@@ -46,6 +46,11 @@ type Plan struct {
 	// stable order, with its group and, for copied ones, its name in the
 	// base checkpoint (DiT's original naming).
 	Params []Param `json:"-"`
+
+	// costs is the family that prices the base or the model trained from
+	// scratch, base its description of the base.
+	costs family.BaseCosted
+	base  family.Base
 }
 
 // RecipeInfo names the recipe and where the run goes.
@@ -269,10 +274,14 @@ func NewPlan(r *Recipe) (pl *Plan, err error) {
 		}
 	case r.IsZImage():
 		pl.Recipe.Kind = "train-zimage"
-		planZImageModel(p, r, pl)
+		if zc, ok := configOf(p, r, pl).(*arch.ZImageConfig); ok {
+			planZImageModel(p, r, pl, zc)
+		}
 		return pl, p.err()
 	case r.Model != nil:
-		cfg = modelConfig(r)
+		if cfg = modelConfig(p, r, pl); cfg == nil {
+			return pl, p.err()
+		}
 		pl.Backbone = BackboneInfo{Architecture: arch.DiT, Source: "model", Config: cfg}
 		pl.Recipe.Kind = "train-dit"
 		if r.Scaffold != nil {
@@ -288,7 +297,7 @@ func NewPlan(r *Recipe) (pl *Plan, err error) {
 			return pl, p.err()
 		}
 	}
-	pl.Params = modelParams(cfg, pl.DC, pl.MainNetwork, r.Base != nil, r.Scaffold)
+	pl.Params = modelParams(pl, cfg, r.Base != nil, r.Scaffold)
 	countParams(pl, cfg, baseShapes)
 	planFLOPs(pl, r, cfg)
 	planData(p, r, pl, cfg)
@@ -311,6 +320,7 @@ func planBase(p *problems, r *Recipe, pl *Plan) (*arch.DiTConfig, map[string][]i
 		info.Parameters += t.NumElements()
 	}
 	rep := arch.Detect(in)
+	pl.base, pl.costs, _ = family.BaseOf(rep)
 	info.Layout = rep.Layout
 	info.Warnings = append(append([]string{}, ck.Warnings...), rep.Warnings...)
 	pl.Base = info
@@ -384,12 +394,37 @@ func abbreviate(names []string) string {
 	return fmt.Sprintf("%s, … and %d more", strings.Join(names[:4], ", "), len(names)-4)
 }
 
-// modelConfig turns [model] into a DiT config.
-func modelConfig(r *Recipe) *arch.DiTConfig {
-	m := r.Model
-	c := &arch.DiTConfig{Depth: m.Depth, HiddenSize: m.HiddenSize, NumHeads: m.NumHeads, PatchSize: m.PatchSize,
-		InChannels: m.InChannels, InputSize: m.InputSize, LearnSigma: m.LearnSigma, NumClasses: m.NumClasses,
-		MLPRatio: m.MLPRatio, FrequencySize: 256}
+// configOf turns [model] into the config of the family model.kind names
+// (family.Configurer), which also prices it (family.BaseCosted); nil after
+// a problem.
+func configOf(p *problems, r *Recipe, pl *Plan) any {
+	f, err := family.Lookup(r.Model.Kind)
+	if err != nil {
+		p.add("model.kind", "%v", err)
+		return nil
+	}
+	c, okC := f.(family.Configurer)
+	costs, okB := f.(family.BaseCosted)
+	if !okC || !okB {
+		p.add("model.kind", "the %q family does not size models from a recipe's [model] and price them (family.Configurer, family.BaseCosted)", r.Model.Kind)
+		return nil
+	}
+	cfg, err := c.ModelConfig(r.Model.Settings())
+	if err != nil {
+		p.add("model", "%v", err)
+		return nil
+	}
+	pl.costs = costs
+	return cfg
+}
+
+// modelConfig turns [model] into a DiT config, naming the preset it
+// matches; nil after a problem.
+func modelConfig(p *problems, r *Recipe, pl *Plan) *arch.DiTConfig {
+	c, ok := configOf(p, r, pl).(*arch.DiTConfig)
+	if !ok {
+		return nil
+	}
 	for _, pr := range arch.DiTPresets {
 		if pr.Depth == c.Depth && pr.Hidden == c.HiddenSize && pr.Patch == c.PatchSize {
 			c.Preset = pr.Name
@@ -456,15 +491,17 @@ func scaffoldDivides(p *problems, s *Scaffold, D int) bool {
 
 // modelParams lists the parameters of the model being trained: the DC
 // model (scaffold plus main network, reference names) or the DiT.
-func modelParams(b *arch.DiTConfig, c *dc.Config, h *hnet.Config, fromBase bool, s *Scaffold) []Param {
+func modelParams(pl *Plan, b *arch.DiTConfig, fromBase bool, s *Scaffold) []Param {
 	var out []Param
+	c, h := pl.DC, pl.MainNetwork
 	if c == nil {
+		groups := fixedGroups(pl, b)
 		exp := arch.ExpectedDiT(b, arch.Original)
 		for i, name := range exp.Names() {
 			if name == "pos_embed" {
 				continue // a fixed table, not a parameter
 			}
-			prm := newParam(name, ints(exp.Shape(i)), dit.ParamGroups(name))
+			prm := newParam(name, ints(exp.Shape(i)), groups(name))
 			if fromBase {
 				prm.From = name
 			}
@@ -493,6 +530,45 @@ func modelParams(b *arch.DiTConfig, c *dc.Config, h *hnet.Config, fromBase bool,
 		out = append(out, prm)
 	}
 	return out
+}
+
+// fixedGroups is ParamGroups of a fixed-patch model of config cfg by its
+// own tensor names: those of the backbone its family grafts from it
+// (family.GraftSpecer), which keeps them under arch.DCBackbonePrefix.
+func fixedGroups(pl *Plan, cfg any) func(string) []string {
+	g, ok := pl.costs.(family.GraftSpecer)
+	if !ok {
+		return func(string) []string { return nil }
+	}
+	spec, err := g.GraftSpec(cfg, 0, 0, 0)
+	if err != nil {
+		return func(string) []string { return nil }
+	}
+	return func(name string) []string { return spec.ParamGroups(arch.DCBackbonePrefix + name) }
+}
+
+// forward is one forward of a base or model of config cfg over a rows×cols
+// latent with captions of captionLen tokens, as its family prices it
+// (family.BaseCosted); NaN when the family cannot.
+func (pl *Plan) forward(cfg any, rows, cols, captionLen int) float64 {
+	if pl.costs == nil {
+		return math.NaN()
+	}
+	c, err := pl.costs.BaseFLOPs(cfg, rows, cols, captionLen)
+	if err != nil {
+		return math.NaN()
+	}
+	return c.Forward
+}
+
+// samplingFLOPs is a sampling run's cost per image: forward FLOPs times the
+// steps, twice with guidance's second branch.
+func samplingFLOPs(forward float64, steps int, guided bool) float64 {
+	n := float64(steps)
+	if guided {
+		n *= 2
+	}
+	return forward * n
 }
 
 // baseName maps a DC parameter to the DiT tensor it is copied from, or ""
@@ -609,9 +685,9 @@ func planFLOPs(pl *Plan, r *Recipe, b *arch.DiTConfig) {
 	f := &pl.FLOPs
 	f.Convention, f.SamplingSteps, f.CFG = FLOPsConvention, steps, cfg
 	ditRow := func(model string) FLOPsRow {
-		fwd := dit.ForwardFLOPs(b, b.NumTokens()).Total()
+		fwd := pl.forward(b, b.InputSize, b.InputSize, 0)
 		return FLOPsRow{Model: model, Tokens: b.NumTokens(), Kept: b.NumTokens(), GFLOPsPerForward: fwd / 1e9,
-			TFLOPsPerImage: dit.SamplingFLOPs(fwd, steps, guided) / 1e12}
+			TFLOPsPerImage: samplingFLOPs(fwd, steps, guided) / 1e12}
 	}
 	if pl.DC == nil {
 		f.Rows = append(f.Rows, ditRow("dit"))
@@ -674,8 +750,8 @@ func planData(p *problems, r *Recipe, pl *Plan, b *arch.DiTConfig) {
 	}
 	switch r.Data.Source {
 	case SourceTeacher:
-		fwd := dit.ForwardFLOPs(b, b.NumTokens()).Total()
-		d.GenerationTFLOPs = dit.SamplingFLOPs(fwd, r.Data.SamplingSteps, r.Data.CFG > 1) * float64(r.Data.Samples) / 1e12
+		fwd := pl.forward(b, b.InputSize, b.InputSize, 0)
+		d.GenerationTFLOPs = samplingFLOPs(fwd, r.Data.SamplingSteps, r.Data.CFG > 1) * float64(r.Data.Samples) / 1e12
 	case SourceFile:
 		f, err := safetensors.Open(d.Path)
 		if err != nil {
@@ -723,7 +799,7 @@ func planStages(p *problems, r *Recipe, pl *Plan, b *arch.DiTConfig) {
 	isDC := pl.DC != nil
 	var teacherFwd float64
 	if r.Base != nil {
-		teacherFwd = dit.ForwardFLOPs(b, b.NumTokens()).Total()
+		teacherFwd = pl.forward(b, b.InputSize, b.InputSize, 0)
 	}
 	for i := range r.Stages {
 		st := &r.Stages[i]
@@ -862,7 +938,7 @@ func budgets(st *Stage, isDC bool) string {
 // schedule.
 func meanForward(pl *Plan, b *arch.DiTConfig, st *Stage, diffusionSteps int) float64 {
 	if pl.DC == nil {
-		return dit.ForwardFLOPs(b, b.NumTokens()).Total()
+		return pl.forward(b, b.InputSize, b.InputSize, 0)
 	}
 	at := func(rho float64) float64 { return dcForward(pl.DC, pl.MainNetwork, keptTokens(pl.DC, rho)).Total() }
 	dense := dcForward(pl.DC, pl.MainNetwork, pl.DC.Cells()).Total()

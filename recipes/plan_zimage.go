@@ -9,14 +9,14 @@ import (
 
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders/arch"
-	"github.com/dcdit/dcdit/zimage"
 )
 
 // planZImage plans a recipe whose base is a Z-Image: the scaffold around
 // it on the base.latent_size grid (as upcycle.GraftTeacher builds it), its
-// parameters, its FLOPs per ρ with a caption of zimage.TypicalCaptionLen
-// tokens (the few words of the shapes captions when the base was trained
+// parameters, its FLOPs per ρ with a caption of the family's typical length
+// (family.Base.CaptionLen) (the few words of the shapes captions when the base was trained
 // on them), and each stage's cost and memory.
 func planZImage(p *problems, r *Recipe, pl *Plan) {
 	zc := pl.Backbone.ZImage
@@ -35,7 +35,23 @@ func planZImage(p *problems, r *Recipe, pl *Plan) {
 	if !scaffoldDivides(p, s, zc.Dim) {
 		return
 	}
-	c, err := s.Upcycle().Config(zc.InChannels, zc.InChannels, L, L, zc.Dim, zc.AdaLNDim)
+	// A base trained on the shapes captions reads a few words; a real
+	// Z-Image a prompt in its chat template.
+	captionLen := pl.base.CaptionLen
+	if pl.Backbone.ShapesCaptions {
+		captionLen = toyCaptionLen
+	}
+	g, ok := pl.costs.(family.GraftSpecer)
+	if !ok {
+		p.add("base.path", "the base's family does not describe its grafts (family.GraftSpecer)")
+		return
+	}
+	spec, err := g.GraftSpec(zc, L, L, captionLen)
+	if err != nil {
+		p.add("base.path", "%v", err)
+		return
+	}
+	c, err := s.Upcycle().Config(zc.InChannels, zc.InChannels, L, L, spec.Width(), spec.CondWidth())
 	if err != nil {
 		p.add("scaffold", "%v", strings.TrimPrefix(err.Error(), "upcycle: "))
 		return
@@ -48,7 +64,6 @@ func planZImage(p *problems, r *Recipe, pl *Plan) {
 
 	// Parameters: the scaffold's (new), the backbone's (copied), whose
 	// patch embedding and final layer the scaffold replaces.
-	spec := zimage.Spec{Config: zc}
 	shapes := dc.ScaffoldShapes(c)
 	for _, name := range slices.Sorted(maps.Keys(shapes)) {
 		pl.Params = append(pl.Params, newParam(name, shapes[name], dc.ParamGroups(name, spec.ParamGroups)))
@@ -76,7 +91,6 @@ func planZImage(p *problems, r *Recipe, pl *Plan) {
 	sort.Strings(ps.DroppedNames)
 
 	// FLOPs: the teacher on its patch grid, the DC model at each ρ.
-	bb := zimage.NewBackbone(&zimage.Model{Config: zc})
 	steps, guided := r.Eval.SamplingSteps, r.Eval.CFG > 1
 	branches := 1.0
 	if guided {
@@ -84,19 +98,12 @@ func planZImage(p *problems, r *Recipe, pl *Plan) {
 	}
 	f := &pl.FLOPs
 	f.Convention, f.SamplingSteps, f.CFG = FLOPsConvention, steps, r.Eval.CFG
-	// A base trained on the shapes captions reads a few words; a real
-	// Z-Image a prompt in its chat template.
-	captionLen := zimage.TypicalCaptionLen
-	if pl.Backbone.ShapesCaptions {
-		captionLen = toyCaptionLen
-	}
-	bb.CaptionLen, bb.ImageMultiple = captionLen, zimage.GraftImageMultiple(zc, L, L)
 	f.KeptTokens = fmt.Sprintf("assumed: the router marks ⌊L/N⌋ = ⌊%d/%g⌋ = %d boundaries, tail dropping removes ⌊n·ρ⌋; captions of %d tokens", c.Cells(), c.TargetN, keptTokens(c, 0), captionLen)
 	patches := (L / zc.PatchSize) * (L / zc.PatchSize)
-	baseFwd := zimage.ForwardFLOPs(zc, patches, captionLen).Total()
+	baseFwd := pl.forward(zc, L, L, captionLen)
 	f.Rows = append(f.Rows, FLOPsRow{Model: "base", Tokens: patches, Kept: patches, GFLOPsPerForward: baseFwd / 1e9,
 		TFLOPsPerImage: baseFwd * float64(steps) * branches / 1e12})
-	at := func(kept ...int) dc.FLOPs { return dc.ConfigFLOPs(c, bb, kept) }
+	at := func(kept ...int) dc.FLOPs { return dc.ConfigFLOPs(c, spec, kept) }
 	for _, rho := range r.Eval.Rho {
 		k := keptTokens(c, rho)
 		parts := at(k)
@@ -124,7 +131,7 @@ func planZImage(p *problems, r *Recipe, pl *Plan) {
 			fwd += at(keptTokens(c, rho)).Total() / float64(len(st.Rho))
 		}
 		sp.setCompute(st, fwd, baseFwd)
-		sp.Memory = memoryWith(pl, st, sp.Trainable, zimageActivationFloats(c, zc, keptTokens(c, st.Rho[0])))
+		sp.Memory = memoryWith(pl, st, sp.Trainable, zimageActivationFloats(c, zc, keptTokens(c, st.Rho[0]), pl.base.CaptionLen))
 		pl.Stages = append(pl.Stages, sp)
 	}
 }
@@ -134,30 +141,11 @@ func planZImage(p *problems, r *Recipe, pl *Plan) {
 // activationFloats does for DiT: the scaffold per grid position, then the
 // noise refiner over the M kept tokens and the main layers over them and
 // the caption (SwiGLU: three hidden-width tensors per block).
-func zimageActivationFloats(c *dc.Config, zc *arch.ZImageConfig, M int) int64 {
+func zimageActivationFloats(c *dc.Config, zc *arch.ZImageConfig, M, captionLen int) int64 {
 	D, H, ffn := int64(zc.Dim), int64(zc.NHeads), int64(zc.FFNHidden)
 	block := func(tokens int64) int64 { return tokens*(12*D+3*ffn) + H*tokens*tokens }
-	m, joint := int64(M), int64(M+zimage.TypicalCaptionLen)
+	m, joint := int64(M), int64(M+captionLen)
 	return int64(c.Cells())*scaffoldFloats(c) + int64(zc.NRefinerLayers)*block(m) + int64(zc.NLayers)*block(joint)
-}
-
-// ZImageConfig sizes a Z-Image from [model] (kind "zimage"): Z-Image's
-// own ratios where the recipe says nothing (the feed-forward width 8/3·D,
-// the adaLN width min(D, 256), RoPE over (time, row, column) with the head
-// width split 1/4, 3/8, 3/8 as Z-Image's 32/48/48 of 128, θ 256), and a
-// timestep MLP as wide as the model instead of 1024 at this scale.
-func (m *Model) ZImageConfig() *arch.ZImageConfig {
-	hd := m.HiddenSize / m.NumHeads
-	spatial := 3 * hd / 8 / 2 * 2
-	return &arch.ZImageConfig{
-		Dim: m.HiddenSize, NLayers: m.Depth, NRefinerLayers: m.RefinerDepth, NHeads: m.NumHeads, NKVHeads: m.NumHeads,
-		InChannels: m.InChannels, PatchSize: m.PatchSize, FPatchSize: 1, CapFeatDim: m.CaptionDim, QKNorm: true,
-		NormEps: 1e-5, RopeTheta: 256, TScale: 1000, SeqMultiOf: m.SeqMultiOf,
-		AxesDims:  []int64{int64(hd - 2*spatial), int64(spatial), int64(spatial)},
-		AxesLens:  []int64{1536, int64(m.InputSize), int64(m.InputSize)},
-		FFNHidden: int(float64(m.HiddenSize) / 3 * 8), AdaLNDim: min(m.HiddenSize, 256), TMidDim: m.HiddenSize,
-		FrequencySize: 256,
-	}
 }
 
 // toyCaptionLen is the caption length a Z-Image trained on the shapes
@@ -168,23 +156,31 @@ const toyCaptionLen = shapes.MaxCaptionWords
 // planZImageModel plans a Z-Image trained from scratch ([model] kind
 // "zimage"): its parameters, its FLOPs per image along flow matching's
 // sampling run, and each stage's compute and memory.
-func planZImageModel(p *problems, r *Recipe, pl *Plan) {
-	zc := r.Model.ZImageConfig()
-	if err := zimage.CheckConfig(zc); err != nil {
+func planZImageModel(p *problems, r *Recipe, pl *Plan, zc *arch.ZImageConfig) {
+	L := r.Model.InputSize
+	g, ok := pl.costs.(family.GraftSpecer)
+	if !ok {
+		p.add("model.kind", "the %q family does not describe its models' tensors (family.GraftSpecer)", r.Model.Kind)
+		return
+	}
+	spec, err := g.GraftSpec(zc, L, L, toyCaptionLen)
+	if err == nil {
+		err = spec.Validate()
+	}
+	if err != nil {
 		p.add("model", "%v", err)
 		return
 	}
 	pl.Backbone = BackboneInfo{Architecture: arch.ZImage, Source: "model", ZImage: zc}
 	exp := arch.ExpectedZImage(zc, arch.Comfy)
 	for i, name := range exp.Names() {
-		pl.Params = append(pl.Params, newParam(name, ints(exp.Shape(i)), zimage.ParamGroups(name)))
+		pl.Params = append(pl.Params, newParam(name, ints(exp.Shape(i)), spec.ParamGroups(arch.DCBackbonePrefix+name)))
 	}
 	countParams(pl, nil, nil)
 	pl.Data = DataInfo{Source: r.Data.Source, Samples: r.Data.Samples}
 
-	L := r.Model.InputSize
 	patches := (L / zc.PatchSize) * (L / zc.PatchSize)
-	fwd := zimage.ForwardFLOPs(zc, patches, toyCaptionLen).Total()
+	fwd := pl.forward(zc, L, L, toyCaptionLen)
 	steps := r.Eval.SamplingSteps
 	f := &pl.FLOPs
 	f.Convention, f.SamplingSteps, f.CFG = FLOPsConvention, steps, r.Eval.CFG

@@ -135,15 +135,13 @@ var _ family.Graftable = Teacher{}
 // whose matrices are kept in BF16 (LoadOptions.KeepBF16) predicts only:
 // it cannot be grafted.
 func (t Teacher) GraftBackbone(rows, cols int) (family.Backbone, error) {
-	c := t.Model.Config
-	switch {
-	case c.FPatchSize != 1:
-		return nil, fmt.Errorf("zimage: graft: frame patches of %d: the scaffold grafts onto single-frame images (f_patch_size 1)", c.FPatchSize)
-	case len(t.Model.bf16) > 0:
+	if len(t.Model.bf16) > 0 {
 		return nil, fmt.Errorf("zimage: graft: the model keeps its matrices in BF16 for inference; load it without KeepBF16 to graft it")
 	}
-	cc := *c
-	spec := Spec{Config: &cc, CaptionLen: t.CaptionLen, ImageMultiple: GraftImageMultiple(c, rows, cols)}
+	spec, err := Family{}.GraftSpec(t.Model.Config, rows, cols, t.CaptionLen)
+	if err != nil {
+		return nil, err
+	}
 	ts, err := family.CopyTensors(spec.Shapes(), t.Model.Params, t.Model.names)
 	if err != nil {
 		return nil, fmt.Errorf("zimage: graft: %w", err)

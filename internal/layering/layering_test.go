@@ -50,8 +50,6 @@ func backboneDebt() []debt {
 		{"dc/hnet", "dit", "ApplyBlock, Embedders, BlockSizes, PackedFLOPs, param groups"},
 
 		// The pipelines.
-		{"recipes", "dit", "ForwardFLOPs, SamplingFLOPs: the plan's costs"},
-		{"recipes", "zimage", "NewBackbone, CheckConfig, ForwardFLOPs, TypicalCaptionLen"},
 		{"recipes", "dc/hnet", "Config, Shapes, Prefix"},
 
 		// The commands.
