@@ -87,6 +87,10 @@ type Adopter interface {
 	// (Teacher.Parameters, under the teacher's own names); the teacher is
 	// left as it is.
 	Adopt(t Teacher) (Backbone, error)
+	// AdoptedFrom names the teacher tensor a backbone tensor (a name the
+	// Spec's Shapes lists) is copied from, or "" for one Adopt starts
+	// fresh: a plan says what comes from the base.
+	AdoptedFrom(name string) string
 }
 
 // AdopterOf returns the first registered family, in kind order, that

@@ -10,7 +10,6 @@ import (
 
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc"
-	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders"
@@ -35,7 +34,9 @@ type Plan struct {
 	DC *dc.Config `json:"dc"`
 	// MainNetwork is the DC model's transformer (the backbone's blocks
 	// under DC-DiT's names); nil for a fixed-patch DiT.
-	MainNetwork *hnet.Config `json:"main_network"`
+	// It is the family's config (Spec.Settings) of the backbone the DiT's
+	// blocks are adopted into (family.Adopter: DC-DiT's main network).
+	MainNetwork any          `json:"main_network"`
 	Parameters  ParamSummary `json:"parameters"`
 	FLOPs       FLOPsInfo    `json:"flops"`
 	Data        DataInfo     `json:"data"`
@@ -51,6 +52,20 @@ type Plan struct {
 	// scratch, base its description of the base.
 	costs family.BaseCosted
 	base  family.Base
+	// adopter builds the DC model's backbone from the base, described by
+	// mainSpec.
+	adopter  family.Adopter
+	mainSpec family.Spec
+}
+
+// MainNetworkSummary is a line naming the DC model's backbone's sizes
+// (family.Summarized), or "" for a plan without one or a family that
+// gives none.
+func (pl *Plan) MainNetworkSummary() string {
+	if s, ok := pl.mainSpec.(family.Summarized); ok {
+		return s.Summary()
+	}
+	return ""
 }
 
 // RecipeInfo names the recipe and where the run goes.
@@ -292,7 +307,7 @@ func NewPlan(r *Recipe) (pl *Plan, err error) {
 		return pl, p.err()
 	}
 	if r.Scaffold != nil {
-		pl.DC, pl.MainNetwork = dcConfigs(p, r, cfg)
+		pl.DC = dcConfigs(p, r, pl, cfg)
 		if pl.DC == nil {
 			return pl, p.err()
 		}
@@ -436,7 +451,7 @@ func modelConfig(p *problems, r *Recipe, pl *Plan) *arch.DiTConfig {
 // dcConfigs builds the scaffold's and the main network's configs from the
 // backbone as upcycle.Graft does, after checking what the recipe's
 // factors must divide (so that a problem names its recipe key).
-func dcConfigs(p *problems, r *Recipe, b *arch.DiTConfig) (*dc.Config, *hnet.Config) {
+func dcConfigs(p *problems, r *Recipe, pl *Plan, b *arch.DiTConfig) *dc.Config {
 	s := r.Scaffold
 	D := b.HiddenSize
 	ok := scaffoldDivides(p, s, D)
@@ -445,21 +460,22 @@ func dcConfigs(p *problems, r *Recipe, b *arch.DiTConfig) (*dc.Config, *hnet.Con
 		ok = false
 	}
 	if !ok {
-		return nil, nil
+		return nil
 	}
 	// The configs themselves are the graft's: the planned model is the
 	// one pipeline builds (upcycle.Graft), not a copy of its derivation.
-	_, spec, found := family.AdopterOf(b)
+	a, spec, found := family.AdopterOf(b)
 	if !found {
 		p.add("base.path", "no registered family (%s) adopts a DiT's blocks as a DC model's main network", family.KindList())
-		return nil, nil
+		return nil
 	}
 	c, err := s.Upcycle().Config(b.InChannels, b.OutChannels(), b.InputSize, b.InputSize, spec.Width(), spec.CondWidth())
 	if err != nil {
 		p.add("scaffold", "%v", strings.TrimPrefix(err.Error(), "upcycle: "))
-		return nil, nil
+		return nil
 	}
-	return c, spec.Settings().(*hnet.Config)
+	pl.adopter, pl.mainSpec, pl.MainNetwork = a, spec, spec.Settings()
+	return c
 }
 
 // scaffoldDivides checks what the scaffold's factors must divide around a
@@ -493,7 +509,7 @@ func scaffoldDivides(p *problems, s *Scaffold, D int) bool {
 // model (scaffold plus main network, reference names) or the DiT.
 func modelParams(pl *Plan, b *arch.DiTConfig, fromBase bool, s *Scaffold) []Param {
 	var out []Param
-	c, h := pl.DC, pl.MainNetwork
+	c, main := pl.DC, pl.mainSpec
 	if c == nil {
 		groups := fixedGroups(pl, b)
 		exp := arch.ExpectedDiT(b, arch.Original)
@@ -510,8 +526,8 @@ func modelParams(pl *Plan, b *arch.DiTConfig, fromBase bool, s *Scaffold) []Para
 		return out
 	}
 	shapes := dc.ScaffoldShapes(c)
-	for name, sh := range hnet.Shapes(h) {
-		if name == hnet.Prefix+"rmsnorm.weight" && s.BackboneNorm == "none" {
+	for name, sh := range main.Shapes() {
+		if s.BackboneNorm == "none" && slices.Contains(main.ParamGroups(name), params.GroupBackboneNorm) {
 			continue
 		}
 		shapes[name] = sh
@@ -521,11 +537,10 @@ func modelParams(pl *Plan, b *arch.DiTConfig, fromBase bool, s *Scaffold) []Para
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	main := hnet.Spec{Config: h}
 	for _, name := range names {
 		prm := newParam(name, shapes[name], dc.ParamGroups(name, main.ParamGroups))
 		if fromBase {
-			prm.From = baseName(name)
+			prm.From = pl.adopter.AdoptedFrom(name)
 		}
 		out = append(out, prm)
 	}
@@ -569,18 +584,6 @@ func samplingFLOPs(forward float64, steps int, guided bool) float64 {
 		n *= 2
 	}
 	return forward * n
-}
-
-// baseName maps a DC parameter to the DiT tensor it is copied from, or ""
-// for a new one.
-func baseName(name string) string {
-	switch {
-	case strings.HasPrefix(name, "t_embedder."), strings.HasPrefix(name, "y_embedder."):
-		return name
-	case strings.HasPrefix(name, hnet.Prefix+"layers."):
-		return "blocks." + strings.TrimPrefix(name, hnet.Prefix+"layers.")
-	}
-	return ""
 }
 
 // groupOrder is the order of finest groups in reports: the groups that
@@ -675,8 +678,8 @@ func keptTokens(c *dc.Config, rho float64) int { return dc.AssumedKept(c.Cells()
 
 // dcForward is the forward cost of a DC model on a batch with these kept
 // counts.
-func dcForward(c *dc.Config, h *hnet.Config, kept ...int) dc.FLOPs {
-	return dc.ConfigFLOPs(c, &hnet.Network{Config: h}, kept)
+func dcForward(c *dc.Config, main family.Spec, kept ...int) dc.FLOPs {
+	return dc.ConfigFLOPs(c, main, kept)
 }
 
 func planFLOPs(pl *Plan, r *Recipe, b *arch.DiTConfig) {
@@ -696,7 +699,7 @@ func planFLOPs(pl *Plan, r *Recipe, b *arch.DiTConfig) {
 	if r.Base != nil {
 		f.Rows = append(f.Rows, ditRow("base"))
 	}
-	c, h := pl.DC, pl.MainNetwork
+	c, h := pl.DC, pl.mainSpec
 	f.KeptTokens = fmt.Sprintf("assumed: the router marks ⌊L/N⌋ = ⌊%d/%g⌋ = %d boundaries (the ratio loss's target), tail dropping removes ⌊n·ρ⌋", c.Cells(), c.TargetN, keptTokens(c, 0))
 	// eval.dense_below runs its steps on every cell.
 	dense := 0
@@ -940,8 +943,8 @@ func meanForward(pl *Plan, b *arch.DiTConfig, st *Stage, diffusionSteps int) flo
 	if pl.DC == nil {
 		return pl.forward(b, b.InputSize, b.InputSize, 0)
 	}
-	at := func(rho float64) float64 { return dcForward(pl.DC, pl.MainNetwork, keptTokens(pl.DC, rho)).Total() }
-	dense := dcForward(pl.DC, pl.MainNetwork, pl.DC.Cells()).Total()
+	at := func(rho float64) float64 { return dcForward(pl.DC, pl.mainSpec, keptTokens(pl.DC, rho)).Total() }
+	dense := dcForward(pl.DC, pl.mainSpec, pl.DC.Cells()).Total()
 	// Timesteps are drawn uniformly, so a share dense_below/steps of the
 	// samples keeps every cell whatever the step's ρ.
 	below := min(st.DenseBelow/float64(diffusionSteps), 1)

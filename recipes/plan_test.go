@@ -55,7 +55,7 @@ func TestRealRecipesPlan(t *testing.T) {
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
-			if pl.Backbone.Config.Preset != s.preset || pl.DC.EncDecDim != s.bottleneck || pl.DC.GridRows != 32 || pl.MainNetwork.PatchSize != 2 {
+			if pl.Backbone.Config.Preset != s.preset || pl.DC.EncDecDim != s.bottleneck || pl.DC.GridRows != 32 || pl.MainNetwork.(*hnet.Config).PatchSize != 2 {
 				t.Errorf("backbone %+v, dc %+v", pl.Backbone.Config, pl.DC)
 			}
 			if got := float64(pl.Parameters.Total) / 1e6; !(math.Abs(got/s.paramsM-1) <= 0.01) {
@@ -162,7 +162,7 @@ func TestToyRecipe(t *testing.T) {
 	if err != nil {
 		t.Fatalf("toy plan: %v", err)
 	}
-	if pl.DC.EncDecDim != 16 || pl.DC.Tokens() != 256 || pl.DC.Cells() != 64 || pl.MainNetwork.Depth != 6 {
+	if pl.DC.EncDecDim != 16 || pl.DC.Tokens() != 256 || pl.DC.Cells() != 64 || pl.MainNetwork.(*hnet.Config).Depth != 6 {
 		t.Errorf("dc %+v", pl.DC)
 	}
 	// The recipe is sized so that the DC model at ρ = 0 costs about the
@@ -201,7 +201,7 @@ func TestToyRecipe(t *testing.T) {
 	// Dense training steps cost the full grid: the more of them, the
 	// dearer a sample, up to the dense forward itself.
 	st := r.Stages[0]
-	dense := dcForward(pl.DC, pl.MainNetwork, pl.DC.Cells()).Total()
+	dense := dcForward(pl.DC, pl.mainSpec, pl.DC.Cells()).Total()
 	prevCost := 0.0
 	for _, tt := range []struct{ fraction, below float64 }{{0, 0}, {0.25, 0}, {0.25, 500}, {0, 1000}} {
 		s := st
@@ -254,7 +254,7 @@ func TestFromScratch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pl.Recipe.Kind != "train-dc" || pl.DC == nil || pl.MainNetwork.PatchSize != 1 || r.Model.PatchSize != 1 || !slices.Equal(r.Stages[0].Rho, PaperRho) {
+	if pl.Recipe.Kind != "train-dc" || pl.DC == nil || pl.MainNetwork.(*hnet.Config).PatchSize != 1 || r.Model.PatchSize != 1 || !slices.Equal(r.Stages[0].Rho, PaperRho) {
 		t.Errorf("DC-DiT from scratch: %+v %+v", pl.Recipe, pl.MainNetwork)
 	}
 }

@@ -48,16 +48,13 @@ func (f Family) Adopt(t family.Teacher) (family.Backbone, error) {
 	src := t.Parameters()
 	ts := map[string]dc.Tensor{}
 	for name, shape := range Shapes(cfg) {
-		from := name
-		if rest, ok := strings.CutPrefix(name, Prefix+"layers."); ok {
-			from = "blocks." + rest
-		}
+		from := f.AdoptedFrom(name)
 		n := 1
 		for _, d := range shape {
 			n *= d
 		}
 		v := make([]float32, n)
-		if name == Prefix+"rmsnorm.weight" {
+		if from == "" {
 			for i := range v {
 				v[i] = 1
 			}
@@ -71,4 +68,25 @@ func (f Family) Adopt(t family.Teacher) (family.Backbone, error) {
 		ts[name] = dc.Tensor{Shape: shape, Data: v}
 	}
 	return New(cfg, ts)
+}
+
+// AdoptedFrom maps the main network's tensors to a DiT's: its blocks
+// (layers.N under Prefix from blocks.N) and its embedders under their own
+// names; the final RMSNorm is new.
+func (Family) AdoptedFrom(name string) string {
+	switch {
+	case strings.HasPrefix(name, "t_embedder."), strings.HasPrefix(name, "y_embedder."):
+		return name
+	case strings.HasPrefix(name, Prefix+"layers."):
+		return "blocks." + strings.TrimPrefix(name, Prefix+"layers.")
+	}
+	return ""
+}
+
+var _ family.Summarized = Spec{}
+
+// Summary names the network's sizes for a plan.
+func (s Spec) Summary() string {
+	c := s.Config
+	return fmt.Sprintf("%d blocks × %d, %d heads, MLP %d, positions on the patch-%d grid", c.Depth, c.Width, c.Heads, c.MLPHidden, max(1, c.PatchSize))
 }

@@ -50,7 +50,6 @@ func backboneDebt() []debt {
 		{"dc/hnet", "dit", "ApplyBlock, Embedders, BlockSizes, PackedFLOPs, param groups"},
 
 		// The pipelines.
-		{"recipes", "dc/hnet", "Config, Shapes, Prefix"},
 
 		// The commands.
 		{"internal/cli/bench", "dit", "Init, ForwardFLOPs"},

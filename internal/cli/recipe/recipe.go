@@ -207,8 +207,8 @@ func WriteTable(w io.Writer, pl *recipes.Plan) {
 			line("scaffold", "not in the official DC-DiT: wide head %v, encoder RMSNorm dropped %v, relative residual %v, latent skip %v",
 				d.WideHead, d.NoEncoderNorm, d.RelativeResidual, d.LatentSkip)
 		}
-		if h := pl.MainNetwork; h != nil {
-			line("main network", "%d blocks × %d, %d heads, MLP %d, positions on the patch-%d grid", h.Depth, h.Width, h.Heads, h.MLPHidden, max(1, h.PatchSize))
+		if s := pl.MainNetworkSummary(); s != "" {
+			line("main network", "%s", s)
 		}
 	}
 	tw.Flush()
