@@ -276,7 +276,7 @@ type Scaffold struct {
 	// Head is the output layer: "official" (DC-DiT's final layer at the
 	// decoder's width E) or "wide" (plus a head at width D on the
 	// decoder's input, started as the base's final layer and added to the
-	// official one; see upcycle.WideHeadPrior). Default: "official".
+	// official one; see upcycle.Graft). Default: "official".
 	Head string `toml:"head"`
 	// EncoderNorm is what ends the encoder: "rmsnorm" (the official
 	// DC-DiT's) or "none" (an upcycled DiT's blocks then see its patch
@@ -304,8 +304,8 @@ type Scaffold struct {
 }
 
 // Upcycle returns the scaffold's choices as package upcycle takes them
-// (Graft, GraftConfigs): the one conversion, used by the planner and the
-// pipeline alike.
+// (Graft, Scaffold.Config): the one conversion, used by the planner and
+// the pipeline alike.
 func (s *Scaffold) Upcycle() upcycle.Scaffold {
 	return upcycle.Scaffold{
 		WidthFactor: s.WidthFactor, EncoderBlocks: s.EncoderBlocks, DecoderBlocks: s.DecoderBlocks,
