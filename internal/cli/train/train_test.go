@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dcdit/dcdit/dc/checkpoint"
+	_ "github.com/dcdit/dcdit/families" // the pipeline opens bases through the registry
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 	"github.com/dcdit/dcdit/internal/testckpt"
 	"github.com/dcdit/dcdit/loaders/dtype"
