@@ -48,10 +48,6 @@ type Header struct {
 	HeadsUnknown bool
 }
 
-// assumedN is the warning of a header without a config: the ratio-loss
-// target N prices a DC model (the router's kept share, 1/N).
-var assumedN = fmt.Sprintf("an official DC-DiT state dict stores no target N; assuming N = %g", Defaults().DownsampleFactor)
-
 // ReadHeader describes the official checkpoint ck from its headers alone
 // (no tensor data is read): to price or report a model too large to load.
 func ReadHeader(ck *loaders.Checkpoint, opts Options) (*Header, error) {
@@ -86,7 +82,8 @@ func ReadHeader(ck *loaders.Checkpoint, opts Options) (*Header, error) {
 		}
 	}
 	if c == nil {
-		warnings = append(warnings, assumedN)
+		// The ratio-loss target prices a DC model: the router keeps 1/N.
+		warnings = append(warnings, fmt.Sprintf("an official DC-DiT state dict stores no target N; assuming N = %g", settings.TargetN))
 	}
 	// The sizes do not depend on the head count: an unknown one is sized
 	// as 1 and reported as 0.
