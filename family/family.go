@@ -126,6 +126,21 @@ type Spec interface {
 	FLOPs(lengths []int) float64
 }
 
+// Describer is implemented by a Spec that names its model in one line
+// for reports ("main network 12 blocks × 384, 6 heads"); a report prints
+// a Spec without it as its Settings.
+type Describer interface {
+	Describe() string
+}
+
+// Reheader is implemented by a Spec whose attention head count a report
+// may replace to price a variant (dcdit flops --num-heads on a DC
+// checkpoint); a family whose head count is fixed does not implement it.
+type Reheader interface {
+	// WithHeads returns a copy with heads attention heads, unvalidated.
+	WithHeads(heads int) Spec
+}
+
 // Conditioning is what a backbone is conditioned on besides the time:
 // class labels, caption features, or neither (unconditional).
 type Conditioning struct {

@@ -40,6 +40,11 @@ type OpenOptions struct {
 	// KeepBF16 keeps matrices the file stores in BF16 in BF16, for a
 	// teacher that only predicts (a family may ignore it).
 	KeepBF16 bool
+	// Config is a config.json object (the diffusers keys) supplying what
+	// a file's shapes do not tell, in place of the model folder's own
+	// (Z-Image: axes_dims, rope_theta, t_scale); nil: the folder's. A
+	// family without such a config ignores it.
+	Config map[string]any
 	// Student is the description of the DC model the teacher is measured
 	// against, or nil: a family reads what its teacher shares with it
 	// (Z-Image: the caption length its FLOPs are counted for).
@@ -58,7 +63,11 @@ func OpenTeacher(path string, opts OpenOptions) (Teacher, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	c := Candidate{Path: path, Report: arch.Detect(ck.ArchInput(opts.NumHeads)), Metadata: ck.Metadata}
+	in := ck.ArchInput(opts.NumHeads)
+	if opts.Config != nil {
+		in.Config = opts.Config
+	}
+	c := Candidate{Path: path, Report: arch.Detect(in), Metadata: ck.Metadata}
 	ck.Close()
 	kinds := Kinds() // in kind order, so that the choice is stable
 	if k, ok := c.Metadata[MetadataKey]; ok {

@@ -57,6 +57,15 @@ type Teacher interface {
 	Describe() string
 }
 
+// CaptionCosted is implemented by a caption-conditioned Teacher whose
+// forward's FLOPs depend on the caption's length, which ForwardFLOPs
+// fixes: a sampler that knows each caption's length counts with it.
+type CaptionCosted interface {
+	// CaptionFLOPs counts one forward of one rows×cols latent under a
+	// caption of captionLen tokens, as ForwardFLOPs does for its own.
+	CaptionFLOPs(rows, cols, captionLen int) float64
+}
+
 // Trainee is a family's fixed-patch model trained on its own diffusion
 // objective: a teacher trained from scratch or onwards. The objective
 // (noise, inputs, loss) is the process's; the family runs the model.

@@ -237,6 +237,20 @@ func (c *Checkpoint) ArchInput(numHeads int) arch.Input {
 	return in
 }
 
+// Shapes lists the tensors' shapes by name, as the model packages size
+// their tensors (int dimensions).
+func (c *Checkpoint) Shapes() map[string][]int {
+	shapes := make(map[string][]int, len(c.Tensors))
+	for _, t := range c.Tensors {
+		sh := make([]int, len(t.Shape))
+		for i, d := range t.Shape {
+			sh[i] = int(d)
+		}
+		shapes[t.Name] = sh
+	}
+	return shapes
+}
+
 // TotalBytes is the sum of all tensors' byte sizes.
 func (c *Checkpoint) TotalBytes() int64 {
 	var n int64

@@ -194,13 +194,18 @@ func (s Spec) FLOPs(lengths []int) float64 {
 func (Family) Opens(c family.Candidate) bool { return c.Report.Architecture == arch.ZImage }
 
 // OpenTeacher loads a Z-Image transformer (a file or a repository),
-// frozen, keeping BF16 matrices in BF16 when opts asks; its FLOPs count
+// frozen, keeping BF16 matrices in BF16 when opts asks, with opts.Config
+// in place of the repository's config.json when given; its FLOPs count
 // the student's caption length when the student is a Z-Image, else
-// opts.CaptionLen.
+// opts.CaptionLen. A model that patches several frames at a time is
+// refused: a teacher predicts images, one frame each.
 func (Family) OpenTeacher(path string, opts family.OpenOptions) (family.Teacher, []string, error) {
-	m, warnings, err := LoadModel(path, LoadOptions{KeepBF16: opts.KeepBF16})
+	m, warnings, err := LoadModel(path, LoadOptions{Config: opts.Config, KeepBF16: opts.KeepBF16})
 	if err != nil {
 		return nil, nil, err
+	}
+	if f := m.Config.FPatchSize; f != 1 {
+		return nil, nil, fmt.Errorf("zimage: %s patches %d frames at a time; images are one frame", path, f)
 	}
 	m.Params.SetRequiresGrad(false)
 	t := Teacher{Model: m, CaptionLen: opts.CaptionLen}

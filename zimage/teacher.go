@@ -73,7 +73,15 @@ func (t Teacher) ForwardFLOPs(rows, cols int) float64 {
 	if n == 0 {
 		n = TypicalCaptionLen
 	}
-	return ForwardFLOPs(t.Model.Config, t.Tokens(rows, cols), n).Total()
+	return t.CaptionFLOPs(rows, cols, n)
+}
+
+var _ family.CaptionCosted = Teacher{}
+
+// CaptionFLOPs counts one forward with a caption of captionLen tokens
+// (ForwardFLOPs' Total).
+func (t Teacher) CaptionFLOPs(rows, cols, captionLen int) float64 {
+	return ForwardFLOPs(t.Model.Config, t.Tokens(rows, cols), captionLen).Total()
 }
 
 // Parameters are the model's.

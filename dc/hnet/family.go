@@ -101,6 +101,26 @@ func (s Spec) Validate() error {
 	return nil
 }
 
+var _ family.Describer = Spec{}
+
+// Describe names the main network's size in one line.
+func (s Spec) Describe() string {
+	heads := fmt.Sprintf("%d heads", s.Config.Heads)
+	if s.Config.Heads == 1 {
+		heads = "1 head"
+	}
+	return fmt.Sprintf("main network %d blocks × %d, %s", s.Config.Depth, s.Config.Width, heads)
+}
+
+var _ family.Reheader = Spec{}
+
+// WithHeads returns a copy of the description with heads attention heads.
+func (s Spec) WithHeads(heads int) family.Spec {
+	c := *s.Config
+	c.Heads = heads
+	return Spec{Config: &c}
+}
+
 // Conditioning is class labels.
 func (s Spec) Conditioning() family.Conditioning {
 	return family.Conditioning{Classes: s.Config.NumClasses}

@@ -156,4 +156,18 @@ func TestInspectDCReference(t *testing.T) {
 	if bad["architecture"] != "dcdit" {
 		t.Errorf("architecture %v", bad["architecture"])
 	}
+
+	// Exported with its YAML config beside it, the state dict states its
+	// head count and trained ρ: its FLOPs per ρ are the DC checkpoint's.
+	ckpt := dctest.Checkpoint(t)
+	pt := filepath.Join(t.TempDir(), "dc-dit.pt")
+	if code, _, stderr := run(t, "convert", ckpt, pt, "--layout", "official", "-q"); code != 0 {
+		t.Fatalf("convert: exit %d: %s", code, stderr)
+	}
+	pair, dcRows := inspectJSON(t, pt), inspectJSON(t, ckpt)["flops_per_rho"]
+	got, _ := json.Marshal(pair["flops_per_rho"])
+	want, _ := json.Marshal(dcRows)
+	if w, _ := json.Marshal(pair["warnings"]); string(got) != string(want) || strings.Contains(string(w), "heads unknown") {
+		t.Errorf("official files: flops_per_rho %s, want the DC checkpoint's %s; warnings %s", got, want, w)
+	}
 }

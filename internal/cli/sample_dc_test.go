@@ -140,6 +140,44 @@ func TestSampleDC(t *testing.T) {
 	}
 }
 
+// An official DC-DiT state dict samples as the DC checkpoint of its
+// weights does, bit for bit: with --num-heads (the de-chunk σ assumed,
+// and said), and, written by 'dcdit convert --layout official' with its
+// YAML config beside it, with no flag at all. A head count beside the
+// config that contradicts it is refused.
+func TestSampleOfficial(t *testing.T) {
+	ckpt := dctest.Checkpoint(t)
+	ref := filepath.Join(dctest.Cases(t)[0].Dir, "weights.safetensors")
+	pt := filepath.Join(t.TempDir(), "dc-dit.pt")
+	if code, _, stderr := run(t, "convert", ckpt, pt, "--layout", "official", "-q"); code != 0 {
+		t.Fatalf("convert: exit %d: %s", code, stderr)
+	}
+	args := []string{"--steps", "3", "--class", "1,2", "--seed", "5", "--rho", "0.3"}
+	want := sampleDC(t, ckpt, args...)
+	for _, c := range []struct {
+		name, path string
+		extra      []string
+		warns      bool
+	}{
+		{"state dict and --num-heads", ref, []string{"--num-heads", dcTinyCase(t).heads}, true},
+		{"state dict and its config", pt, nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := sampleDC(t, c.path, append(slices.Clone(args), c.extra...)...)
+			if !bytes.Equal(got.latents, want.latents) || !slices.Equal(got.kept, want.kept) || got.flops != want.flops {
+				t.Errorf("latents, kept %v or FLOPs %v differ from the DC checkpoint's (kept %v, FLOPs %v)", got.kept, got.flops, want.kept, want.flops)
+			}
+			if warned := strings.Contains(got.stderr, "de-chunk σ"); warned != c.warns {
+				t.Errorf("stderr %q: a warning of the assumed de-chunk σ: %v, want %v", got.stderr, warned, c.warns)
+			}
+		})
+	}
+	_, code, _, stderr := sampleRun(t, pt, "--num-heads", "3", "--steps", "1")
+	if code != 1 || !strings.Contains(stderr, "dc-dit.yaml states") || !strings.Contains(stderr, "3 were given") {
+		t.Errorf("contradicting --num-heads: exit %d, stderr %q", code, stderr)
+	}
+}
+
 // Wrong use with DC checkpoints, and DC flags with other checkpoints, end
 // with one line naming the problem: exit 2 for usage, 1 for bad input.
 func TestSampleDCErrors(t *testing.T) {
@@ -170,7 +208,7 @@ func TestSampleDCErrors(t *testing.T) {
 		{"rho-uncond without guidance", []string{ckpt, "--cfg", "1", "--rho-uncond", "0.5"}, 2, []string{"--rho-uncond needs classifier-free guidance"}},
 		{"class out of range", []string{ckpt, "--class", "10"}, 1, []string{"--class 10", "10 classes"}},
 		{"corrupted", []string{corrupt}, 1, []string{"corrupt.safetensors", "CRC-32C"}},
-		{"reference state_dict", []string{ref}, 1, []string{"weights.safetensors", "without dcdit metadata"}},
+		{"reference state_dict without heads", []string{ref}, 1, []string{"weights.safetensors", "pass --num-heads", "weights.yaml"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

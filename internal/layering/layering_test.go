@@ -53,9 +53,6 @@ func backboneDebt() []debt {
 
 		// The commands.
 		{"internal/cli/bench", "dit", "Init, ForwardFLOPs"},
-		{"internal/cli/flops", "dc/hnet", "InferConfig, Spec, Config: official DC-DiT state dicts, --num-heads on a DC-DiT checkpoint, the main network's table line"},
-		{"internal/cli/inspect", "dc/hnet", "InferConfig, Spec, Kind, Config: official DC-DiT state dicts"},
-		{"internal/cli/sample", "zimage", "LoadModel, Teacher, Kind, ForwardFLOPs, TurboSteps"},
 	}
 }
 

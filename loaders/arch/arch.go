@@ -425,7 +425,7 @@ func detectDCReference(r *Report, in Input) {
 	for _, t := range in.Tensors {
 		r.Parameters[dcBucket(t.Name)] += numel(t.Shape)
 	}
-	r.warnf("a reference DC-DiT state_dict without dcdit metadata (__metadata__ %q): the head count, de-chunk σ, ratio-loss target N and trained ρ values are not stored; loading it for sampling needs a DC checkpoint that records them", MetadataConfigKey)
+	r.warnf("a reference DC-DiT state_dict without dcdit metadata (__metadata__ %q): the head count, de-chunk σ, ratio-loss target N and trained ρ values are not stored here; they come from the YAML config beside it (model.pt, model.yaml) or the config a training checkpoint pickles, else --num-heads and the official defaults", MetadataConfigKey)
 	checkDTypes(r, in.Tensors)
 }
 

@@ -160,10 +160,7 @@ func Import(ts map[string]dc.Tensor, c *Config) (*dc.Model, error) {
 			return nil, fmt.Errorf("official: %w", err)
 		}
 	}
-	m, err := hnet.FromTensors(ts, hnet.LoadOptions{Heads: c.NumHeads, PatchSize: patch, Settings: dc.Settings{
-		Sigma: c.DechunkSigma, TargetN: c.DownsampleFactor, RatioLossWeight: c.RatioLossWeight, RatioBatchSize: c.RatioBatchSize,
-		NormGroups: normGroups, RouterGroups: routerGroups,
-	}})
+	m, err := hnet.FromTensors(ts, hnet.LoadOptions{Heads: c.NumHeads, PatchSize: patch, Settings: c.settings()})
 	if err != nil {
 		return nil, fmt.Errorf("official: %w", err)
 	}
@@ -280,33 +277,24 @@ func ImportFile(in, cfgPath, out string, heads int) error {
 		return err
 	}
 	defer ck.Close()
-	ts := make(map[string]dc.Tensor, len(ck.Tensors))
-	for _, t := range ck.Tensors {
-		v, err := t.Float32()
-		if err != nil {
-			return fmt.Errorf("%s: tensor %q: %w", in, t.Name, err)
-		}
-		shape := make([]int, len(t.Shape))
-		for i, d := range t.Shape {
-			shape[i] = int(d)
-		}
-		ts[t.Name] = dc.Tensor{Shape: shape, Data: v}
+	ts, err := readTensors(ck)
+	if err != nil {
+		return err
 	}
 	var c *Config
+	if cfgPath != "" {
+		c, err = ReadConfig(cfgPath)
+	} else {
+		c, err = pickledConfig(ck)
+	}
 	switch {
-	case cfgPath != "":
-		if c, err = ReadConfig(cfgPath); err != nil {
-			return err
-		}
-	case ck.Training != nil && ck.Training.Config != nil:
-		if c, err = FromMap(ck.Training.Config); err != nil {
-			return fmt.Errorf("%s: the pickled config: %w", in, err)
-		}
-	case heads > 0:
+	case err != nil:
+		return err
+	case c == nil && heads > 0:
 		if c, err = ConfigFromTensors(ts, heads); err != nil {
 			return fmt.Errorf("%s: %w", in, err)
 		}
-	default:
+	case c == nil:
 		return fmt.Errorf("official: %s holds no config: give the YAML it was trained with (--official-config), or its head count (--num-heads) to take the rest from the tensors and config.py's defaults", in)
 	}
 	m, err := Import(ts, c)
@@ -324,8 +312,7 @@ func ImportFile(in, cfgPath, out string, heads int) error {
 func ConfigFromTensors(ts map[string]dc.Tensor, heads int) (*Config, error) {
 	d := Defaults()
 	shapes := dc.Shapes(ts)
-	sc, err := dc.InferConfig(shapes, dc.Settings{Sigma: d.DechunkSigma, TargetN: d.DownsampleFactor,
-		RatioLossWeight: d.RatioLossWeight, RatioBatchSize: d.RatioBatchSize}, 0, 0)
+	sc, err := dc.InferConfig(shapes, d.settings(), 0, 0)
 	if err != nil {
 		return nil, fmt.Errorf("official: %w", err)
 	}
@@ -339,15 +326,4 @@ func ConfigFromTensors(ts map[string]dc.Tensor, heads int) (*Config, error) {
 	}
 	c.MultiBudgetTraining, c.MultiBudgetDropFractions = d.MultiBudgetTraining, d.MultiBudgetDropFractions
 	return c, nil
-}
-
-// LoadStateDict reads a bare state dict of the official DC-DiT in
-// safetensors (the create_dit names, no dcdit metadata) as a DC model:
-// the sizes from the tensors, the head count and the settings the file
-// does not hold from the caller (hnet.Load).
-func LoadStateDict(path string, heads int, settings dc.Settings) (*dc.Model, error) {
-	if heads < 1 {
-		return nil, fmt.Errorf("official: %s is a reference DC-DiT state dict: it does not store its head count, give it", path)
-	}
-	return hnet.Load(path, hnet.LoadOptions{Heads: heads, Settings: settings})
 }

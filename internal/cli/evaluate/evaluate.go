@@ -18,7 +18,7 @@ import (
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
-	"github.com/dcdit/dcdit/dc/hnet/official"
+	"github.com/dcdit/dcdit/dc/dcfile"
 	"github.com/dcdit/dcdit/diffusion/flowmatch"
 	"github.com/dcdit/dcdit/eval"
 	"github.com/dcdit/dcdit/eval/featnet"
@@ -28,7 +28,6 @@ import (
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 	"github.com/dcdit/dcdit/internal/cli/progress"
 	"github.com/dcdit/dcdit/loaders"
-	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/params"
 )
 
@@ -166,8 +165,10 @@ that the ADM evaluator reads. FID over --samples pictures is biased high for
 small counts: use thousands for numbers to compare with published ones.
 
 CHECKPOINT is a DC checkpoint (dcdit's format, config in its metadata), or a
-reference DC-DiT state_dict (AMD-AGI/DynamicChunkingDiT), which stores
-neither its head count (--num-heads) nor its de-chunk σ (--dechunk-sigma).
+reference DC-DiT state_dict (AMD-AGI/DynamicChunkingDiT: safetensors or
+PyTorch), which stores neither its head count (--num-heads) nor its de-chunk
+σ (--dechunk-sigma) unless its YAML config sits beside it (model.pt,
+model.yaml) or a training checkpoint pickles it.
 The teacher is any DiT checkpoint 'dcdit sample' reads.
 
 A Z-Image trained by dcdit on the shapes captions (its metadata records the
@@ -278,45 +279,24 @@ func validate(cmd *cobra.Command, o *Options) error {
 	return nil
 }
 
-// LoadModel loads the DC model to evaluate: a DC checkpoint through
-// dc/checkpoint (everything in its metadata, returned too), or a reference
-// DC-DiT state_dict through dc/hnet with the head count and de-chunk σ it
-// does not store (no metadata: nil). Any other checkpoint is an error
-// naming what it holds. warn, when not nil, receives what loading found
-// suspicious (a DC checkpoint without checksums).
+// LoadModel loads the DC model to evaluate, any file dcfile opens: a DC
+// checkpoint, or an official DC-DiT state dict, whose head count and
+// de-chunk σ, when no config comes with it, are numHeads and sigma. Its
+// metadata is what the file records or implies. Any other checkpoint is
+// an error naming what it holds. warn, when not nil, receives what
+// loading found suspicious or assumed (a DC checkpoint without
+// checksums).
 func LoadModel(path string, numHeads int, sigma float64, warn func(string)) (*dc.Model, *checkpoint.Meta, error) {
-	ck, err := loaders.Open(path)
+	m, h, err := dcfile.Open(path, dcfile.Options{Heads: numHeads, Sigma: sigma})
 	if err != nil {
 		return nil, nil, err
 	}
-	in := arch.Input{Metadata: ck.Metadata, Config: ck.Config}
-	for _, t := range ck.Tensors {
-		in.Tensors = append(in.Tensors, arch.TensorMeta{Name: t.Name, DType: t.DType, Shape: t.Shape})
+	for _, msg := range h.Meta.Warnings {
+		if warn != nil {
+			warn(fmt.Sprintf("%s: %s", path, msg))
+		}
 	}
-	ck.Close()
-	rep := arch.Detect(in)
-	switch {
-	case rep.Layout == arch.DCLayout:
-		m, meta, err := checkpoint.Load(path)
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, msg := range meta.Warnings {
-			if warn != nil {
-				warn(fmt.Sprintf("%s: %s", path, msg))
-			}
-		}
-		return m, meta, nil
-	case rep.Architecture == arch.DCDiT:
-		if numHeads == 0 {
-			return nil, nil, fmt.Errorf("%s is a reference DC-DiT state_dict: it does not store its head count, pass --num-heads", path)
-		}
-		// TargetN only matters for training; 4 passes validation.
-		m, err := official.LoadStateDict(path, numHeads, dc.Settings{Sigma: sigma, TargetN: 4})
-		return m, nil, err
-	default:
-		return nil, nil, fmt.Errorf("%s holds a %s checkpoint (%s naming), not a DC model", path, rep.Architecture, rep.Layout)
-	}
+	return m, h.Meta, nil
 }
 
 // Run evaluates and prints.

@@ -17,8 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dcdit/dcdit/dc"
-	"github.com/dcdit/dcdit/dc/checkpoint"
-	"github.com/dcdit/dcdit/dc/hnet"
+	"github.com/dcdit/dcdit/dc/dcfile"
 	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
@@ -86,7 +85,8 @@ and the main network of the same-size DiT), and Z-Image's transformer,
 2 noise and 2 context refiner layers, 30 heads of 128, FFN 10240,
 cap_feat_dim 2560, 2×2 patches of 16 channels). Checkpoints: any DiT or
 Z-Image transformer that 'dcdit inspect' reads, dcdit's DC checkpoints, and
-official DC-DiT state dicts (hnet.* names; the head count is not stored:
+official DC-DiT state dicts (hnet.* names; the head count comes from the
+YAML config beside the file or pickled in a training checkpoint, else
 --num-heads, else the preset of the same width and depth, else 64-wide heads).
 
 Z-Image is counted at --resolution (default 1024, a 128×128 latent: 4096
@@ -242,6 +242,17 @@ type DCConfig struct {
 	Main any `json:"main_network"`
 	// Kind is the backbone's family.
 	Kind string `json:"backbone_kind"`
+	// main names the backbone in the table.
+	main string
+}
+
+// describe names a DC model's backbone in one line: as its family
+// describes it, else by its kind and config.
+func describe(s family.Spec) string {
+	if d, ok := s.(family.Describer); ok {
+		return d.Describe()
+	}
+	return fmt.Sprintf("%s backbone %+v", s.Kind(), s.Settings())
 }
 
 // Part is one line of the split.
@@ -316,36 +327,10 @@ func resolve(opts *Options) (*model, error) {
 	}
 	defer ck.Close()
 	m := &model{warnings: append([]string{}, ck.Warnings...)}
-	if _, ok := ck.Metadata[checkpoint.ConfigKey]; ok {
-		meta, err := checkpoint.ParseMeta(ck.Metadata)
-		if err != nil {
-			return nil, fmt.Errorf("flops: %s: %w", name, err)
-		}
-		cfg, spec := meta.Scaffold, meta.Backbone.Spec
-		if hc, ok := meta.Backbone.Config().(*hnet.Config); ok && opts.NumHeads > 0 {
-			net := *hc
-			net.Heads = opts.NumHeads
-			spec = hnet.Spec{Config: &net}
-		}
-		m.scaffold, m.backbone, m.native = &cfg, spec, cfg.GridRows
-		if cfg.GridRows != cfg.GridCols {
-			return nil, fmt.Errorf("flops: %s: grid %d×%d is not square; --resolution sets a square grid", name, cfg.GridRows, cfg.GridCols)
-		}
-		return m, nil
+	rep := arch.Detect(ck.ArchInput(opts.NumHeads))
+	if dcfile.FormatOf(rep) != "" {
+		return dcModel(ck, opts, m)
 	}
-	shapes := map[string][]int{}
-	for _, t := range ck.Tensors {
-		sh := make([]int, len(t.Shape))
-		for i, d := range t.Shape {
-			sh[i] = int(d)
-		}
-		shapes[t.Name] = sh
-	}
-	if _, ok := shapes["hnet.routing_module.proj.weight"]; ok {
-		return referenceDC(name, shapes, opts, m)
-	}
-	in := ck.ArchInput(opts.NumHeads)
-	rep := arch.Detect(in)
 	b, coster, ok := family.BaseOf(rep)
 	if !ok {
 		return nil, fmt.Errorf("flops: %s: architecture %s, want a DiT, Z-Image or DC-DiT checkpoint", name, rep.Architecture)
@@ -358,37 +343,23 @@ func resolve(opts *Options) (*model, error) {
 	return m, nil
 }
 
-// referenceDC reads an official DC-DiT state dict's sizes from its tensor
-// shapes. The head count and the ratio-loss target are not stored.
-func referenceDC(name string, shapes map[string][]int, opts *Options, m *model) (*model, error) {
-	side := opts.Resolution / vaeFactor
-	settings := dc.Settings{Sigma: 1, TargetN: 4, RatioLossWeight: 0.03}
-	cfg, err := dc.InferConfig(shapes, settings, side, side)
+// dcModel reads a DC model file's header: a DC checkpoint's, whose head
+// count --num-heads replaces to price a variant, or an official state
+// dict's, whose head count is --num-heads, its config's, or a guess.
+func dcModel(ck *loaders.Checkpoint, opts *Options, m *model) (*model, error) {
+	h, err := dcfile.ReadHeader(ck, dcfile.Options{Heads: opts.NumHeads, GuessHeads: true, GridSide: opts.Resolution / vaeFactor})
 	if err != nil {
-		return nil, fmt.Errorf("flops: %s: %w", name, err)
+		return nil, fmt.Errorf("flops: %s: %w", opts.Model, err)
 	}
-	heads := opts.NumHeads
-	if heads == 0 {
-		D, depth := cfg.ModelDim, 0
-		if n, err := hnet.InferConfig(shapes, 1); err == nil {
-			depth = n.Depth
-		}
-		for _, p := range dc.Presets {
-			if p.Width == D && p.Depth == depth {
-				heads, m.preset = p.Heads, p.Name
-			}
-		}
-		if heads == 0 {
-			heads = max(1, D/64)
-			m.warnings = append(m.warnings, fmt.Sprintf("the head count is not stored and width %d / depth %d match no DC-DiT preset; assuming 64-wide heads (%d) — pass --num-heads to override", D, depth, heads))
-		}
+	cfg, spec := h.Meta.Scaffold, h.Meta.Backbone.Spec
+	if r, ok := spec.(family.Reheader); ok && opts.NumHeads > 0 {
+		spec = r.WithHeads(opts.NumHeads)
 	}
-	net, err := hnet.InferConfig(shapes, heads)
-	if err != nil {
-		return nil, fmt.Errorf("flops: %s: %w", name, err)
+	m.warnings = append(m.warnings, h.Meta.Warnings...)
+	m.preset, m.scaffold, m.backbone, m.native = h.Preset, &cfg, spec, cfg.GridRows
+	if cfg.GridRows != cfg.GridCols {
+		return nil, fmt.Errorf("flops: %s: grid %d×%d is not square; --resolution sets a square grid", opts.Model, cfg.GridRows, cfg.GridCols)
 	}
-	m.warnings = append(m.warnings, "an official DC-DiT state dict stores no target N; assuming N = 4")
-	m.scaffold, m.backbone, m.native = cfg, hnet.Spec{Config: net}, cfg.GridRows
 	return m, nil
 }
 
@@ -416,7 +387,7 @@ func count(m *model, opts *Options) (*Result, error) {
 		return nil, err
 	}
 	res.Architecture, res.Tokens, res.KeptRatio = string(arch.DCDiT), L, ratio
-	res.Config = &DCConfig{Scaffold: &cfg, Main: m.backbone.Settings(), Kind: m.backbone.Kind()}
+	res.Config = &DCConfig{Scaffold: &cfg, Main: m.backbone.Settings(), Kind: m.backbone.Kind(), main: describe(m.backbone)}
 	// Counting needs only the configurations, no weights.
 	main := m.backbone
 	rhos := opts.Rho
@@ -580,10 +551,6 @@ func heads(n int) string {
 
 func dcLine(c *DCConfig) string {
 	s := c.Scaffold
-	main := fmt.Sprintf("%s backbone %+v", c.Kind, c.Main)
-	if n, ok := c.Main.(*hnet.Config); ok {
-		main = fmt.Sprintf("main network %d blocks × %d, %s", n.Depth, n.Width, heads(n.Heads))
-	}
 	return fmt.Sprintf("%s; enc/dec width %d, %d+%d conv blocks; router %d; N = %g",
-		main, s.EncDecDim, s.EncoderBlocks, s.DecoderBlocks, s.RouterDim, s.TargetN)
+		c.main, s.EncDecDim, s.EncoderBlocks, s.DecoderBlocks, s.RouterDim, s.TargetN)
 }

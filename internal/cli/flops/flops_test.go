@@ -13,6 +13,7 @@ import (
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dc/hnet"
+	"github.com/dcdit/dcdit/dc/hnet/official"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 	"github.com/dcdit/dcdit/internal/dctest"
@@ -263,8 +264,9 @@ func TestDCGuidanceAndAssumptions(t *testing.T) {
 }
 
 // Checkpoints from their headers: a DiT file, an official DC-DiT state
-// dict and a dcdit DC checkpoint, which agree with each other and with the
-// loaded model's own count.
+// dict (bare, and exported with its YAML config beside it) and a dcdit DC
+// checkpoint, which agree with each other and with the loaded model's own
+// count.
 func TestCheckpoints(t *testing.T) {
 	d, err := runJSON(t, filepath.Join(testdata, "checkpoints", "dit-original.safetensors"), "--num-heads", "2")
 	if err != nil {
@@ -282,7 +284,16 @@ func TestCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ck, err := runJSON(t, dctest.Checkpoint(t), "--rho", "0.3")
+	dcPath := dctest.Checkpoint(t)
+	ck, err := runJSON(t, dcPath, "--rho", "0.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt := filepath.Join(t.TempDir(), "dc-dit.pt")
+	if _, _, err := official.ExportFile(dcPath, pt, false); err != nil {
+		t.Fatal(err)
+	}
+	pair, err := runJSON(t, pt, "--rho", "0.3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +301,7 @@ func TestCheckpoints(t *testing.T) {
 	natural := int(float64(L) / model.Config.TargetN)
 	kept, _ := dc.KeptAfterDrop(natural, 0.3)
 	want := model.ForwardFLOPs([]int{kept}).Total() / 1e9
-	for name, r := range map[string]*Result{"reference state dict": ref, "DC checkpoint": ck} {
+	for name, r := range map[string]*Result{"reference state dict": ref, "official files": pair, "DC checkpoint": ck} {
 		if r.Architecture != "dcdit" || r.Tokens != L || r.Budgets[0].KeptTokens != kept {
 			t.Errorf("%s: %+v", name, r)
 		}
@@ -298,8 +309,23 @@ func TestCheckpoints(t *testing.T) {
 			t.Errorf("%s: %v GFLOPs per forward, the loaded model counts %v", name, got, want)
 		}
 	}
-	if len(ck.Warnings) != 0 {
-		t.Errorf("DC checkpoint warnings %v, want none: it stores everything", ck.Warnings)
+	for name, r := range map[string]*Result{"official files": pair, "DC checkpoint": ck} {
+		if len(r.Warnings) != 0 {
+			t.Errorf("%s: warnings %v, want none: they store everything", name, r.Warnings)
+		}
+	}
+	if len(ref.Warnings) != 1 || !strings.Contains(ref.Warnings[0], "target N") {
+		t.Errorf("reference state dict warnings %v, want one of the assumed target N", ref.Warnings)
+	}
+
+	// --num-heads on a DC checkpoint prices a variant with that head count.
+	variant, err := runJSON(t, dcPath, "--rho", "0.3", "--num-heads", strconv.Itoa(2*heads))
+	if err != nil {
+		t.Fatal(err)
+	}
+	main := variant.Config.(map[string]any)["main_network"].(map[string]any)
+	if main["heads"] != float64(2*heads) || !(variant.ForwardGFLOPs > ck.ForwardGFLOPs) {
+		t.Errorf("--num-heads %d: main network %v, %v GFLOPs (stored heads: %v)", 2*heads, main, variant.ForwardGFLOPs, ck.ForwardGFLOPs)
 	}
 }
 

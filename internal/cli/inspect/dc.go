@@ -6,50 +6,33 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
-	"github.com/dcdit/dcdit/dc/hnet"
+	"github.com/dcdit/dcdit/dc/dcfile"
 	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
 )
 
-// referenceTargetN is the ratio-loss target assumed for FLOPs of a
-// reference state_dict, which does not store it (the paper's N).
-const referenceTargetN = 4
-
-// describeDC completes the report of a DC-DiT checkpoint from its headers:
-// the config (the metadata of a DC checkpoint; inferred from shapes for a
-// reference state_dict), key accounting against what that config expects,
-// and FLOPs per ρ.
-func describeDC(res *Result, ck *loaders.Checkpoint, layout arch.Layout, numHeads int) {
-	shapes := map[string][]int{}
-	for _, t := range ck.Tensors {
-		s := make([]int, len(t.Shape))
-		for i, d := range t.Shape {
-			s[i] = int(d)
-		}
-		shapes[t.Name] = s
+// describeDC completes the report of a DC model file from its headers:
+// the config (a DC checkpoint's metadata; the sizes an official state
+// dict's shapes give), key accounting against what that config expects,
+// and FLOPs per ρ, which an official state dict without its config
+// prices only with --num-heads.
+func describeDC(res *Result, ck *loaders.Checkpoint, numHeads int) {
+	h, err := dcfile.ReadHeader(ck, dcfile.Options{Heads: numHeads})
+	if err != nil {
+		res.Warnings = append(res.Warnings, err.Error())
+		return
 	}
-	var expected map[string][]int
-	if layout == arch.DCLayout {
-		m, err := checkpoint.ParseMeta(ck.Metadata)
-		if err != nil {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("not a valid DC checkpoint: %v", err))
-			return
-		}
-		if numHeads > 0 {
-			res.Warnings = append(res.Warnings, "--num-heads is ignored: DC checkpoints store their head count")
-		}
-		res.Warnings = append(res.Warnings, m.Warnings...)
-		// Block counts beyond the tensors present would make the expected
-		// list (and the missing-tensor report) as long as the metadata says.
-		if err := m.CheckTensors(shapes); err != nil {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("not a valid DC checkpoint: __metadata__ %q: %v", checkpoint.ConfigKey, err))
-			return
-		}
-		expected = m.Shapes()
-		res.Config = m
+	m := h.Meta
+	if numHeads > 0 && h.Format == dcfile.DC {
+		res.Warnings = append(res.Warnings, "--num-heads is ignored: DC checkpoints store their head count")
+	}
+	res.Warnings = append(res.Warnings, m.Warnings...)
+	res.Config = h.Report
+	if h.HeadsUnknown {
+		res.Warnings = append(res.Warnings, "heads unknown: a reference DC-DiT state_dict does not store the head count; pass --num-heads for FLOPs per ρ")
+	} else {
 		// The steps it records sampling with; else its backbone family's
 		// (a DC-Z-Image samples as Z-Image-Turbo does, a DC-DiT as DiT).
 		steps := flopsSteps
@@ -63,64 +46,8 @@ func describeDC(res *Result, ck *loaders.Checkpoint, layout arch.Layout, numHead
 		res.FLOPsPerRho = m.FLOPsPerRho(steps)
 		res.FLOPsAssumption = fmt.Sprintf("per image, one forward; the router keeps 1/target_n = 1/%g of the %d tokens before tail dropping (assumed); tflops_per_image over %d steps without guidance",
 			m.Scaffold.TargetN, m.Scaffold.Cells(), steps)
-	} else {
-		m, warn := inferReference(shapes, numHeads)
-		if m == nil {
-			res.Warnings = append(res.Warnings, warn)
-			return
-		}
-		expected = m.Shapes()
-		expected["pos_embed"] = []int{1, m.Scaffold.Tokens(), m.Scaffold.ModelDim}
-		res.Config = referenceConfig(m)
-		if numHeads > 0 {
-			res.FLOPsPerRho = m.FLOPsPerRho(flopsSteps)
-			res.FLOPsAssumption = fmt.Sprintf("per image, one forward; the router keeps 1/%d of the %d tokens before tail dropping (target N not stored: the paper's %d assumed); heads from --num-heads; tflops_per_image over %d steps without guidance",
-				referenceTargetN, m.Scaffold.Tokens(), referenceTargetN, flopsSteps)
-		} else {
-			res.Warnings = append(res.Warnings, "heads unknown: a reference DC-DiT state_dict does not store the head count; pass --num-heads for FLOPs per ρ")
-		}
 	}
-	accountDC(res, shapes, expected)
-}
-
-// inferReference reads a reference state_dict's sizes from its shapes.
-// The head count (numHeads, or unknown when 0) and the settings are not
-// stored; the returned Meta carries placeholders for them (σ 1, N 4) and
-// no trained ρ.
-func inferReference(shapes map[string][]int, numHeads int) (*checkpoint.Meta, string) {
-	sc, err := dc.InferConfig(shapes, dc.Settings{Sigma: 1, TargetN: referenceTargetN}, 0, 0)
-	if err != nil {
-		return nil, fmt.Sprintf("cannot infer the DC-DiT config: %v", err)
-	}
-	heads := numHeads
-	if heads == 0 {
-		heads = 1 // sizes only; reported as unknown
-	}
-	nc, err := hnet.InferConfig(shapes, heads)
-	if err != nil {
-		return nil, fmt.Sprintf("cannot infer the main network's config: %v", err)
-	}
-	nc.Heads = numHeads
-	nc.PatchSize = 1
-	return &checkpoint.Meta{FormatVersion: checkpoint.FormatVersion, Scaffold: *sc, Backbone: checkpoint.Backbone{Kind: hnet.Kind, Spec: hnet.Spec{Config: nc}}}, ""
-}
-
-// referenceConfig is the --json config of a reference state_dict: the
-// sizes its shapes give; settings it does not store are left out.
-func referenceConfig(m *checkpoint.Meta) map[string]any {
-	s := m.Scaffold
-	sc := map[string]any{
-		"in_channels": s.InChannels, "out_channels": s.OutChannels, "grid_rows": s.GridRows, "grid_cols": s.GridCols,
-		"enc_dec_dim": s.EncDecDim, "model_dim": s.ModelDim, "cond_dim": s.CondDim, "router_dim": s.RouterDim,
-		"encoder_blocks": s.EncoderBlocks, "decoder_blocks": s.DecoderBlocks,
-	}
-	n := m.Backbone.Config().(*hnet.Config)
-	bb := map[string]any{"width": n.Width, "depth": n.Depth, "mlp_hidden": n.MLPHidden, "frequency_size": n.FrequencySize,
-		"num_classes": n.NumClasses, "patch_size": n.PatchSize}
-	if n.Heads > 0 {
-		bb["heads"] = n.Heads
-	}
-	return map[string]any{"scaffold": sc, "backbone": map[string]any{"kind": m.Backbone.Kind, "config": bb}}
+	accountDC(res, ck.Shapes(), h.Expected)
 }
 
 // accountDC reports missing, unexpected and mis-shaped tensors.

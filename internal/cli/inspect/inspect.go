@@ -232,7 +232,7 @@ func inspect(opts *Options) (*Result, error) {
 		}
 	}
 	if rep.Architecture == arch.DCDiT {
-		describeDC(res, ck, rep.Layout, numHeads)
+		describeDC(res, ck, numHeads)
 	}
 	if rep.Architecture == arch.Unknown {
 		describeVAE(res, ck)

@@ -9,9 +9,11 @@ import (
 
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
+	"github.com/dcdit/dcdit/dc/dcfile"
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/diffusion/flowmatch"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/gpu/accel"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/progress"
@@ -20,31 +22,29 @@ import (
 	"github.com/dcdit/dcdit/sample"
 )
 
-// detect reads a checkpoint's headers and says which architecture (and
-// naming) it holds.
-func detect(path string) (arch.Architecture, arch.Layout, error) {
+// detect reads a checkpoint's headers and says what it holds; config,
+// when not nil, stands in for the model folder's config.json.
+func detect(path string, config map[string]any) (*arch.Report, error) {
 	ck, err := loaders.Open(path)
 	if err != nil {
-		return "", "", err
+		return nil, err
 	}
 	defer ck.Close()
-	in := arch.Input{Metadata: ck.Metadata, Config: ck.Config}
-	for _, t := range ck.Tensors {
-		in.Tensors = append(in.Tensors, arch.TensorMeta{Name: t.Name, DType: t.DType, Shape: t.Shape})
+	in := ck.ArchInput(0)
+	if config != nil {
+		in.Config = config
 	}
-	rep := arch.Detect(in)
-	return rep.Architecture, rep.Layout, nil
+	return arch.Detect(in), nil
 }
 
-// runDC samples from a DC checkpoint at --rho (and --rho-uncond).
-func runDC(opts *Options, layout arch.Layout) error {
-	if layout != arch.DCLayout {
-		return fmt.Errorf("sample: %s is a reference DC-DiT state_dict without dcdit metadata (__metadata__ %q): its head count, de-chunk σ and target N are not stored, so it cannot be sampled; use a DC checkpoint (see README, \"DC checkpoints\")", opts.Checkpoint, checkpoint.ConfigKey)
-	}
-	m, meta, err := checkpoint.Load(opts.Checkpoint)
+// runDC samples from a DC model file (a DC checkpoint, or an official
+// DC-DiT state dict) at --rho (and --rho-uncond).
+func runDC(opts *Options) error {
+	m, h, err := dcfile.Open(opts.Checkpoint, dcfile.Options{Heads: opts.NumHeads})
 	if err != nil {
 		return err
 	}
+	meta := h.Meta
 	for _, msg := range meta.Warnings {
 		if !opts.Quiet {
 			fmt.Fprintf(opts.IO.Err, "warning: %s: %s\n", opts.Checkpoint, msg)
@@ -77,7 +77,7 @@ func runDC(opts *Options, layout arch.Layout) error {
 	if err != nil {
 		return err
 	}
-	if !opts.Quiet && opts.NumHeads > 0 {
+	if !opts.Quiet && opts.NumHeads > 0 && h.Format == dcfile.DC {
 		fmt.Fprintf(opts.IO.Err, "warning: --num-heads is ignored: %s stores its head count\n", opts.Checkpoint)
 	}
 	notes, err := resolveSampling(opts, meta, checkpoint.ProcessDDPM, samplingDefaults{steps: defaultSteps, cfg: defaultCFG})
@@ -233,7 +233,7 @@ func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta, captionWidth
 	if err != nil {
 		return &cmdutil.UsageError{Err: fmt.Errorf("--schedule: %w", err)}
 	}
-	turbo := samplingDefaults{steps: turboSteps, cfg: turboCFG, shift: flowmatch.DefaultConfig().Shift}
+	turbo := samplingDefaults{steps: familySteps(meta.Backbone.Kind), cfg: turboCFG, shift: flowmatch.DefaultConfig().Shift}
 	notes, err := resolveSampling(opts, meta, checkpoint.ProcessFlowMatching, turbo)
 	if err != nil {
 		return err
@@ -242,7 +242,7 @@ func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta, captionWidth
 	if err != nil {
 		return err
 	}
-	job, err := newZImageJob(opts, pipeline, captionWidth, pos, neg)
+	job, err := newZImageJob(opts, pipeline, captionWidth, turbo.steps, pos, neg)
 	if err != nil {
 		return err
 	}
@@ -280,6 +280,17 @@ func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta, captionWidth
 		fmt.Fprintln(opts.IO.Err, dcSummary(opts, run.guided, rhoCond, rhoUncond, cfg.Cells(), stats, run.flops/float64(len(job.pos.feats))))
 	}
 	return nil
+}
+
+// familySteps is the sampling steps the family of kind takes unless told
+// (family.Costed), else the command's default.
+func familySteps(kind string) int {
+	if f, err := family.Lookup(kind); err == nil {
+		if c, ok := f.(family.Costed); ok {
+			return c.Steps()
+		}
+	}
+	return defaultSteps
 }
 
 // samplingDefaults are the command's own sampling settings, for a DC

@@ -124,7 +124,12 @@ func NewCmd(ios *iostreams.IO, runF func(*Options) error) *cobra.Command {
 to --steps, from seeded Gaussian noise, with classifier-free guidance, and
 writes the final latents to a safetensors file. CHECKPOINT is a DiT checkpoint
 (any form and naming inspect reads) or a DC checkpoint (architecture dcdit),
-told apart from its headers.
+told apart from its headers. An official DC-DiT state dict (safetensors or
+PyTorch) samples as a DC checkpoint: its head count, de-chunk σ and trained
+ρ come from the YAML config beside it (model.pt, model.yaml, as 'dcdit
+convert --layout official' writes them) or pickled in a training
+checkpoint; without one the head count is --num-heads and σ the official
+default, 1 (warned of).
 
 --num samples are drawn for each --class label, so '--class 1,207 --num 4'
 gives 8 samples, ordered by label: 1,1,1,1,207,207,207,207.
@@ -259,7 +264,7 @@ terminal; otherwise a plain line appears every 10 seconds.`,
 	f.StringVar(&opts.Out, "out", "samples.safetensors", "safetensors file to write the latents to")
 	f.StringVar(&opts.PNG, "png", "", "also write a grid of the samples to this PNG: decoded by --vae, else a linear latent-to-RGB preview")
 	f.StringVar(&opts.VAE, "vae", "", "VAE folder or file that --png decodes the samples with (default: vae/ of the model repository; see 'dcdit decode --help')")
-	f.IntVar(&opts.NumHeads, "num-heads", 0, "attention heads, for DiT checkpoints that match no preset (they do not store it)")
+	f.IntVar(&opts.NumHeads, "num-heads", 0, "attention heads, for DiT checkpoints that match no preset and official DC-DiT state dicts without their config (they do not store it)")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "print nothing but errors: no progress, warnings or summary")
 	cmdutil.DeviceFlags(cmd, &opts.Device, &opts.Precision)
 	f.Float64Var(&opts.Rho, "rho", 0, "DC checkpoints: tail-drop fraction ρ in [0, 1), the share of the router's boundaries dropped per sample")
@@ -333,20 +338,21 @@ func Run(opts *Options) error {
 			return err
 		}
 	}
-	a, layout, err := detect(opts.Checkpoint)
+	rep, err := detect(opts.Checkpoint, nil)
 	if err != nil {
 		return err
 	}
+	a := rep.Architecture
 	if a == arch.ZImage {
 		if opts.Device != "" && opts.Device != accel.CPU {
 			// RoPE and the per-head RMSNorm have no device kernels yet.
 			return &cmdutil.UsageError{Err: fmt.Errorf("--device %s: Z-Image checkpoints sample on the CPU only for now", opts.Device)}
 		}
-		return runZImage(opts)
+		return runZImage(opts, rep)
 	}
 	if a == arch.DCDiT {
 		// Its backbone says whether it takes labels or captions.
-		return runDC(opts, layout)
+		return runDC(opts)
 	}
 	if flag := zimageFlag(opts); flag != "" {
 		return &cmdutil.UsageError{Err: fmt.Errorf("%s applies to Z-Image checkpoints; %s is a %s checkpoint, which is class-conditional (see 'dcdit sample --help')", flag, opts.Checkpoint, a)}

@@ -17,20 +17,20 @@ import (
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/diffusion/flowmatch"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/progress"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
 	"github.com/dcdit/dcdit/loaders/safetensors"
 	"github.com/dcdit/dcdit/sample"
-	"github.com/dcdit/dcdit/zimage"
 )
 
-// Z-Image defaults: Z-Image-Turbo's pipeline (8 steps = 8 forwards, no
-// guidance, 1024² images, whose latents are 128×128).
+// Z-Image defaults: Z-Image-Turbo's pipeline (no guidance, 1024² images,
+// whose latents are 128×128); the steps are the family's
+// (family.Costed.Steps: Turbo's 8).
 const (
 	defaultZImageSize = cmdutil.DefaultZImageGrid
-	turboSteps        = zimage.TurboSteps
 	turboCFG          = 0
 )
 
@@ -260,25 +260,29 @@ type zimageRun struct {
 	guided bool    // whether any step ran with guidance
 }
 
-// zimageModel is the transformer as flowmatch's sampler calls it on
-// latents of an h×w grid for the job's captions, counting each sample's
-// FLOPs.
-func (j *zimageJob) zimageModel(m *zimage.Model, h, w int, run *zimageRun) diffusion.Model {
-	c := m.Config
-	tokens := (h / c.PatchSize) * (w / c.PatchSize)
-	return j.model(sample.Teacher(zimage.Teacher{Model: m}, j.conditions(), h, w), run, func(guided bool) {
+// teacherModel is a caption-conditioned teacher as flowmatch's sampler
+// calls it on latents of an h×w grid for the job's captions, counting
+// each sample's FLOPs at its caption's length when the teacher can
+// (family.CaptionCosted).
+func (j *zimageJob) teacherModel(t family.Teacher, h, w int, run *zimageRun) diffusion.Model {
+	flops := func(int) float64 { return t.ForwardFLOPs(h, w) }
+	if c, ok := t.(family.CaptionCosted); ok {
+		flops = func(captionLen int) float64 { return c.CaptionFLOPs(h, w, captionLen) }
+	}
+	return j.model(sample.Teacher(t, j.conditions(), h, w), run, func(guided bool) {
 		lens := j.pos.lens
 		if guided {
 			lens = slices.Concat(j.pos.lens, j.neg.lens)
 		}
 		for _, l := range lens {
-			run.flops += zimage.ForwardFLOPs(c, tokens, l).Total()
+			run.flops += flops(l)
 		}
 	})
 }
 
-// runZImage samples from a Z-Image checkpoint.
-func runZImage(opts *Options) error {
+// runZImage samples from a Z-Image checkpoint, which its family opens as
+// a teacher (family.OpenTeacher); rep is detection's report on it.
+func runZImage(opts *Options, rep *arch.Report) error {
 	if opts.Captions == "" && len(opts.Prompts) == 0 {
 		return fmt.Errorf("sample: %s is a Z-Image checkpoint, not a DiT: it samples from caption features, not class labels; pass --captions CAPS.safetensors, or --prompt for one trained by dcdit on the shapes captions (see 'dcdit sample --help')", opts.Checkpoint)
 	}
@@ -302,6 +306,10 @@ func runZImage(opts *Options) error {
 		if cfgJSON, err = readConfig(opts.Config); err != nil {
 			return err
 		}
+		// The config may state what the shapes do not: the patch size.
+		if rep, err = detect(opts.Checkpoint, cfgJSON); err != nil {
+			return err
+		}
 	}
 	pos, neg, err := encodePrompts(opts)
 	if err != nil {
@@ -309,22 +317,27 @@ func runZImage(opts *Options) error {
 	}
 	start := time.Now()
 	// Sampling trains nothing: a BF16 checkpoint's matrices stay bfloat16, at
-	// half the memory (a 6 B Z-Image in 12.3 GB, not 24.6).
-	m, warnings, err := zimage.LoadModel(opts.Checkpoint, zimage.LoadOptions{Config: cfgJSON, KeepBF16: true})
+	// half the memory (a 6 B Z-Image in 12.3 GB, not 24.6). The teacher
+	// comes frozen: no parameter tracks gradients, so the ops keep no graph.
+	t, warnings, err := family.OpenTeacher(opts.Checkpoint, family.OpenOptions{Config: cfgJSON, KeepBF16: true})
 	if err != nil {
 		if opts.Config == "" && strings.Contains(err.Error(), "axes_dims") {
 			return fmt.Errorf("%w; pass the model's config.json with --config", err)
 		}
 		return err
 	}
-	cfg := m.Config
-	if h%cfg.PatchSize != 0 || w%cfg.PatchSize != 0 {
-		return fmt.Errorf("--size %dx%d: %s takes %d×%d patches, so both sides must be multiples of %d", h, w, opts.Checkpoint, cfg.PatchSize, cfg.PatchSize, cfg.PatchSize)
+	capDim := t.Conditioning().CaptionWidth
+	if capDim == 0 || t.Process() != family.ProcessFlowMatching {
+		return fmt.Errorf("sample: %s is a %s model conditioned on %+v; this path samples caption-conditioned flow-matching models", opts.Checkpoint, t.Process(), t.Conditioning())
 	}
-	if cfg.FPatchSize != 1 {
-		return fmt.Errorf("sample: %s patches %d frames at a time; images are one frame", opts.Checkpoint, cfg.FPatchSize)
+	b, coster, ok := family.BaseOf(rep)
+	if !ok || b.Patch < 1 {
+		return fmt.Errorf("sample: %s: no registered family states the patch size of this %s checkpoint", opts.Checkpoint, rep.Architecture)
 	}
-	job, err := newZImageJob(opts, pipeline, cfg.CapFeatDim, pos, neg)
+	if h%b.Patch != 0 || w%b.Patch != 0 {
+		return fmt.Errorf("--size %dx%d: %s takes %d×%d patches, so both sides must be multiples of %d", h, w, opts.Checkpoint, b.Patch, b.Patch, b.Patch)
+	}
+	job, err := newZImageJob(opts, pipeline, capDim, coster.Steps(), pos, neg)
 	if err != nil {
 		return err
 	}
@@ -333,12 +346,10 @@ func runZImage(opts *Options) error {
 			fmt.Fprintf(opts.IO.Err, "warning: %s\n", warn)
 		}
 	}
-	// Inference: no parameter tracks gradients, so the ops keep no graph.
-	m.Params.SetRequiresGrad(false)
 	cmdutil.LimitHeap(sampleHeadroom)
 	cmdutil.Phase(quietLog(opts), "loaded the transformer "+opts.Checkpoint, time.Since(start))
 	run := &zimageRun{}
-	return job.sample(opts, job.zimageModel(m, h, w, run), cfg.InChannels, h, w, run, func() map[string]string {
+	return job.sample(opts, job.teacherModel(t, h, w, run), t.InChannels(), h, w, run, func() map[string]string {
 		return map[string]string{"dcdit.architecture": string(arch.ZImage)}
 	})
 }
@@ -357,15 +368,16 @@ type zimageJob struct {
 
 // newZImageJob reads the captions (--prompt, or --captions and
 // --negative) for a model of capDim caption features and builds the
-// schedule (--steps and --cfg default to Z-Image-Turbo's).
+// schedule (--steps defaults to steps, the family's, and --cfg to
+// Z-Image-Turbo's).
 //
 // encPos and encNeg, when not nil, are --prompt and --negative-prompt as
 // the text encoder encoded them (encodePrompts).
-func newZImageJob(opts *Options, pipeline flowmatch.Pipeline, capDim int, encPos, encNeg *captions) (*zimageJob, error) {
+func newZImageJob(opts *Options, pipeline flowmatch.Pipeline, capDim, steps int, encPos, encNeg *captions) (*zimageJob, error) {
 	j := &zimageJob{steps: opts.Steps, pipeline: pipeline}
 	scale := opts.CFG
 	if opts.unset.steps {
-		j.steps = turboSteps
+		j.steps = steps
 	}
 	if opts.unset.cfg {
 		scale = turboCFG
