@@ -1,8 +1,6 @@
 package family
 
 import (
-	"fmt"
-
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
 )
@@ -63,29 +61,11 @@ func OpenTeacher(path string, opts OpenOptions) (Teacher, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	in := ck.ArchInput(opts.NumHeads)
-	if opts.Config != nil {
-		in.Config = opts.Config
-	}
-	c := Candidate{Path: path, Report: arch.Detect(in), Metadata: ck.Metadata}
+	c := CandidateOf(path, ck, opts)
 	ck.Close()
-	kinds := Kinds() // in kind order, so that the choice is stable
-	if k, ok := c.Metadata[MetadataKey]; ok {
-		if _, err := Lookup(k); err != nil {
-			return nil, nil, fmt.Errorf("%s: metadata %q: %w", path, MetadataKey, err)
-		}
-		kinds = []string{k}
-	}
-	var opener TeacherOpener
-	for _, k := range kinds {
-		f, _ := Lookup(k)
-		if o, ok := f.(TeacherOpener); ok && o.Opens(c) {
-			opener = o
-			break
-		}
-	}
-	if opener == nil {
-		return nil, nil, fmt.Errorf("%s holds a %s checkpoint (%s naming), which no registered family (%s) opens as a teacher", path, c.Report.Architecture, c.Report.Layout, KindList())
+	_, opener, err := Opener(c)
+	if err != nil {
+		return nil, nil, err
 	}
 	return opener.OpenTeacher(path, opts)
 }

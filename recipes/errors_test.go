@@ -236,7 +236,7 @@ func TestRecipeErrors(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			want: []want{{"base.latent_size", "missing, expected the latent grid side to graft a Z-Image for", "[base]", 1}}, only: true},
+			want: []want{{"base.latent_size", "missing, expected the latent grid side to graft the Z-Image transformer for", "[base]", 1}}, only: true},
 		{name: "data file of the wrong shape",
 			text: edit(validRecipe, "samples = 64\nsampling_steps = 10\n", "source = \"file\"\npath = \"latents.safetensors\"\n", 1),
 			setup: func(t *testing.T, dir string) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/upcycle"
 )
 
@@ -32,7 +33,7 @@ func TestPlanAgreesWithGraft(t *testing.T) {
 			if pl.DC == nil || pl.MainNetwork == nil {
 				t.Fatalf("plan has no DC model: %+v", pl.Recipe)
 			}
-			teacher, err := dit.Init(pl.Backbone.Config, 1)
+			teacher, err := dit.Init(pl.Backbone.Config.(*arch.DiTConfig), 1)
 			if err != nil {
 				t.Fatal(err)
 			}

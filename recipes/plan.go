@@ -1,6 +1,8 @@
 package recipes
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -90,15 +92,63 @@ type BaseInfo struct {
 
 // BackboneInfo is the transformer the model is built on.
 type BackboneInfo struct {
-	Architecture arch.Architecture `json:"architecture"`
-	Source       string            `json:"source"` // "base" or "model"
-	// Config is a DiT's config, ZImage a Z-Image's (one of them is set).
-	Config *arch.DiTConfig    `json:"config"`
-	ZImage *arch.ZImageConfig `json:"zimage_config,omitempty"`
+	// Architecture is the base's, in detection's terms, or the family's
+	// kind for a model sized by [model].
+	Architecture arch.Architecture
+	Source       string // "base" or "model"
+	// Config is the family's config of the fixed-patch model, as its
+	// family prints it (family.ModelPlan).
+	Config any
 	// ShapesCaptions is set when the base records a shapes caption table
-	// (shapes.CaptionTableKey): a Z-Image trained on the shapes captions,
-	// whose prompts are a few words long.
-	ShapesCaptions bool `json:"shapes_captions,omitempty"`
+	// (shapes.CaptionTableKey): a caption-conditioned model trained on the
+	// shapes captions, whose prompts are a few words long.
+	ShapesCaptions bool
+
+	// configKey is the JSON key of Config ("": "config").
+	configKey string
+	model     family.ModelPlan
+}
+
+// Name, Sizes and Details describe the model for people
+// (family.ModelPlan).
+func (b BackboneInfo) Name() string    { return b.model.Name }
+func (b BackboneInfo) Sizes() string   { return b.model.Sizes }
+func (b BackboneInfo) Details() string { return b.model.Details }
+
+// MarshalJSON writes {"architecture", "source", "config", …}, the config
+// under its family's key (a family printing it elsewhere leaves "config"
+// null), and "shapes_captions" when set.
+func (b BackboneInfo) MarshalJSON() ([]byte, error) {
+	var buf strings.Builder
+	field := func(key string, v any) error {
+		data, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if buf.Len() > 0 {
+			buf.WriteByte(',')
+		}
+		fmt.Fprintf(&buf, "%q:%s", key, data)
+		return nil
+	}
+	var cfg any
+	if b.configKey == "" {
+		cfg = b.Config
+	}
+	if err := errors.Join(field("architecture", b.Architecture), field("source", b.Source), field("config", cfg)); err != nil {
+		return nil, err
+	}
+	if b.configKey != "" {
+		if err := field(b.configKey, b.Config); err != nil {
+			return nil, err
+		}
+	}
+	if b.ShapesCaptions {
+		if err := field("shapes_captions", true); err != nil {
+			return nil, err
+		}
+	}
+	return []byte("{" + buf.String() + "}"), nil
 }
 
 // Param is one parameter of the model being trained.
@@ -265,9 +315,11 @@ func Check(path string, opts LoadOptions) (*Recipe, *Plan, error) {
 
 // NewPlan plans a loaded recipe: it reads the base checkpoint's headers
 // (and a data file's), builds the model's configuration and parameter
-// list, and counts parameters, FLOPs, steps and memory. Problems (a base
-// that is not a DiT, sizes the scaffold cannot divide, patterns that
-// select nothing, a data file of the wrong shape) come back as an *Error.
+// list, and counts parameters, FLOPs, steps and memory, through the
+// family that opens the base or sizes [model] (family.Planned,
+// family.BaseCosted). Problems (a base no family opens, sizes the
+// scaffold cannot divide, patterns that select nothing, a data file of
+// the wrong shape) come back as an *Error.
 func NewPlan(r *Recipe) (pl *Plan, err error) {
 	p := &problems{file: r.File, lines: r.lines}
 	defer func() {
@@ -277,79 +329,101 @@ func NewPlan(r *Recipe) (pl *Plan, err error) {
 		}
 	}()
 	pl = &Plan{Recipe: RecipeInfo{File: r.File, Name: r.Name, RunDir: r.Save.Dir}, Settings: r.Settings(), Warnings: []string{}}
-	var cfg *arch.DiTConfig
-	var baseShapes map[string][]int64
+	var m *planned
 	switch {
 	case r.Base != nil:
-		cfg, baseShapes = planBase(p, r, pl)
+		m = planBase(p, r, pl)
 		pl.Recipe.Kind = "upcycle"
-		if pl.Backbone.ZImage != nil {
-			planZImage(p, r, pl)
-			return pl, p.err()
-		}
-	case r.IsZImage():
-		pl.Recipe.Kind = "train-zimage"
-		if zc, ok := configOf(p, r, pl).(*arch.ZImageConfig); ok {
-			planZImageModel(p, r, pl, zc)
-		}
-		return pl, p.err()
 	case r.Model != nil:
-		if cfg = modelConfig(p, r, pl); cfg == nil {
-			return pl, p.err()
-		}
-		pl.Backbone = BackboneInfo{Architecture: arch.DiT, Source: "model", Config: cfg}
-		pl.Recipe.Kind = "train-dit"
+		m = planModelTable(p, r, pl)
+		pl.Recipe.Kind = "train-" + r.Model.Kind
 		if r.Scaffold != nil {
 			pl.Recipe.Kind = "train-dc"
 		}
 	}
-	if cfg == nil {
+	if m == nil {
+		return pl, p.err()
+	}
+	if m.captioned() {
+		if r.Base != nil {
+			planCaptioned(p, r, pl, m)
+		} else {
+			planCaptionedModel(p, r, pl, m)
+		}
 		return pl, p.err()
 	}
 	if r.Scaffold != nil {
-		pl.DC = dcConfigs(p, r, pl, cfg)
+		pl.DC = dcConfigs(p, r, pl, m)
 		if pl.DC == nil {
 			return pl, p.err()
 		}
 	}
-	pl.Params = modelParams(pl, cfg, r.Base != nil, r.Scaffold)
-	countParams(pl, cfg, baseShapes)
-	planFLOPs(pl, r, cfg)
-	planData(p, r, pl, cfg)
-	planStages(p, r, pl, cfg)
+	pl.Params = modelParams(pl, m, r.Base != nil, r.Scaffold)
+	countParams(pl, m, r.Base != nil)
+	planFLOPs(pl, r, m)
+	planData(p, r, pl, m)
+	planStages(p, r, pl, m)
 	return pl, p.err()
 }
 
-// planBase reads the base checkpoint's headers and detects its
-// architecture; it returns the DiT config and the base tensor shapes.
-func planBase(p *problems, r *Recipe, pl *Plan) (*arch.DiTConfig, map[string][]int64) {
+// planned is the fixed-patch model a recipe starts from, as its family
+// describes it: the base, or the model [model] sizes.
+type planned struct {
+	family.ModelPlan
+	kind string
+	cfg  any
+	// grid is the latent side the model works on; captionLen the caption
+	// length its costs count.
+	grid, captionLen int
+}
+
+// captioned says whether the model is conditioned on captions rather
+// than class labels.
+func (m *planned) captioned() bool { return m.Classes == 0 }
+
+// describeModel asks the family f for the plan of its model of config cfg on
+// a grid×grid latent; key is the recipe key a problem is reported at
+// (an OptionError at its option's key under base.).
+func describeModel(p *problems, f family.Family, key string, cfg any, grid, captionLen int) *planned {
+	pf, ok := f.(family.Planned)
+	if !ok {
+		p.add(key, "the %q family does not describe its models for a plan (family.Planned)", f.Kind())
+		return nil
+	}
+	mp, err := pf.PlanModel(cfg, grid, grid, captionLen)
+	if err != nil {
+		var oe *family.OptionError
+		if key == "base.path" && errors.As(err, &oe) {
+			p.add("base."+oe.Option, "%v (set base.%s)", err, oe.Option)
+		} else {
+			p.add(key, "%v", err)
+		}
+		return nil
+	}
+	return &planned{ModelPlan: mp, kind: f.Kind(), cfg: cfg, grid: grid, captionLen: captionLen}
+}
+
+// planBase reads the base checkpoint's headers, finds the registered
+// family that opens it (family.Opener, as family.OpenTeacher chooses)
+// and has it describe the model; nil after a problem.
+func planBase(p *problems, r *Recipe, pl *Plan) *planned {
 	ck, err := loaders.Open(r.BasePath())
 	if err != nil {
 		p.add("base.path", "cannot read the base checkpoint: %v", err)
-		return nil, nil
+		return nil
 	}
 	defer ck.Close()
-	in := ck.ArchInput(r.Base.NumHeads)
+	c := family.CandidateOf(r.BasePath(), ck, family.OpenOptions{NumHeads: r.Base.NumHeads})
+	rep := c.Report
 	info := &BaseInfo{Path: r.Base.Path, Resolved: r.BasePath(), Format: ck.Format, Tensors: len(ck.Tensors), Bytes: ck.TotalBytes()}
 	for _, t := range ck.Tensors {
 		info.Parameters += t.NumElements()
 	}
-	rep := arch.Detect(in)
-	pl.base, pl.costs, _ = family.BaseOf(rep)
 	info.Layout = rep.Layout
 	info.Warnings = append(append([]string{}, ck.Warnings...), rep.Warnings...)
 	pl.Base = info
-	if rep.Architecture == arch.ZImage {
-		zc, ok := rep.Config.(*arch.ZImageConfig)
-		if len(rep.Missing)+len(rep.Mismatched) > 0 || !ok {
-			p.add("base.path", "the base checkpoint is not a complete Z-Image: %s", incomplete(rep))
-			return nil, nil
-		}
-		_, toy := ck.Metadata[shapes.CaptionTableKey]
-		pl.Backbone = BackboneInfo{Architecture: arch.ZImage, Source: "base", ZImage: zc, ShapesCaptions: toy}
-		return nil, nil
-	}
-	if rep.Architecture != arch.DiT {
+	f, _, err := family.Opener(c)
+	if err != nil {
 		what := fmt.Sprintf("a %s checkpoint", rep.Architecture)
 		switch rep.Architecture {
 		case arch.DCDiT:
@@ -357,32 +431,47 @@ func planBase(p *problems, r *Recipe, pl *Plan) (*arch.DiTConfig, map[string][]i
 		case arch.Unknown:
 			what = "a checkpoint of no known architecture"
 		}
-		p.add("base.path", "found %s, expected a DiT (original or diffusers naming) or a Z-Image", what)
-		return nil, nil
+		p.add("base.path", "found %s, expected a base that a registered family (%s) opens as a teacher", what, family.KindList())
+		return nil
 	}
-	if len(rep.Missing)+len(rep.Mismatched) > 0 {
-		p.add("base.path", "the base checkpoint is not a complete DiT: %s", incomplete(rep))
-		return nil, nil
+	b, costs, ok := family.DescribeTeacher(f, c)
+	if ok && len(rep.Missing)+len(rep.Mismatched) > 0 && rep.Architecture == b.Architecture {
+		p.add("base.path", "the base checkpoint is not a complete %s: %s", b.What, incomplete(rep))
+		return nil
 	}
-	cfg, ok := rep.Config.(*arch.DiTConfig)
-	if !ok || cfg.Depth < 1 || cfg.HiddenSize < 1 || cfg.PatchSize < 1 || cfg.InputSize < cfg.PatchSize || cfg.InChannels < 1 || cfg.NumClasses < 1 {
-		p.add("base.path", "cannot infer a DiT configuration from the base checkpoint (%+v)", rep.Config)
-		return nil, nil
+	if !ok || b.Config == nil || costs == nil {
+		p.add("base.path", "the %q family does not describe the base checkpoint from its headers (family.BaseCosted, family.TeacherDescriber)", f.Kind())
+		return nil
 	}
-	pl.Backbone = BackboneInfo{Architecture: arch.DiT, Source: "base", Config: cfg}
-	if r.Base.LatentSize != 0 {
-		p.bad("base.latent_size", r.Base.LatentSize, "0 for a DiT base (its latents are %d×%d, fixed by its position table)", cfg.InputSize, cfg.InputSize)
-		return nil, nil
+	pl.base, pl.costs = b, costs
+	grid := b.Grid
+	switch {
+	case b.AnyGrid && r.Base.LatentSize < 1:
+		p.add("base.latent_size", "missing, expected the latent grid side to graft the %s for (it has no fixed resolution: a Z-Image's 128 is 1024² images through its 8× VAE)", b.What)
+		return nil
+	case b.AnyGrid:
+		grid = r.Base.LatentSize
+	case r.Base.LatentSize != 0:
+		p.bad("base.latent_size", r.Base.LatentSize, "0 for a %s base (its latents are %d×%d, its own)", b.What, b.Grid, b.Grid)
+		return nil
 	}
-	if cfg.NumHeads < 1 || cfg.HiddenSize%cfg.NumHeads != 0 {
-		p.add("base.num_heads", "found %d heads for hidden size %d, expected a divisor of it (set base.num_heads)", cfg.NumHeads, cfg.HiddenSize)
-		return nil, nil
+	// A base trained on the shapes captions reads a few words; a real
+	// caption-conditioned model its family's typical caption.
+	_, toy := ck.Metadata[shapes.CaptionTableKey]
+	captionLen := b.CaptionLen
+	if toy && captionLen > 0 {
+		captionLen = toyCaptionLen
 	}
-	shapes := map[string][]int64{}
-	for _, t := range ck.Tensors {
-		shapes[strings.TrimPrefix(t.Name, rep.Prefix)] = t.Shape
+	m := describeModel(p, f, "base.path", b.Config, grid, captionLen)
+	if m == nil {
+		return nil
 	}
-	return cfg, shapes
+	if r.Diffusion.Process != m.Process {
+		p.add("diffusion.process", "found %q with a %s base, expected %q (the process it was trained with)", r.Diffusion.Process, b.What, m.Process)
+	}
+	pl.Backbone = BackboneInfo{Architecture: b.Architecture, Source: "base", Config: m.Config, configKey: m.ConfigKey,
+		ShapesCaptions: toy && m.captioned(), model: m.ModelPlan}
+	return m
 }
 
 // incomplete says which expected tensors a detection found missing or
@@ -409,10 +498,10 @@ func abbreviate(names []string) string {
 	return fmt.Sprintf("%s, … and %d more", strings.Join(names[:4], ", "), len(names)-4)
 }
 
-// configOf turns [model] into the config of the family model.kind names
-// (family.Configurer), which also prices it (family.BaseCosted); nil after
-// a problem.
-func configOf(p *problems, r *Recipe, pl *Plan) any {
+// planModelTable turns [model] into the config of the family model.kind
+// names (family.Configurer), which also prices it (family.BaseCosted) and
+// describes it (family.Planned); nil after a problem.
+func planModelTable(p *problems, r *Recipe, pl *Plan) *planned {
 	f, err := family.Lookup(r.Model.Kind)
 	if err != nil {
 		p.add("model.kind", "%v", err)
@@ -430,51 +519,73 @@ func configOf(p *problems, r *Recipe, pl *Plan) any {
 		return nil
 	}
 	pl.costs = costs
-	return cfg
-}
-
-// modelConfig turns [model] into a DiT config, naming the preset it
-// matches; nil after a problem.
-func modelConfig(p *problems, r *Recipe, pl *Plan) *arch.DiTConfig {
-	c, ok := configOf(p, r, pl).(*arch.DiTConfig)
-	if !ok {
+	L := r.Model.InputSize
+	// A model trained from scratch reads the shapes captions.
+	m := describeModel(p, f, "model", cfg, L, toyCaptionLen)
+	if m == nil {
 		return nil
 	}
-	for _, pr := range arch.DiTPresets {
-		if pr.Depth == c.Depth && pr.Hidden == c.HiddenSize && pr.Patch == c.PatchSize {
-			c.Preset = pr.Name
+	if !m.captioned() {
+		m.captionLen = 0
+	}
+	if g, ok := f.(family.GraftSpecer); ok {
+		spec, err := g.GraftSpec(cfg, L, L, m.captionLen)
+		if err == nil {
+			err = spec.Validate()
+		}
+		if err != nil {
+			p.add("model", "%v", err)
+			return nil
 		}
 	}
-	return c
+	pl.Backbone = BackboneInfo{Architecture: arch.Architecture(m.kind), Source: "model", Config: m.Config, configKey: m.ConfigKey, model: m.ModelPlan}
+	return m
+}
+
+// mainNetwork is the DC model's backbone around the base or [model] m:
+// the one a registered family adopts it into (family.Adopter: DC-DiT's
+// main network takes a DiT's blocks), else a copy of its own network
+// (family.GraftSpecer), for a rows×cols grid; nil after a problem. The
+// adopter is nil for a grafted one.
+func mainNetwork(p *problems, pl *Plan, m *planned) (family.Adopter, family.Spec) {
+	if a, spec, found := family.AdopterOf(m.cfg); found {
+		if err := spec.Validate(); err != nil {
+			p.add("scaffold", "the DC model's main network: %v", err)
+			return nil, nil
+		}
+		return a, spec
+	}
+	g, ok := pl.costs.(family.GraftSpecer)
+	if !ok {
+		p.add("base.path", "no registered family (%s) adopts the %s into a DC model, and its family does not describe its grafts (family.GraftSpecer)", family.KindList(), m.Name)
+		return nil, nil
+	}
+	spec, err := g.GraftSpec(m.cfg, m.grid, m.grid, m.captionLen)
+	if err != nil {
+		p.add("base.path", "%v", err)
+		return nil, nil
+	}
+	return nil, spec
 }
 
 // dcConfigs builds the scaffold's and the main network's configs from the
 // backbone as upcycle.Graft does, after checking what the recipe's
 // factors must divide (so that a problem names its recipe key).
-func dcConfigs(p *problems, r *Recipe, pl *Plan, b *arch.DiTConfig) *dc.Config {
-	s := r.Scaffold
-	D := b.HiddenSize
-	ok := scaffoldDivides(p, s, D)
-	if ok && D%4 != 0 {
-		p.add("scaffold", "the backbone width D = %d is not a multiple of 4, which the DC main network's 2-D sin-cos position embedding needs", D)
-		ok = false
-	}
-	if !ok {
+func dcConfigs(p *problems, r *Recipe, pl *Plan, m *planned) *dc.Config {
+	a, spec := mainNetwork(p, pl, m)
+	if spec == nil || !scaffoldDivides(p, r.Scaffold, spec.Width()) {
 		return nil
 	}
-	// The configs themselves are the graft's: the planned model is the
-	// one pipeline builds (upcycle.Graft), not a copy of its derivation.
-	a, spec, found := family.AdopterOf(b)
-	if !found {
-		p.add("base.path", "no registered family (%s) adopts a DiT's blocks as a DC model's main network", family.KindList())
-		return nil
-	}
-	c, err := s.Upcycle().Config(b.InChannels, b.OutChannels(), b.InputSize, b.InputSize, spec.Width(), spec.CondWidth())
+	c, err := r.Scaffold.Upcycle().Config(m.InChannels, m.OutChannels, m.grid, m.grid, spec.Width(), spec.CondWidth())
 	if err != nil {
 		p.add("scaffold", "%v", strings.TrimPrefix(err.Error(), "upcycle: "))
 		return nil
 	}
-	pl.adopter, pl.mainSpec, pl.MainNetwork = a, spec, spec.Settings()
+	pl.adopter, pl.mainSpec = a, spec
+	if a != nil {
+		// A grafted network is the base's own, which Backbone describes.
+		pl.MainNetwork = spec.Settings()
+	}
 	return c
 }
 
@@ -506,24 +617,28 @@ func scaffoldDivides(p *problems, s *Scaffold, D int) bool {
 }
 
 // modelParams lists the parameters of the model being trained: the DC
-// model (scaffold plus main network, reference names) or the DiT.
-func modelParams(pl *Plan, b *arch.DiTConfig, fromBase bool, s *Scaffold) []Param {
+// model (scaffold plus main network, reference names) or the fixed-patch
+// model m. A parameter copied from the base names its tensor there (the
+// adopter's, or the grafted network's own name).
+func modelParams(pl *Plan, m *planned, fromBase bool, s *Scaffold) []Param {
 	var out []Param
 	c, main := pl.DC, pl.mainSpec
 	if c == nil {
-		groups := fixedGroups(pl, b)
-		exp := arch.ExpectedDiT(b, arch.Original)
-		for i, name := range exp.Names() {
-			if name == "pos_embed" {
-				continue // a fixed table, not a parameter
+		for _, t := range m.Tensors {
+			if t.Fixed {
+				continue // a table, not a parameter
 			}
-			prm := newParam(name, ints(exp.Shape(i)), groups(name))
+			prm := newParam(t.Name, t.Shape, t.Groups)
 			if fromBase {
-				prm.From = name
+				prm.From = t.Name
 			}
 			out = append(out, prm)
 		}
 		return out
+	}
+	own := map[string]bool{}
+	for _, t := range m.Tensors {
+		own[t.Name] = true
 	}
 	shapes := dc.ScaffoldShapes(c)
 	for name, sh := range main.Shapes() {
@@ -539,27 +654,16 @@ func modelParams(pl *Plan, b *arch.DiTConfig, fromBase bool, s *Scaffold) []Para
 	sort.Strings(names)
 	for _, name := range names {
 		prm := newParam(name, shapes[name], dc.ParamGroups(name, main.ParamGroups))
-		if fromBase {
+		switch {
+		case !fromBase:
+		case pl.adopter != nil:
 			prm.From = pl.adopter.AdoptedFrom(name)
+		case strings.HasPrefix(name, dc.BackbonePrefix) && own[strings.TrimPrefix(name, dc.BackbonePrefix)]:
+			prm.From = strings.TrimPrefix(name, dc.BackbonePrefix)
 		}
 		out = append(out, prm)
 	}
 	return out
-}
-
-// fixedGroups is ParamGroups of a fixed-patch model of config cfg by its
-// own tensor names: those of the backbone its family grafts from it
-// (family.GraftSpecer), which keeps them under arch.DCBackbonePrefix.
-func fixedGroups(pl *Plan, cfg any) func(string) []string {
-	g, ok := pl.costs.(family.GraftSpecer)
-	if !ok {
-		return func(string) []string { return nil }
-	}
-	spec, err := g.GraftSpec(cfg, 0, 0, 0)
-	if err != nil {
-		return func(string) []string { return nil }
-	}
-	return func(name string) []string { return spec.ParamGroups(arch.DCBackbonePrefix + name) }
 }
 
 // forward is one forward of a base or model of config cfg over a rows×cols
@@ -615,10 +719,15 @@ func ints(s []int64) []int {
 	return out
 }
 
-func countParams(pl *Plan, b *arch.DiTConfig, baseShapes map[string][]int64) {
+// countParams counts the model's parameters by source and group and,
+// with a base, the base's: those the DC model does not use are the ones it
+// does not copy and those it copies into its backbone's patch embedding
+// and final layer, which the scaffold's encoder and head replace.
+func countParams(pl *Plan, m *planned, fromBase bool) {
 	s := &pl.Parameters
 	s.DroppedNames = []string{}
 	by := map[string]*GroupCount{}
+	used := map[string]bool{}
 	for _, prm := range pl.Params {
 		n := prm.Numel()
 		s.Total += n
@@ -626,6 +735,12 @@ func countParams(pl *Plan, b *arch.DiTConfig, baseShapes map[string][]int64) {
 		if prm.From != "" {
 			src = "base"
 			s.Copied += n
+			var replaced bool
+			if pl.DC != nil {
+				own := pl.mainSpec.ParamGroups(prm.Name)
+				replaced = slices.Contains(own, params.GroupLatentEmbedder) || slices.Contains(own, params.GroupFinalLayer)
+			}
+			used[prm.From] = used[prm.From] || !replaced
 		} else {
 			s.New += n
 		}
@@ -641,27 +756,16 @@ func countParams(pl *Plan, b *arch.DiTConfig, baseShapes map[string][]int64) {
 			s.ByGroup = append(s.ByGroup, *c)
 		}
 	}
-	if baseShapes == nil {
+	if !fromBase {
 		return
 	}
-	used := map[string]bool{}
-	for _, prm := range pl.Params {
-		if prm.From != "" {
-			used[prm.From] = true
-		}
-	}
-	// Account in the original naming, whatever the base's layout.
 	dropped := map[string]bool{}
-	exp := arch.ExpectedDiT(b, arch.Original)
-	for i, name := range exp.Names() {
-		n := int64(1)
-		for _, d := range exp.Shape(i) {
-			n *= d
-		}
+	for _, t := range m.Tensors {
+		n := Param{Shape: t.Shape}.Numel()
 		s.Base += n
-		if !used[name] {
+		if !used[t.Name] {
 			s.Dropped += n
-			dropped[strings.SplitN(name, ".", 2)[0]] = true
+			dropped[strings.SplitN(t.Name, ".", 2)[0]] = true
 		}
 	}
 	for k := range dropped {
@@ -682,18 +786,18 @@ func dcForward(c *dc.Config, main family.Spec, kept ...int) dc.FLOPs {
 	return dc.ConfigFLOPs(c, main, kept)
 }
 
-func planFLOPs(pl *Plan, r *Recipe, b *arch.DiTConfig) {
+func planFLOPs(pl *Plan, r *Recipe, m *planned) {
 	steps, cfg := r.Eval.SamplingSteps, r.Eval.CFG
 	guided := cfg > 1
 	f := &pl.FLOPs
 	f.Convention, f.SamplingSteps, f.CFG = FLOPsConvention, steps, cfg
 	ditRow := func(model string) FLOPsRow {
-		fwd := pl.forward(b, b.InputSize, b.InputSize, 0)
-		return FLOPsRow{Model: model, Tokens: b.NumTokens(), Kept: b.NumTokens(), GFLOPsPerForward: fwd / 1e9,
+		fwd := pl.forward(m.cfg, m.grid, m.grid, m.captionLen)
+		return FLOPsRow{Model: model, Tokens: m.Tokens, Kept: m.Tokens, GFLOPsPerForward: fwd / 1e9,
 			TFLOPsPerImage: samplingFLOPs(fwd, steps, guided) / 1e12}
 	}
 	if pl.DC == nil {
-		f.Rows = append(f.Rows, ditRow("dit"))
+		f.Rows = append(f.Rows, ditRow(m.kind))
 		return
 	}
 	if r.Base != nil {
@@ -743,17 +847,17 @@ func planFLOPs(pl *Plan, r *Recipe, b *arch.DiTConfig) {
 }
 
 // planData checks a data file's header and sizes the data.
-func planData(p *problems, r *Recipe, pl *Plan, b *arch.DiTConfig) {
+func planData(p *problems, r *Recipe, pl *Plan, m *planned) {
 	d := &pl.Data
 	d.Source, d.Path, d.Samples = r.Data.Source, r.DataPath(), r.Data.Samples
 	for i, c := range r.Data.Classes {
-		if c >= b.NumClasses {
-			p.bad(indexKey("data.classes", i), c, "a class label below the model's %d classes", b.NumClasses)
+		if c >= m.Classes {
+			p.bad(indexKey("data.classes", i), c, "a class label below the model's %d classes", m.Classes)
 		}
 	}
 	switch r.Data.Source {
 	case SourceTeacher:
-		fwd := pl.forward(b, b.InputSize, b.InputSize, 0)
+		fwd := pl.forward(m.cfg, m.grid, m.grid, m.captionLen)
 		d.GenerationTFLOPs = samplingFLOPs(fwd, r.Data.SamplingSteps, r.Data.CFG > 1) * float64(r.Data.Samples) / 1e12
 	case SourceFile:
 		f, err := safetensors.Open(d.Path)
@@ -776,7 +880,7 @@ func planData(p *problems, r *Recipe, pl *Plan, b *arch.DiTConfig) {
 			p.add("data.latents_key", "the data file %s has no tensor %q", d.Path, r.Data.LatentsKey)
 			return
 		}
-		want := []int64{-1, int64(b.InChannels), int64(b.InputSize), int64(b.InputSize)}
+		want := []int64{-1, int64(m.InChannels), int64(m.grid), int64(m.grid)}
 		if len(lat.Shape) != 4 || lat.Shape[1] != want[1] || lat.Shape[2] != want[2] || lat.Shape[3] != want[3] {
 			p.add("data.latents_key", "tensor %q of %s has shape %v, expected [N, %d, %d, %d] for the model", lat.Name, d.Path, lat.Shape, want[1], want[2], want[3])
 			return
@@ -798,18 +902,18 @@ func planData(p *problems, r *Recipe, pl *Plan, b *arch.DiTConfig) {
 	}
 }
 
-func planStages(p *problems, r *Recipe, pl *Plan, b *arch.DiTConfig) {
+func planStages(p *problems, r *Recipe, pl *Plan, m *planned) {
 	isDC := pl.DC != nil
 	var teacherFwd float64
 	if r.Base != nil {
-		teacherFwd = pl.forward(b, b.InputSize, b.InputSize, 0)
+		teacherFwd = pl.forward(m.cfg, m.grid, m.grid, m.captionLen)
 	}
 	for i := range r.Stages {
 		st := &r.Stages[i]
 		sp := newStagePlan(p, pl, st, indexKey("stage", i), isDC)
 
-		sp.setCompute(st, meanForward(pl, b, st, r.Diffusion.Steps), teacherFwd)
-		sp.Memory = memory(pl, b, st, sp.Trainable)
+		sp.setCompute(st, meanForward(pl, m, st, r.Diffusion.Steps), teacherFwd)
+		sp.Memory = memoryWith(pl, st, sp.Trainable, activationFloats(pl, m, st.Rho[0], 0))
 		pl.Stages = append(pl.Stages, sp)
 	}
 }
@@ -939,9 +1043,9 @@ func budgets(st *Stage, isDC bool) string {
 
 // meanForward is a stage's mean forward cost per sample over its ρ
 // schedule.
-func meanForward(pl *Plan, b *arch.DiTConfig, st *Stage, diffusionSteps int) float64 {
+func meanForward(pl *Plan, m *planned, st *Stage, diffusionSteps int) float64 {
 	if pl.DC == nil {
-		return pl.forward(b, b.InputSize, b.InputSize, 0)
+		return pl.forward(m.cfg, m.grid, m.grid, m.captionLen)
 	}
 	at := func(rho float64) float64 { return dcForward(pl.DC, pl.mainSpec, keptTokens(pl.DC, rho)).Total() }
 	dense := dcForward(pl.DC, pl.mainSpec, pl.DC.Cells()).Total()
@@ -959,11 +1063,6 @@ func meanForward(pl *Plan, b *arch.DiTConfig, st *Stage, diffusionSteps int) flo
 		warm = 0
 	}
 	return (warm*mix(at(0)) + (float64(st.Steps)-warm)*mean) / float64(st.Steps)
-}
-
-// memory estimates a stage's training memory (see MemoryFormula).
-func memory(pl *Plan, b *arch.DiTConfig, st *Stage, trainable int64) Memory {
-	return memoryWith(pl, st, trainable, activationFloats(pl, b, st))
 }
 
 // memoryWith is memory given one sample's activation floats.
@@ -986,19 +1085,32 @@ func memoryWith(pl *Plan, st *Stage, trainable, activations int64) Memory {
 }
 
 // activationFloats estimates the float32 values one sample keeps for the
-// backward pass (see MemoryFormula).
-func activationFloats(pl *Plan, b *arch.DiTConfig, st *Stage) int64 {
-	D, H, mlp := int64(b.HiddenSize), int64(b.NumHeads), int64(b.MLPHidden())
-	blocks := func(tokens int64) int64 {
-		return int64(b.Depth) * (tokens*(12*D+2*mlp) + H*tokens*tokens)
-	}
+// backward pass (see MemoryFormula): the fixed-patch model's, as its
+// family counts them, or the DC model's, the scaffold per grid position
+// and the backbone over the cells kept at ρ with captions of captionLen
+// tokens (family.ActivationCounted, else family.GenericActivations).
+func activationFloats(pl *Plan, m *planned, rho float64, captionLen int) int64 {
 	if pl.DC == nil {
-		T := int64(b.NumTokens())
-		return blocks(T) + T*(2*D+int64(b.PatchSize*b.PatchSize*b.OutChannels()))
+		if m.Activations > 0 {
+			return m.Activations
+		}
+		g, ok := pl.costs.(family.GraftSpecer)
+		if !ok {
+			return 0
+		}
+		spec, err := g.GraftSpec(m.cfg, m.grid, m.grid, m.captionLen)
+		if err != nil {
+			return 0
+		}
+		return family.GenericActivations(spec, m.Tokens)
 	}
 	c := pl.DC
-	M := int64(keptTokens(c, st.Rho[0]))
-	return int64(c.Cells())*scaffoldFloats(c) + blocks(M)
+	M := keptTokens(c, rho)
+	backbone := family.GenericActivations(pl.mainSpec, M)
+	if a, ok := pl.mainSpec.(family.ActivationCounted); ok {
+		backbone = a.ActivationFloats(M, captionLen)
+	}
+	return int64(c.Cells())*scaffoldFloats(c) + backbone
 }
 
 // scaffoldFloats is the float32 values the scaffold keeps per grid

@@ -55,7 +55,7 @@ func TestRealRecipesPlan(t *testing.T) {
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
-			if pl.Backbone.Config.Preset != s.preset || pl.DC.EncDecDim != s.bottleneck || pl.DC.GridRows != 32 || pl.MainNetwork.(*hnet.Config).PatchSize != 2 {
+			if pl.Backbone.Config.(*arch.DiTConfig).Preset != s.preset || pl.DC.EncDecDim != s.bottleneck || pl.DC.GridRows != 32 || pl.MainNetwork.(*hnet.Config).PatchSize != 2 {
 				t.Errorf("backbone %+v, dc %+v", pl.Backbone.Config, pl.DC)
 			}
 			if got := float64(pl.Parameters.Total) / 1e6; !(math.Abs(got/s.paramsM-1) <= 0.01) {
@@ -206,7 +206,7 @@ func TestToyRecipe(t *testing.T) {
 	for _, tt := range []struct{ fraction, below float64 }{{0, 0}, {0.25, 0}, {0.25, 500}, {0, 1000}} {
 		s := st
 		s.DenseFraction, s.DenseBelow = tt.fraction, tt.below
-		cost := meanForward(pl, teacher, &s, 1000)
+		cost := meanForward(pl, nil, &s, 1000)
 		if !(cost > prevCost) || !(cost <= dense*(1+1e-12)) {
 			t.Errorf("dense_fraction %g, dense_below %g: %.4g FLOP per sample, want above %.4g and at most the dense forward's %.4g",
 				tt.fraction, tt.below, cost, prevCost, dense)

@@ -159,19 +159,11 @@ func Summary(pl *recipes.Plan) string {
 }
 
 func backboneName(pl *recipes.Plan) string {
-	if z := pl.Backbone.ZImage; z != nil {
-		return fmt.Sprintf("upcycle Z-Image (dim %d, %d layers, %d heads, patch %d)", z.Dim, z.NLayers, z.NHeads, z.PatchSize)
-	}
-	c := pl.Backbone.Config
-	name := c.Preset
-	if name == "" {
-		name = fmt.Sprintf("DiT/%d", c.PatchSize)
-	}
 	verb := "upcycle"
 	if pl.Base == nil {
 		verb = "train from scratch"
 	}
-	return fmt.Sprintf("%s %s (depth %d, hidden %d, %d heads, %d×%d latents)", verb, name, c.Depth, c.HiddenSize, c.NumHeads, c.InputSize, c.InputSize)
+	return fmt.Sprintf("%s %s (%s)", verb, pl.Backbone.Name(), pl.Backbone.Sizes())
 }
 
 // WriteTable prints the plan for people.
@@ -183,22 +175,7 @@ func WriteTable(w io.Writer, pl *recipes.Plan) {
 	if b := pl.Base; b != nil {
 		line("base", "%s (%s, %s naming, %d tensors, %s, %s parameters)", b.Resolved, b.Format, b.Layout, b.Tensors, bytes(b.Bytes), count(b.Parameters))
 	}
-	if z := pl.Backbone.ZImage; z != nil {
-		line("backbone", "Z-Image from %s: dim %d, %d layers + %d refiner layers each side, %d heads, patch %d, %d channels, caption features %d, FFN %d, adaLN %d",
-			pl.Backbone.Source, z.Dim, z.NLayers, z.NRefinerLayers, z.NHeads, z.PatchSize, z.InChannels, z.CapFeatDim, z.FFNHidden, z.AdaLNDim)
-	} else {
-		c := pl.Backbone.Config
-		sigma := ""
-		if c.LearnSigma {
-			sigma = ", learned σ"
-		}
-		name := c.Preset
-		if name == "" {
-			name = fmt.Sprintf("DiT/%d", c.PatchSize)
-		}
-		line("backbone", "%s from %s: depth %d, hidden %d, %d heads, patch %d, %d channels, %d×%d latents%s, %d classes, MLP %d",
-			name, pl.Backbone.Source, c.Depth, c.HiddenSize, c.NumHeads, c.PatchSize, c.InChannels, c.InputSize, c.InputSize, sigma, c.NumClasses, c.MLPHidden())
-	}
+	line("backbone", "%s from %s: %s", pl.Backbone.Name(), pl.Backbone.Source, pl.Backbone.Details())
 	if d := pl.DC; d != nil {
 		line("scaffold", "grid %d×%d at patch %d (%d cells), E %d, D %d, cond %d, router %d; %d encoder + %d decoder blocks; GroupNorm %d, router %d; σ %g; N %g; ratio loss λ %g over groups of %d",
 			d.GridRows, d.GridCols, d.Patch(), d.Cells(), d.EncDecDim, d.ModelDim, d.CondDim, d.RouterDim, d.EncoderBlocks, d.DecoderBlocks,

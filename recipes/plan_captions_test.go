@@ -62,7 +62,7 @@ func TestPlanZImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pl.Backbone.ZImage == nil || pl.DC == nil || pl.DC.GridRows != 128 || pl.DC.ModelDim != zc.Dim || pl.DC.CondDim != zc.AdaLNDim {
+	if pl.Backbone.Config == nil || pl.DC == nil || pl.DC.GridRows != 128 || pl.DC.ModelDim != zc.Dim || pl.DC.CondDim != zc.AdaLNDim {
 		t.Fatalf("backbone %+v, scaffold %+v", pl.Backbone, pl.DC)
 	}
 	ps := pl.Parameters
@@ -110,11 +110,12 @@ func TestPlanZImageModel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pl.Recipe.Kind != "train-zimage" || pl.Backbone.ZImage == nil || pl.Backbone.ZImage.Dim != dim {
+		bc, _ := pl.Backbone.Config.(*arch.ZImageConfig)
+		if pl.Recipe.Kind != "train-zimage" || bc == nil || bc.Dim != dim {
 			t.Fatalf("kind %q, backbone %+v", pl.Recipe.Kind, pl.Backbone)
 		}
 		want := int64(0)
-		exp := arch.ExpectedZImage(pl.Backbone.ZImage, arch.Comfy)
+		exp := arch.ExpectedZImage(bc, arch.Comfy)
 		for i := range exp.Names() {
 			n := int64(1)
 			for _, d := range exp.Shape(i) {
