@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders/arch"
 )
 
@@ -564,7 +565,7 @@ func checkZImage(p *problems, r *Recipe) {
 		checkZImageBase(p, r, written)
 		return
 	}
-	if r.Model != nil && oneOf(p, "model.kind", r.Model.Kind, ModelDiT, ModelZImage) {
+	if r.Model != nil && oneOf(p, "model.kind", r.Model.Kind, configurerKinds()...) {
 		m := r.Model
 		dit := []string{"model.preset", "model.num_classes", "model.learn_sigma", "model.mlp_ratio", "model.class_embedding_std"}
 		zimage := []string{"model.refiner_depth", "model.caption_dim", "model.seq_multi_of"}
@@ -673,4 +674,18 @@ func checkFlowMatching(p *problems, r *Recipe, written func(string) bool) {
 	if written("diffusion.schedule") {
 		p.add("diffusion.schedule", "found with diffusion.process = %q, expected it only with \"ddpm\" (flow matching has no β schedule)", r.Diffusion.Process)
 	}
+}
+
+// configurerKinds are the registered kinds whose families size models
+// from a recipe's [model] (family.Configurer), in kind order.
+func configurerKinds() []string {
+	var kinds []string
+	for _, k := range family.Kinds() {
+		if f, _ := family.Lookup(k); f != nil {
+			if _, ok := f.(family.Configurer); ok {
+				kinds = append(kinds, k)
+			}
+		}
+	}
+	return kinds
 }
