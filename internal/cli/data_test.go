@@ -155,3 +155,59 @@ func TestDataBound(t *testing.T) {
 		}
 	}
 }
+
+func TestDataBoundTeacher(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "s.safetensors")
+	if code, _, stderr := run(t, "data", "shapes", "--num", "4", "--captions", "--out", data, "-q"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	zimage := filepath.Join("..", "..", "testdata", "zimage-teacher", "model")
+	dit := filepath.Join("..", "..", "testdata", "teacher", "model.safetensors")
+	type row struct {
+		Level       *float64
+		Patch, Kept int
+		RelMSE      float64  `json:"rel_mse"`
+		RelVelocity *float64 `json:"rel_velocity_mse"`
+	}
+	for _, c := range []struct {
+		args     []string
+		velocity bool
+	}{
+		{[]string{"--teacher", zimage, "--sigma", "0.9", "--cfg", "4"}, true},
+		{[]string{"--teacher", dit, "--timestep", "700"}, false},
+	} {
+		args := append([]string{"data", "bound", data, "--patch", "2", "--keep", "100%,25%", "--json"}, c.args...)
+		code, stdout, stderr := run(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.args, code, stderr)
+		}
+		var rows []row
+		if err := json.Unmarshal([]byte(stdout), &rows); err != nil || len(rows) != 2 {
+			t.Fatalf("%v: %d rows (%v): %s", c.args, len(rows), err, stdout)
+		}
+		for i, r := range rows {
+			if r.Level == nil || (r.RelVelocity != nil) != c.velocity {
+				t.Errorf("%v row %d: level %v, velocity error %v; want a level and a velocity error %v", c.args, i, r.Level, r.RelVelocity, c.velocity)
+			}
+		}
+		if rows[0].RelMSE != 0 || !(rows[1].RelMSE > 0 && rows[1].RelMSE < 10) {
+			t.Errorf("%v: errors %v and %v, want 0 with every cell kept and a finite positive one at 25%%", c.args, rows[0].RelMSE, rows[1].RelMSE)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sigma", "0.9"}, "noise levels of a --teacher"},
+		{[]string{"--teacher", zimage}, "want noise levels"},
+		{[]string{"--teacher", zimage, "--sigma", "1.5"}, "--sigma 1.5"},
+		{[]string{"--teacher", dit, "--sigma", "0.9"}, "ddpm teacher"},
+		{[]string{"--teacher", dit, "--timestep", "1000"}, "timestep 1000"},
+	} {
+		code, _, stderr := run(t, append([]string{"data", "bound", data}, c.args...)...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want an error with %q", c.args, code, stderr, c.want)
+		}
+	}
+}
