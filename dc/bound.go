@@ -49,7 +49,7 @@ func IdealDrop(x []float32, batch, channels, rows, cols, patch int, keep []int) 
 		cellValues(u, x[b*channels*h*w:(b+1)*channels*h*w], channels, rows, cols, patch)
 		order = order[:0]
 		for l := range L {
-			cost[l] = neighbourChange(u, l, k, rows, cols)
+			cost[l] = DropCost(u, l, k, rows, cols)
 			order = append(order, l)
 		}
 		slices.SortStableFunc(order, func(i, j int) int {
@@ -115,9 +115,12 @@ func cellValues(u []float64, x []float32, channels, rows, cols, patch int) {
 	}
 }
 
-// neighbourChange is cell l's drop cost: the mean over its grid
-// neighbours of the squared distance between their values.
-func neighbourChange(u []float64, l, k, rows, cols int) float64 {
+// DropCost is cell l's drop cost on a rows×cols grid of cells whose
+// values are u [rows·cols, k]: the mean over its grid neighbours of the
+// squared distance between their values — large where the picture
+// changes, zero inside a flat region. It ranks the cells an ideal router
+// keeps (IdealDrop) and the cells router targets label.
+func DropCost(u []float64, l, k, rows, cols int) float64 {
 	r, c := l/cols, l%cols
 	var s float64
 	n := 0
