@@ -47,7 +47,7 @@ type BoundRow struct {
 	Cells int      `json:"cells"`
 	Kept  int      `json:"kept"`
 	Frac  float64  `json:"kept_fraction"`
-	// RelMSE is the plug-back's squared error over the data's own
+	// RelMSE is the plug-back's squared error over the clean estimates'
 	// squared norm.
 	RelMSE float64 `json:"rel_mse"`
 	// RelVelocity is the same error over the norm of a flow-matching
@@ -168,14 +168,14 @@ func Bound(x []float32, n, c, h, w int, velocity float64, patches []int, keep []
 		cells := (h / p) * (w / p)
 		counts := make([]int, len(keep))
 		for i, k := range keep {
-			n, frac, err := parseKeep(k)
+			cnt, frac, err := parseKeep(k)
 			if err != nil {
 				return nil, fmt.Errorf("data bound: keep %q: %w", k, err)
 			}
 			if frac > 0 {
-				n = max(int(math.Round(frac*float64(cells))), 1)
+				cnt = max(int(math.Round(frac*float64(cells))), 1)
 			}
-			counts[i] = n
+			counts[i] = cnt
 		}
 		errs, err := dc.IdealDrop(x, n, c, h/p, w/p, p, counts)
 		if err != nil {
@@ -217,10 +217,11 @@ func RunBound(opts *BoundOptions) error {
 	}
 	what := "the data's latents"
 	if opts.Teacher != "" {
-		what = fmt.Sprintf("%s's clean estimates of the first %d, unguided", opts.Teacher, min(opts.Samples, set.N))
+		guide := "unguided"
 		if opts.CFG > 1 {
-			what = fmt.Sprintf("%s's clean estimates of the first %d, guided at %v", opts.Teacher, min(opts.Samples, set.N), opts.CFG)
+			guide = fmt.Sprintf("guided at %v", opts.CFG)
 		}
+		what = fmt.Sprintf("%s's clean estimates of the first %d, %s", opts.Teacher, min(opts.Samples, set.N), guide)
 	}
 	fmt.Fprintf(opts.IO.Out, "%s: %d samples of %d×%d×%d; %s\n", opts.Data, set.N, set.C, set.H, set.W, what)
 	tw := tabwriter.NewWriter(opts.IO.Out, 0, 0, 2, ' ', 0)

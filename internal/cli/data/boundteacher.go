@@ -38,7 +38,7 @@ func teacherBound(opts *BoundOptions, set *datasets.Set) ([]BoundRow, error) {
 			levels = append(levels, float64(v))
 		}
 	default:
-		return nil, fmt.Errorf("data bound: %s is a %s teacher: its noise levels are --sigma (flow matching) or --timestep (DDPM), not both", opts.Teacher, p)
+		return nil, fmt.Errorf("data bound: %s is a %s teacher: --sigma gives a flow-matching teacher's noise levels, --timestep a DDPM teacher's", opts.Teacher, p)
 	}
 	var table []float32
 	on := t.Conditioning()
