@@ -3,6 +3,8 @@ package distill
 import (
 	"math"
 	"slices"
+
+	"github.com/dcdit/dcdit/dc"
 )
 
 // keepTargets labels the cells a router should keep: in each sample of a
@@ -12,8 +14,8 @@ import (
 //
 // A dropped cell takes its token's prediction, its own noise carried by
 // the latent skip. What that cannot carry is the difference of the
-// teacher's clean estimates. A cell's drop cost is the mean of
-// |u_l − u_n|² over its grid neighbours n (its token is one of them),
+// teacher's clean estimates. A cell's drop cost (dc.DropCost) is the mean
+// of |u_l − u_n|² over its grid neighbours n (its token is one of them),
 // u = a_b·pred + c_b·x an affine map of the cell's clean estimate in
 // sample b: large where the teacher's picture changes — at shape edges
 // at low noise, along the coarse outline at high noise — and zero on
@@ -41,25 +43,7 @@ func keepTargets(pred, x []float32, stride, k int, a, c []float64, rows, cols, k
 		}
 		order = order[:0]
 		for l := range L {
-			ri, ci := l/cols, l%cols
-			var s float64
-			n := 0
-			for _, d := range [4][2]int{{-1, 0}, {1, 0}, {0, -1}, {0, 1}} {
-				rn, cn := ri+d[0], ci+d[1]
-				if rn < 0 || rn >= rows || cn < 0 || cn >= cols {
-					continue
-				}
-				m := rn*cols + cn
-				for j := range k {
-					v := u[l*k+j] - u[m*k+j]
-					s += v * v
-				}
-				n++
-			}
-			cost[l] = 0
-			if n > 0 {
-				cost[l] = s / float64(n)
-			}
+			cost[l] = dc.DropCost(u, l, k, rows, cols)
 			if l != 0 && l != L-1 {
 				mask[b*L+l] = true
 				order = append(order, l)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"image/png"
 	"os"
@@ -95,5 +96,118 @@ func TestDataShapesErrors(t *testing.T) {
 	}
 	if code, _, stderr := run(t, "data", "mnist"); code != exitUsage || !strings.Contains(stderr, `unknown data command "mnist"`) {
 		t.Errorf("data mnist: exit %d, %q", code, stderr)
+	}
+}
+
+func TestDataBound(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "s.safetensors")
+	if code, _, stderr := run(t, "data", "shapes", "--num", "20", "--size", "16", "--out", data, "-q"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	code, stdout, stderr := run(t, "data", "bound", data, "--patch", "1,2", "--keep", "100%,50%,10", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rows []struct {
+		Patch, Cells, Kept int
+		RelMSE             float64 `json:"rel_mse"`
+		RelVelocity        float64 `json:"rel_velocity_mse"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rows); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	want := []struct{ patch, cells, kept int }{{1, 256, 256}, {1, 256, 128}, {1, 256, 10}, {2, 64, 64}, {2, 64, 32}, {2, 64, 10}}
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows, want %d: %s", len(rows), len(want), stdout)
+	}
+	for i, w := range want {
+		r := rows[i]
+		if r.Patch != w.patch || r.Cells != w.cells || r.Kept != w.kept {
+			t.Errorf("row %d: patch %d, %d of %d cells; want %d, %d of %d", i, r.Patch, r.Kept, r.Cells, w.patch, w.kept, w.cells)
+		}
+		// Every cell kept loses nothing; fewer kept cells lose more, and
+		// the velocity's norm (unit noise added) is the larger one.
+		if w.kept == w.cells && r.RelMSE != 0 {
+			t.Errorf("row %d: every cell kept, error %v", i, r.RelMSE)
+		}
+		if i > 0 && rows[i-1].Patch == r.Patch && !(r.RelMSE >= rows[i-1].RelMSE) {
+			t.Errorf("row %d: error %v below the previous row's %v with fewer cells", i, r.RelMSE, rows[i-1].RelMSE)
+		}
+		if !(r.RelVelocity <= r.RelMSE) {
+			t.Errorf("row %d: relative velocity error %v above the relative error %v", i, r.RelVelocity, r.RelMSE)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{data, "--keep", "0%"}, exitUsage, "want a percentage"},
+		{[]string{data, "--keep", "x"}, exitUsage, "want a percentage or a count"},
+		{[]string{data, "--patch", "0"}, exitUsage, "--patch 0"},
+		{[]string{data, "--patch", "3"}, exitError, "cells of 3×3 do not tile"},
+		{[]string{data, "--patch", "2", "--keep", "65"}, exitError, "keep 65 of 64 cells"},
+	} {
+		code, _, stderr := run(t, append([]string{"data", "bound"}, c.args...)...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, stderr, c.code, c.want)
+		}
+	}
+}
+
+func TestDataBoundTeacher(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "s.safetensors")
+	if code, _, stderr := run(t, "data", "shapes", "--num", "4", "--captions", "--out", data, "-q"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	zimage := filepath.Join("..", "..", "testdata", "zimage-teacher", "model")
+	dit := filepath.Join("..", "..", "testdata", "teacher", "model.safetensors")
+	type row struct {
+		Level       *float64
+		Patch, Kept int
+		RelMSE      float64  `json:"rel_mse"`
+		RelVelocity *float64 `json:"rel_velocity_mse"`
+	}
+	for _, c := range []struct {
+		args     []string
+		velocity bool
+	}{
+		{[]string{"--teacher", zimage, "--sigma", "0.9", "--cfg", "4"}, true},
+		{[]string{"--teacher", dit, "--timestep", "700"}, false},
+	} {
+		args := append([]string{"data", "bound", data, "--patch", "2", "--keep", "100%,25%", "--json"}, c.args...)
+		code, stdout, stderr := run(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.args, code, stderr)
+		}
+		var rows []row
+		if err := json.Unmarshal([]byte(stdout), &rows); err != nil || len(rows) != 2 {
+			t.Fatalf("%v: %d rows (%v): %s", c.args, len(rows), err, stdout)
+		}
+		for i, r := range rows {
+			if r.Level == nil || (r.RelVelocity != nil) != c.velocity {
+				t.Errorf("%v row %d: level %v, velocity error %v; want a level and a velocity error %v", c.args, i, r.Level, r.RelVelocity, c.velocity)
+			}
+		}
+		if rows[0].RelMSE != 0 || !(rows[1].RelMSE > 0 && rows[1].RelMSE < 10) {
+			t.Errorf("%v: errors %v and %v, want 0 with every cell kept and a finite positive one at 25%%", c.args, rows[0].RelMSE, rows[1].RelMSE)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sigma", "0.9"}, "noise levels of a --teacher"},
+		{[]string{"--teacher", zimage}, "want noise levels"},
+		{[]string{"--teacher", zimage, "--sigma", "1.5"}, "--sigma 1.5"},
+		{[]string{"--teacher", dit, "--sigma", "0.9"}, "ddpm teacher"},
+		{[]string{"--teacher", dit, "--timestep", "1000"}, "timestep 1000"},
+	} {
+		code, _, stderr := run(t, append([]string{"data", "bound", data}, c.args...)...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want an error with %q", c.args, code, stderr, c.want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 // Package data implements `dcdit data`: generating data sets of latents
 // and labels (datasets' file format) for training and evaluation, from the
-// procedural shapes or from folders of real images through a VAE.
+// procedural shapes or from folders of real images through a VAE, and
+// measuring what an ideal router could keep of a data set's pictures.
 package data
 
 import (
@@ -38,16 +39,16 @@ const previewScale = 8
 func NewCmd(ios *iostreams.IO, runShapes func(*ShapesOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "data",
-		Short: "Generate data sets of latents and labels: procedural shapes, or real images encoded by a VAE",
+		Short: "Generate data sets of latents and labels (procedural shapes, or real images encoded by a VAE); measure their ideal-router bound",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return cmdutil.Usagef(cmd, "unknown data command %q (have: shapes, encode)", args[0])
+				return cmdutil.Usagef(cmd, "unknown data command %q (have: shapes, encode, bound)", args[0])
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newShapesCmd(ios, runShapes), newEncodeCmd(ios, nil))
+	cmd.AddCommand(newShapesCmd(ios, runShapes), newEncodeCmd(ios, nil), newBoundCmd(ios, nil))
 	return cmd
 }
 
