@@ -141,6 +141,16 @@ type Reheader interface {
 	WithHeads(heads int) Spec
 }
 
+// Recaptioner is implemented by a Spec whose FLOPs are counted for a
+// caption length it records (a caption-conditioned backbone), so that a
+// report prices another length (dcdit flops --caption-len on a DC
+// checkpoint).
+type Recaptioner interface {
+	// WithCaptionLen returns a copy whose FLOPs count captions of n
+	// tokens, unvalidated.
+	WithCaptionLen(n int) Spec
+}
+
 // Conditioning is what a backbone is conditioned on besides the time:
 // class labels, caption features, or neither (unconditional).
 type Conditioning struct {

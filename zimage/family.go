@@ -190,6 +190,12 @@ func (s Spec) FLOPs(lengths []int) float64 {
 	return (&Backbone{Model: &Model{Config: s.Config}, CaptionLen: s.CaptionLen, ImageMultiple: s.ImageMultiple}).FLOPs(lengths)
 }
 
+// WithCaptionLen returns a copy whose FLOPs count captions of n tokens.
+func (s Spec) WithCaptionLen(n int) family.Spec {
+	s.CaptionLen = n
+	return s
+}
+
 // Opens reports whether detection found a Z-Image.
 func (Family) Opens(c family.Candidate) bool { return c.Report.Architecture == arch.ZImage }
 

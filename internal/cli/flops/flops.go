@@ -355,6 +355,9 @@ func dcModel(ck *loaders.Checkpoint, opts *Options, m *model) (*model, error) {
 	if r, ok := spec.(family.Reheader); ok && opts.NumHeads > 0 {
 		spec = r.WithHeads(opts.NumHeads)
 	}
+	if r, ok := spec.(family.Recaptioner); ok && opts.CaptionLen > 0 {
+		spec = r.WithCaptionLen(opts.CaptionLen)
+	}
 	m.warnings = append(m.warnings, h.Meta.Warnings...)
 	m.preset, m.scaffold, m.backbone, m.native = h.Preset, &cfg, spec, cfg.GridRows
 	if cfg.GridRows != cfg.GridCols {

@@ -14,6 +14,7 @@ import (
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dc/hnet/official"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 	"github.com/dcdit/dcdit/internal/dctest"
@@ -409,5 +410,21 @@ func TestOtherFamilies(t *testing.T) {
 	}
 	if got := r.Budgets[0].ForwardGFLOPs; !(got > 0) || !fixtures.Within(math.Abs(got-want), 1e-9*want) {
 		t.Errorf("%v GFLOPs per forward, the model counts %v", got, want)
+	}
+
+	// --caption-len prices another caption length than the one the
+	// checkpoint records, as the backbone counts it.
+	spec, ok := model.Backbone.Spec().(family.Recaptioner)
+	if !ok {
+		t.Fatalf("the grafted Z-Image's spec %T takes no caption length", model.Backbone.Spec())
+	}
+	longer := spec.WithCaptionLen(64)
+	r, err = runJSON(t, path, "--rho", "0.5", "--caption-len", "64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLong := dc.ConfigFLOPs(model.Config, longer, []int{kept}).Total() / 1e9
+	if got := r.Budgets[0].ForwardGFLOPs; fixtures.Within(math.Abs(got-want), 1e-9*want) || !fixtures.Within(math.Abs(got-wantLong), 1e-9*wantLong) {
+		t.Errorf("--caption-len 64: %v GFLOPs per forward, want %v (the recorded length's: %v)", got, wantLong, want)
 	}
 }
