@@ -150,6 +150,68 @@ func TestSelfGuidedIsLiteCFG(t *testing.T) {
 	}
 }
 
+// The random router keeps, at every forward of a run and in every sample
+// of both guidance branches, as many cells as the router kept on the same
+// input, other cells than the router's and other cells for another seed;
+// a sample below DenseBelow keeps every cell and comes out as the learned
+// router's, bit for bit.
+func TestRandomRouterKeepsTheCount(t *testing.T) {
+	for _, c := range dctest.Cases(t) {
+		t.Run(c.Name, func(t *testing.T) {
+			m, _ := dctest.Model(t, c)
+			cfg := m.Config
+			n, C, HW := 2, cfg.InChannels, cfg.Tokens()
+			nullClass := 10
+			if v, ok := c.Int("num_classes"); ok {
+				nullClass = v
+			}
+			conds := Conditions{Labels: []int{3, 0}, Null: nullClass}
+			const denseBelow = 600
+			setting := func(choose dc.Chooser) *DC {
+				return &DC{Model: m, Rho: 0.6, RhoUncond: 0.8, DenseBelow: denseBelow, Rule: liteRule(cfg.OutChannels), Scale: 3, Choose: choose}
+			}
+			random := func(seed uint64) *DC { return setting(dc.RandomKeep(rand.New(rand.NewPCG(seed, 0)))) }
+			learned, r1, r2 := setting(nil), random(1), random(2)
+			rng := rand.New(rand.NewPCG(7, 8))
+			differ, differSeed := false, false
+			// Three steps of a run, the second sample dense at each.
+			for step, ts := range [][]float32{{999, 500}, {800, 300}, {650, 100}} {
+				x := make([]float32, n*C*HW)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64())
+				}
+				want, wres, err := learned.Forward(x, ts, conds, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, res, err := r1.Forward(x, ts, conds, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, res2, err := r2.Forward(x, ts, conds, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(res.Chunks.NumKept, wres.Chunks.NumKept) || !slices.Equal(res2.Chunks.NumKept, wres.Chunks.NumKept) {
+					t.Errorf("step %d: random routers kept %v and %v cells, the router %v", step, res.Chunks.NumKept, res2.Chunks.NumKept, wres.Chunks.NumKept)
+				}
+				differ = differ || !slices.Equal(res.Chunks.Kept, wres.Chunks.Kept)
+				differSeed = differSeed || !slices.Equal(res.Chunks.Kept, res2.Chunks.Kept)
+				per := cfg.OutChannels * HW
+				if !slices.Equal(got[per:2*per], want[per:2*per]) {
+					t.Errorf("step %d: the dense sample differs under the random router", step)
+				}
+			}
+			if !differ {
+				t.Error("the random router kept the router's cells at every step")
+			}
+			if !differSeed {
+				t.Error("seeds 1 and 2 kept the same cells at every step")
+			}
+		})
+	}
+}
+
 func TestFlowMatchingTimestep(t *testing.T) {
 	tests := []struct {
 		steps     int
