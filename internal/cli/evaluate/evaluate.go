@@ -223,7 +223,7 @@ caption's. --data must carry captions ('dcdit data shapes --captions').`,
 	f.IntVar(&opts.Num, "num", 64, "held-out noisy inputs (the data set's first samples)")
 	f.IntVar(&opts.Samples, "samples", 8, "samples per row for the PSNR, FD, class accuracy and the elastic grid")
 	f.StringVar(&opts.Features, "features", "", "feature network for FD and class accuracy (e.g. testdata/featnet/model.safetensors)")
-	f.BoolVar(&opts.RandomRouter, "random-router", true, "with --features, also score each row's samples drawn with the kept cells chosen at random (--random-router=false: not)")
+	f.BoolVar(&opts.RandomRouter, "random-router", true, "with --features, also score each row sampled with the kept cells drawn at random, as many as the router kept (=false: skip it)")
 	f.IntVar(&opts.Steps, "steps", defaultSteps, "DDPM sampling steps (the 1000 training steps respaced); a DC checkpoint's recorded value unless given")
 	f.IntVar(&opts.Batch, "batch", 16, "images per forward pass for the held-out inputs")
 	f.Float64Var(&opts.DenseBelow, "dense-below", 0, "run the sampling steps below this timestep on every cell (the low-noise steps at full cost; 0: never; default: a DC checkpoint's recorded value, else 0)")
