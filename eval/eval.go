@@ -56,6 +56,7 @@ package eval
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"image"
 	"math"
 	"math/rand/v2"
@@ -547,6 +548,19 @@ type setting struct{ cond, uncond, scale float64 }
 
 func (s setting) guided(t Teacher) bool { return t.guided(s.scale) }
 
+// randomStream is the random router's stream of the run's seed under s:
+// one per way of running the model (an unguided setting is its ρ alone),
+// whatever other rows the run has, and apart from the held-out inputs'
+// (1), the edge density's (100 + k) and the boundary maps' (200 + j).
+func (s setting) randomStream(t Teacher) uint64 {
+	if !s.guided(t) {
+		s.uncond, s.scale = s.cond, 0
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "random router %g %g %g", s.cond, s.uncond, s.scale)
+	return h.Sum64()
+}
+
 // name is the setting's file-safe name, for the pictures of its samples.
 func (s setting) name() string {
 	if s.cond == s.uncond {
@@ -601,12 +615,6 @@ func (e *evaluator) step() {
 // randomRouter says whether the rows get the random-router baseline:
 // asked for, and a feature network to score it.
 func (e *evaluator) randomRouter() bool { return !e.o.NoRandomRouter && e.o.Features != nil }
-
-// Streams of the run's seed beyond the held-out inputs' (1), the edge
-// density's (100 + k) and the boundary maps' (200 + j): the random
-// router's of row i is randomRouterStream + i, the Lite-CFG pair's
-// randomRouterStream − 1.
-const randomRouterStream = 300
 
 // noise draws standard normal values from a stream of the run's seed.
 func (e *evaluator) noise(stream uint64, n int) []float32 {
@@ -805,9 +813,8 @@ func (e *evaluator) sample(model diffusion.Model, scale float64) ([]float32, err
 }
 
 // measure evaluates one setting against the teacher at its scale;
-// masks asks for the sampling run's kept masks, stream is the random
-// router's (randomRouterStream).
-func (e *evaluator) measure(s setting, masks bool, stream uint64) (*measured, error) {
+// masks asks for the sampling run's kept masks.
+func (e *evaluator) measure(s setting, masks bool) (*measured, error) {
 	ref, err := e.reference(s.scale)
 	if err != nil {
 		return nil, err
@@ -865,7 +872,7 @@ func (e *evaluator) measure(s setting, masks bool, stream uint64) (*measured, er
 		// The same noise as the router's samples: only the kept cells
 		// differ.
 		d := e.dc(s, nil)
-		d.Choose = dc.RandomKeep(rand.New(rand.NewPCG(e.o.Seed, stream)))
+		d.Choose = dc.RandomKeep(rand.New(rand.NewPCG(e.o.Seed, s.randomStream(e.tc))))
 		random, err := e.sample(d.Denoiser(c), 0)
 		if err != nil {
 			return nil, fmt.Errorf("random router: %w", err)
@@ -899,7 +906,7 @@ func (e *evaluator) rows() error {
 	e.r.pics.grid = append(e.r.pics.grid, e.gridOf(ref.samples))
 	for i, rho := range e.o.Rhos {
 		// The first row's sampling run is the trajectory picture's.
-		m, err := e.measure(setting{cond: rho, uncond: rho, scale: scale}, i == 0, randomRouterStream+uint64(i))
+		m, err := e.measure(setting{cond: rho, uncond: rho, scale: scale}, i == 0)
 		if err != nil {
 			return fmt.Errorf("eval: ρ = %v: %w", rho, err)
 		}
@@ -922,7 +929,7 @@ func (e *evaluator) rows() error {
 // lite evaluates the Lite-CFG pair against the teacher at its scale.
 func (e *evaluator) lite() error {
 	l := e.o.Lite
-	m, err := e.measure(setting{cond: l.Cond, uncond: l.Uncond, scale: l.Scale}, false, randomRouterStream-1)
+	m, err := e.measure(setting{cond: l.Cond, uncond: l.Uncond, scale: l.Scale}, false)
 	if err != nil {
 		return fmt.Errorf("eval: Lite-CFG: %w", err)
 	}

@@ -14,9 +14,10 @@ import (
 
 // TestRandomRouter: with a feature network every row and the Lite-CFG
 // pair carry the random router's FD and class accuracy (in eval.json, the
-// table, the card's table and pareto.png), other than the router's; the
-// rows' own numbers are those of a run without the baseline, bit for bit;
-// NoRandomRouter leaves the fields null and the columns out.
+// table, the card's table and pareto.png), other than the router's and
+// the same for a row evaluated alone; the rows' own numbers are those of
+// a run without the baseline, bit for bit; NoRandomRouter leaves the
+// fields null and the columns out.
 func TestRandomRouter(t *testing.T) {
 	s := newSetup(t)
 	s.balance(t)
@@ -31,6 +32,16 @@ func TestRandomRouter(t *testing.T) {
 	}
 	if calls != total || total == 0 {
 		t.Errorf("progress reached %d of %d", calls, total)
+	}
+	// A row's random draws are its own: alone, it scores the same.
+	alone := opts
+	alone.Rhos, alone.Lite = opts.Rhos[len(opts.Rhos)-1:], nil
+	one, err := Run(s.m, teacher, s.data, alone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := one.Rows[0].FDRandomRouter, r.Rows[len(r.Rows)-1].FDRandomRouter; a == nil || b == nil || *a != *b {
+		t.Errorf("ρ %v alone: random router FD %v, among the other rows %v", alone.Rhos[0], a, b)
 	}
 	opts.NoRandomRouter = true
 	off, err := Run(s.m, teacher, s.data, opts)
