@@ -29,6 +29,11 @@
 // a cell's input, relative to its token's cell, to its prediction
 // (LatentSkip: the dropped cells' noise).
 //
+// A Chooser (Model.PredictChoosing) replaces the kept cells after tail
+// dropping by others of the same count per sample, the router's
+// probabilities still weighing the de-chunk; RandomKeep is the random
+// router that evaluations compare the learned one with.
+//
 // Backbone is the only thing the scaffold knows about the transformer; see
 // its documentation for exactly what one must provide. Package dc/hnet
 // holds DC-DiT's own main network (DiT's blocks and embedders, computed

@@ -64,6 +64,12 @@ type Result struct {
 // frac of each sample's boundaries (one value, one per sample, or none for
 // ρ = 0). Gradients flow to x, c and every parameter.
 func (m *Model) Forward(x mat.Tensor, cv cond.Value, frac []float32) (*Result, error) {
+	return m.forward(x, cv, frac, nil)
+}
+
+// forward is Forward with the kept cells, when choose is set, chosen by
+// choose instead of the router (Chooser).
+func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Chooser) (*Result, error) {
 	cfg := m.Config
 	L := cfg.Cells()
 	xs := x.Shape()
@@ -109,10 +115,19 @@ func (m *Model) Forward(x mat.Tensor, cv cond.Value, frac []float32) (*Result, e
 	if err != nil {
 		return nil, err
 	}
+	var probRows []int // the rows of Routing.P the de-chunk reads: the kept cells' own without a Chooser
+	if choose != nil {
+		if kept, probRows, err = choose.apply(kept, g.batch); err != nil {
+			return nil, err
+		}
+	}
 	if res.Chunks, err = chunk(kept, g); err != nil {
 		return nil, err
 	}
 	ch := res.Chunks
+	if probRows == nil {
+		probRows = ch.Index
+	}
 	packed := ops.GatherRows(enc, ch.Index) // [ΣM, D]
 	main, err := m.Backbone.Forward(packed, cv, ch.Offsets, ch.Pos)
 	if err != nil {
@@ -122,7 +137,7 @@ func (m *Model) Forward(x mat.Tensor, cv cond.Value, frac []float32) (*Result, e
 
 	// De-chunk: smoothing over the kept tokens, plug-back onto the grid,
 	// straight-through confidence gate, residual.
-	pKept := ops.GatherRows(res.Routing.P, ch.Index)
+	pKept := ops.GatherRows(res.Routing.P, probRows)
 	res.DeChunked = ops.DeChunk(main, pKept, ch.Offsets, ch.Pos, cfg.Sigma, ProbClamp)
 	back := ops.GatherRows(res.DeChunked, ch.plugBackRows()) // [B·L, D]
 	// Each cell's kept cell, for the paths relative to it.
@@ -184,6 +199,12 @@ func finalLayer(p *params.Set, prefix string, h, c mat.Tensor, g grid) mat.Tenso
 // caption per sample) give the prediction [B, OutChannels, H, W] and the
 // forward's result (for the masks and kept counts).
 func (m *Model) Predict(x []float32, in cond.Input, frac []float32) ([]float32, *Result, error) {
+	return m.PredictChoosing(x, in, frac, nil)
+}
+
+// PredictChoosing is Predict with the kept cells of every sample chosen by
+// choose (nil: the router's, as Predict).
+func (m *Model) PredictChoosing(x []float32, in cond.Input, frac []float32, choose Chooser) ([]float32, *Result, error) {
 	cfg := m.Config
 	B := in.Samples()
 	if len(x) != B*cfg.InChannels*cfg.Tokens() {
@@ -195,7 +216,7 @@ func (m *Model) Predict(x []float32, in cond.Input, frac []float32) ([]float32, 
 		return nil, nil, fmt.Errorf("dc: backbone conditioning: %w", err)
 	}
 	tokens := ToTokens(x, B, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
-	res, err := m.Forward(constant(B*cfg.Cells(), cfg.CellIn(), tokens), c, frac)
+	res, err := m.forward(constant(B*cfg.Cells(), cfg.CellIn(), tokens), c, frac, choose)
 	if err != nil {
 		return nil, nil, err
 	}

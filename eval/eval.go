@@ -30,6 +30,11 @@
 //     fraction classified as the label they were drawn for; beside them
 //     the network's accuracy on the data and the Fréchet distance between
 //     two disjoint halves of the data (the floor at that sample count);
+//   - the random-router baseline (unless Options.NoRandomRouter), with a
+//     feature network: each row's samples drawn again from the same noise
+//     with the kept cells chosen uniformly at random (dc.RandomKeep), as
+//     many in every sample at every step as the router kept there, and
+//     scored the same way — whether the router's choice of cells matters;
 //   - the kept tokens of each sampling step, per row (the paper's temporal
 //     finding: noisy steps need fewer tokens);
 //   - the edge density ratio: with the data set's edge masks (or, without
@@ -51,6 +56,7 @@ package eval
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"image"
 	"math"
 	"math/rand/v2"
@@ -150,6 +156,9 @@ type Options struct {
 	// Features, when set, scores the samples as a distribution (Fréchet
 	// distance to the data, class accuracy).
 	Features FeatureNet
+	// NoRandomRouter leaves out the random-router baseline (RandomRouter),
+	// which draws every row's samples a second time.
+	NoRandomRouter bool
 	// Pictures, when set, also scores every row's samples as pictures:
 	// decoded by a VAE, FID against a reference (package pictures).
 	Pictures PictureScorer
@@ -198,6 +207,7 @@ type Row struct {
 	EpsRelMSE      float64 `json:"eps_rel_mse"`
 	SamplePSNR     float64 `json:"sample_psnr_db"`
 	Quality
+	RandomRouter
 	// KeptPerStep is the mean kept tokens per image of the conditional
 	// branch at each sampling step, first (noisiest) to last; the steps'
 	// timesteps are Report.SamplingTimesteps.
@@ -224,6 +234,24 @@ type Quality struct {
 	// colour are their caption's (shapes.PromptFollowing), for a
 	// caption-conditioned teacher.
 	PromptFollowing *float64 `json:"prompt_following,omitempty"`
+}
+
+// RandomRouter scores a setting's samples drawn again from the same noise
+// with the router's choice of kept cells replaced by a uniformly random
+// one (dc.RandomKeep: the same count in every sample at every step; the
+// de-chunk weighs the tokens with the router's probabilities, see
+// dc.Chooser), as Quality scores the router's: what the router's choice
+// is worth. The random draws come from their own stream of the run's
+// seed. Null without a feature network or with Options.NoRandomRouter.
+type RandomRouter struct {
+	FDRandomRouter              *float64 `json:"fd_random_router"`
+	AccuracyRandomRouter        *float64 `json:"accuracy_random_router"`
+	PromptFollowingRandomRouter *float64 `json:"prompt_following_random_router,omitempty"`
+}
+
+// randomRouter files q as the random router's scores.
+func randomRouter(q Quality) RandomRouter {
+	return RandomRouter{FDRandomRouter: q.FD, AccuracyRandomRouter: q.ClassAccuracy, PromptFollowingRandomRouter: q.PromptFollowing}
 }
 
 // FeatureNetStats describes the feature network on the evaluation's data.
@@ -254,6 +282,7 @@ type LiteRow struct {
 	EpsRelMSE        float64 `json:"eps_rel_mse"`
 	SamplePSNR       float64 `json:"sample_psnr_db"`
 	Quality
+	RandomRouter
 	// TeacherGFLOPsPerImage is the guided teacher's cost (two forwards).
 	TeacherGFLOPsPerImage float64 `json:"teacher_gflops_per_image"`
 	// TeacherQuality scores the teacher's samples at this row's scale.
@@ -519,6 +548,19 @@ type setting struct{ cond, uncond, scale float64 }
 
 func (s setting) guided(t Teacher) bool { return t.guided(s.scale) }
 
+// randomStream is the random router's stream of the run's seed under s:
+// one per way of running the model (an unguided setting is its ρ alone),
+// whatever other rows the run has, and apart from the held-out inputs'
+// (1), the edge density's (100 + k) and the boundary maps' (200 + j).
+func (s setting) randomStream(t Teacher) uint64 {
+	if !s.guided(t) {
+		s.uncond, s.scale = s.cond, 0
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "random router %g %g %g", s.cond, s.uncond, s.scale)
+	return h.Sum64()
+}
+
 // name is the setting's file-safe name, for the pictures of its samples.
 func (s setting) name() string {
 	if s.cond == s.uncond {
@@ -534,6 +576,7 @@ type measured struct {
 	epsRelMSE, psnr      float64
 	samples              []float32
 	quality              Quality
+	random               RandomRouter
 	keptPerStep          []float64
 	stepGFLOPs           []float64 // per guided image, each sampling step
 	masks                [][]bool  // the sampling run's kept masks, when asked for
@@ -546,13 +589,18 @@ func (e *evaluator) batches(n int) int { return (n + e.o.BatchSize - 1) / e.o.Ba
 func (e *evaluator) work() int {
 	in, smp := e.batches(e.nIn), e.o.Steps
 	runs := len(e.o.Rhos) + 1 // each ρ and the teacher
+	settings := len(e.o.Rhos)
 	if l := e.o.Lite; l != nil {
 		runs++
+		settings++
 		if l.Scale != e.o.CFG {
 			runs++ // the teacher at the Lite-CFG scale
 		}
 	}
 	w := runs * (in + smp)
+	if e.randomRouter() {
+		w += settings * smp
+	}
 	w += (len(e.o.EdgeTimesteps) + len(e.o.ProbeTimesteps)) * in
 	return w + len(e.o.BoundaryTimesteps)*e.batches(min(e.o.NumBoundary, e.data.N))
 }
@@ -563,6 +611,10 @@ func (e *evaluator) step() {
 		e.o.Progress(e.done, e.total)
 	}
 }
+
+// randomRouter says whether the rows get the random-router baseline:
+// asked for, and a feature network to score it.
+func (e *evaluator) randomRouter() bool { return !e.o.NoRandomRouter && e.o.Features != nil }
 
 // noise draws standard normal values from a stream of the run's seed.
 func (e *evaluator) noise(stream uint64, n int) []float32 {
@@ -816,6 +868,21 @@ func (e *evaluator) measure(s setting, masks bool) (*measured, error) {
 	if m.quality, err = e.score(s.name(), m.samples); err != nil {
 		return nil, err
 	}
+	if e.randomRouter() {
+		// The same noise as the router's samples: only the kept cells
+		// differ.
+		d := e.dc(s, nil)
+		d.Choose = dc.RandomKeep(rand.New(rand.NewPCG(e.o.Seed, s.randomStream(e.tc))))
+		random, err := e.sample(d.Denoiser(c), 0)
+		if err != nil {
+			return nil, fmt.Errorf("random router: %w", err)
+		}
+		q, err := e.scoreFeatures(random)
+		if err != nil {
+			return nil, fmt.Errorf("random router: %w", err)
+		}
+		m.random = randomRouter(q)
+	}
 	return m, nil
 }
 
@@ -851,7 +918,7 @@ func (e *evaluator) rows() error {
 			kept = (m.keptCond + m.keptUncond) / 2
 		}
 		e.r.Rows = append(e.r.Rows, Row{Rho: rho, KeptTokens: kept, GFLOPsPerImage: m.gflops, MsPerImage: m.ms, EpsRelMSE: m.epsRelMSE, SamplePSNR: m.psnr,
-			Quality: m.quality, KeptPerStep: m.keptPerStep})
+			Quality: m.quality, RandomRouter: m.random, KeptPerStep: m.keptPerStep})
 		e.r.GridRows = append(e.r.GridRows, "rho="+strconv.FormatFloat(rho, 'g', -1, 64))
 		e.r.pics.grid = append(e.r.pics.grid, e.gridOf(m.samples))
 	}
@@ -869,7 +936,7 @@ func (e *evaluator) lite() error {
 	e.r.LiteCFG = &LiteRow{
 		RhoCond: l.Cond, RhoUncond: l.Uncond, Scale: l.Scale,
 		KeptTokens: (m.keptCond + m.keptUncond) / 2, KeptTokensCond: m.keptCond, KeptTokensUncond: m.keptUncond,
-		GFLOPsPerImage: m.gflops, MsPerImage: m.ms, EpsRelMSE: m.epsRelMSE, SamplePSNR: m.psnr, Quality: m.quality,
+		GFLOPsPerImage: m.gflops, MsPerImage: m.ms, EpsRelMSE: m.epsRelMSE, SamplePSNR: m.psnr, Quality: m.quality, RandomRouter: m.random,
 		TeacherGFLOPsPerImage: 2 * e.tc.forwardGFLOPs(),
 		TeacherQuality:        e.refs[l.Scale].quality,
 	}

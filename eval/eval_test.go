@@ -234,15 +234,17 @@ func TestJSONShape(t *testing.T) {
 	if err := json.Unmarshal(obj["rows"], &rows); err != nil {
 		t.Fatal(err)
 	}
-	// Without a feature network fd and class_accuracy are null;
-	// kept_per_step is a list of numbers, one per sampling step.
-	want := []string{"class_accuracy", "eps_rel_mse", "fd", "gflops_per_image", "kept_per_step", "kept_tokens", "ms_per_image", "rho", "sample_psnr_db", "sample_rms"}
+	// Without a feature network fd and class_accuracy are null, and so
+	// are the random router's; kept_per_step is a list of numbers, one
+	// per sampling step.
+	want := []string{"accuracy_random_router", "class_accuracy", "eps_rel_mse", "fd", "fd_random_router", "gflops_per_image", "kept_per_step", "kept_tokens",
+		"ms_per_image", "rho", "sample_psnr_db", "sample_rms"}
 	for _, row := range rows {
 		var keys []string
 		for k, v := range row {
 			keys = append(keys, k)
 			switch k {
-			case "fd", "class_accuracy", "sample_rms":
+			case "fd", "class_accuracy", "sample_rms", "fd_random_router", "accuracy_random_router":
 				if v != nil {
 					t.Errorf("%s = %v without a feature network, want null", k, v)
 				}

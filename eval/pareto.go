@@ -29,7 +29,9 @@ const (
 	paretoTicks          = 5
 	paretoMarginFraction = 0.08
 	paretoLabelOffset    = 7
-	paretoLegendGap      = 190
+	paretoLegendGap      = 24 // between one legend entry's text and the next marker
+	paretoDash           = 5  // on and off pixels of a dashed line
+	glyphWidth           = 7  // basicfont.Face7x13's advance
 )
 
 var (
@@ -51,25 +53,34 @@ type paretoPoint struct {
 // its GFLOPs per image (the paper's Pareto plot): the DC model as a curve
 // across ρ (blue, each point labelled with its ρ; the bitmap font is
 // ASCII, so labels spell it "rho"), the teacher as a red
-// square and Lite-CFG as a green triangle. It needs an evaluation with a
-// feature network.
+// square and Lite-CFG as a green triangle. The random router, when the
+// report has it, is a dashed curve of rings at the same FLOPs (it keeps
+// as many cells), and for Lite-CFG a green ring joined to its triangle by
+// a dashed line. It needs an evaluation with a feature network.
 func (r *Report) WriteParetoPNG(path string) error {
-	var dc []paretoPoint
+	var dc, random []paretoPoint
 	for _, row := range r.Rows {
 		if row.FD == nil {
 			return errors.New("eval: the report has no Fréchet distances (no feature network)")
 		}
 		dc = append(dc, paretoPoint{row.GFLOPsPerImage, *row.FD, fmt.Sprintf("rho=%g", row.Rho)})
+		if row.FDRandomRouter != nil {
+			random = append(random, paretoPoint{row.GFLOPsPerImage, *row.FDRandomRouter, fmt.Sprintf("random router at rho=%g", row.Rho)})
+		}
 	}
 	if len(dc) == 0 || r.Teacher.FD == nil {
 		return errors.New("eval: the report has no Fréchet distances (no feature network)")
 	}
 	teacher := paretoPoint{r.Teacher.GFLOPsPerImage, *r.Teacher.FD, "teacher"}
-	all := append([]paretoPoint{teacher}, dc...)
-	var lite *paretoPoint
+	all := append(append([]paretoPoint{teacher}, dc...), random...)
+	var lite, liteRandom *paretoPoint
 	if l := r.LiteCFG; l != nil && l.FD != nil {
 		lite = &paretoPoint{l.GFLOPsPerImage, *l.FD, "Lite-CFG"}
 		all = append(all, *lite)
+		if l.FDRandomRouter != nil {
+			liteRandom = &paretoPoint{l.GFLOPsPerImage, *l.FDRandomRouter, "Lite-CFG's random router"}
+			all = append(all, *liteRandom)
+		}
 	}
 	for _, p := range all {
 		if math.IsNaN(p.x) || math.IsInf(p.x, 0) || math.IsNaN(p.y) || math.IsInf(p.y, 0) {
@@ -100,6 +111,12 @@ func (r *Report) WriteParetoPNG(path string) error {
 	text(img, (x0+x1)/2-60, y1+32, "GFLOPs per image", plotAxis)
 	text(img, 8, 18, "Frechet distance to held-out data (lower is better)", plotAxis)
 
+	for i := 1; i < len(random); i++ {
+		dashed(img, px(random[i-1].x), py(random[i-1].y), px(random[i].x), py(random[i].y), plotDC)
+	}
+	for _, p := range random {
+		ring(img, px(p.x), py(p.y), plotDC)
+	}
 	for i := 1; i < len(dc); i++ {
 		line(img, px(dc[i-1].x), py(dc[i-1].y), px(dc[i].x), py(dc[i].y), plotDC)
 	}
@@ -109,23 +126,31 @@ func (r *Report) WriteParetoPNG(path string) error {
 	}
 	square(img, px(teacher.x), py(teacher.y), plotTeacher)
 	text(img, px(teacher.x)+paretoLabelOffset, py(teacher.y)+2*paretoLabelOffset, teacher.label, plotTeacher)
-	legend := []struct {
-		name string
-		c    color.RGBA
-	}{{"DC model across rho", plotDC}, {"teacher (fixed patches)", plotTeacher}}
+	type entry struct {
+		name   string
+		c      color.RGBA
+		marker func(*image.RGBA, int, int, color.RGBA)
+	}
+	legend := []entry{{"DC model across rho", plotDC, disc}}
+	if len(random) > 0 {
+		legend = append(legend, entry{"random router", plotDC, ring})
+	}
+	legend = append(legend, entry{"teacher (fixed patches)", plotTeacher, square})
 	if lite != nil {
+		if liteRandom != nil {
+			dashed(img, px(lite.x), py(lite.y), px(liteRandom.x), py(liteRandom.y), plotLite)
+			ring(img, px(liteRandom.x), py(liteRandom.y), plotLite)
+		}
 		triangle(img, px(lite.x), py(lite.y), plotLite)
 		text(img, px(lite.x)+paretoLabelOffset, py(lite.y)+2*paretoLabelOffset, lite.label, plotLite)
-		legend = append(legend, struct {
-			name string
-			c    color.RGBA
-		}{"Lite-CFG", plotLite})
+		legend = append(legend, entry{"Lite-CFG", plotLite, triangle})
 	}
 	// The legend sits under the axis title, where no point can fall.
-	for i, l := range legend {
-		x, y := x0+i*paretoLegendGap, plotH-10
-		disc(img, x, y-4, l.c)
+	x, y := x0, plotH-10
+	for _, l := range legend {
+		l.marker(img, x, y-4, l.c)
 		text(img, x+10, y, l.name, l.c)
+		x += 10 + glyphWidth*len(l.name) + paretoLegendGap
 	}
 	return atomicfile.Write(path, func(w io.Writer) error { return png.Encode(w, img) })
 }
@@ -145,10 +170,20 @@ func span(ps []paretoPoint, v func(paretoPoint) float64) (float64, float64) {
 }
 
 // line draws a one-pixel line (DDA).
-func line(img *image.RGBA, xa, ya, xb, yb int, c color.RGBA) {
+func line(img *image.RGBA, xa, ya, xb, yb int, c color.RGBA) { stroke(img, xa, ya, xb, yb, c, 0) }
+
+// dashed draws a one-pixel line of paretoDash pixels on, paretoDash off.
+func dashed(img *image.RGBA, xa, ya, xb, yb int, c color.RGBA) {
+	stroke(img, xa, ya, xb, yb, c, paretoDash)
+}
+
+// stroke draws a line, dashed with dash pixels on and off (0: solid).
+func stroke(img *image.RGBA, xa, ya, xb, yb int, c color.RGBA, dash int) {
 	n := max(abs(xb-xa), abs(yb-ya), 1)
 	for i := 0; i <= n; i++ {
-		img.SetRGBA(xa+(xb-xa)*i/n, ya+(yb-ya)*i/n, c)
+		if dash == 0 || (i/dash)%2 == 0 {
+			img.SetRGBA(xa+(xb-xa)*i/n, ya+(yb-ya)*i/n, c)
+		}
 	}
 }
 
@@ -157,6 +192,18 @@ func abs(v int) int {
 		return -v
 	}
 	return v
+}
+
+// ring is a disc's outline.
+func ring(img *image.RGBA, cx, cy int, c color.RGBA) {
+	inner := (markerRadius - 1) * (markerRadius - 1)
+	for y := -markerRadius; y <= markerRadius; y++ {
+		for x := -markerRadius; x <= markerRadius; x++ {
+			if d := x*x + y*y; d <= markerRadius*markerRadius && d > inner {
+				img.SetRGBA(cx+x, cy+y, c)
+			}
+		}
+	}
 }
 
 func disc(img *image.RGBA, cx, cy int, c color.RGBA) {

@@ -53,6 +53,21 @@ func (s stubNet) Classify(x []float32, n, c, h, w int) ([]int, error) {
 	return out, nil
 }
 
+// balance replaces the data by class-balanced data: samples i and
+// i + len(shapes.Classes) are both of class i, so the reference is the
+// data's first NumSamples and the floor's second set the next NumSamples
+// (for NumSamples up to the classes).
+func (s *setup) balance(t *testing.T) {
+	t.Helper()
+	g, err := shapes.New(s.data.H, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.data, err = g.BalancedSet(2 * len(shapes.Classes)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRunQuality: with a feature network every row, the teacher and the
 // Lite-CFG pair carry a Fréchet distance and a class accuracy that are
 // those of their samples against the data's first NumSamples samples; the
@@ -62,16 +77,7 @@ func TestRunQuality(t *testing.T) {
 	s := newSetup(t)
 	opts := smallOptions()
 	opts.NumSamples, opts.GridSamples = 4, 4
-	// Class-balanced data: samples i and i+NumSamples are both of class
-	// i (mod classes), so the reference is the data's first NumSamples
-	// and the floor's second set the next NumSamples.
-	g, err := shapes.New(s.data.H, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.data, err = g.BalancedSet(2 * len(shapes.Classes)); err != nil {
-		t.Fatal(err)
-	}
+	s.balance(t)
 	net := stubNet{c: s.m.Config.InChannels}
 	opts.Features = net
 	r, err := Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, opts)

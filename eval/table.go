@@ -19,6 +19,17 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		return optional(q.PromptFollowing, "%.3f") + "\t"
 	}
+	randoms := r.HasRandomRouter()
+	random := func(q RandomRouter) string {
+		if !randoms {
+			return ""
+		}
+		s := optional(q.FDRandomRouter, "%.2f") + "\t" + optional(q.AccuracyRandomRouter, "%.3f") + "\t"
+		if prompts {
+			s += optional(q.PromptFollowingRandomRouter, "%.3f") + "\t"
+		}
+		return s
+	}
 	fids := r.Teacher.FID != nil
 	fid := func(q Quality) string {
 		if !fids {
@@ -34,13 +45,19 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if prompts {
 		head += "prompt\t"
 	}
+	if randoms {
+		head += "random FD\trandom acc\t"
+		if prompts {
+			head += "random prompt\t"
+		}
+	}
 	fmt.Fprintf(tw, "%sRMS\t\n", head)
 	for _, row := range r.Rows {
-		fmt.Fprintf(tw, "%g\t%.1f / %d\t%.4g\t%.3g\t%.4g\t%.2f\t%s%s\t%s\t%s%s\t\n", row.Rho, row.KeptTokens, r.Tokens, row.GFLOPsPerImage, row.MsPerImage, row.EpsRelMSE, row.SamplePSNR,
-			fid(row.Quality), optional(row.FD, "%.2f"), optional(row.ClassAccuracy, "%.3f"), prompt(row.Quality), optional(row.RMS, "%.3f"))
+		fmt.Fprintf(tw, "%g\t%.1f / %d\t%.4g\t%.3g\t%.4g\t%.2f\t%s%s\t%s\t%s%s%s\t\n", row.Rho, row.KeptTokens, r.Tokens, row.GFLOPsPerImage, row.MsPerImage, row.EpsRelMSE, row.SamplePSNR,
+			fid(row.Quality), optional(row.FD, "%.2f"), optional(row.ClassAccuracy, "%.3f"), prompt(row.Quality), random(row.RandomRouter), optional(row.RMS, "%.3f"))
 	}
-	fmt.Fprintf(tw, "teacher\t%d / %d\t%.4g\t%.3g\t\t\t%s%s\t%s\t%s%s\t\n", r.Teacher.Tokens, r.Tokens, r.Teacher.GFLOPsPerImage, r.Teacher.MsPerImage,
-		fid(r.Teacher.Quality), optional(r.Teacher.FD, "%.2f"), optional(r.Teacher.ClassAccuracy, "%.3f"), prompt(r.Teacher.Quality), optional(r.Teacher.RMS, "%.3f"))
+	fmt.Fprintf(tw, "teacher\t%d / %d\t%.4g\t%.3g\t\t\t%s%s\t%s\t%s%s%s\t\n", r.Teacher.Tokens, r.Tokens, r.Teacher.GFLOPsPerImage, r.Teacher.MsPerImage,
+		fid(r.Teacher.Quality), optional(r.Teacher.FD, "%.2f"), optional(r.Teacher.ClassAccuracy, "%.3f"), prompt(r.Teacher.Quality), random(RandomRouter{}), optional(r.Teacher.RMS, "%.3f"))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -56,6 +73,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		if l.PromptFollowing != nil {
 			fmt.Fprintf(w, ", prompt following %.3f (teacher %s)", *l.PromptFollowing, optional(l.TeacherQuality.PromptFollowing, "%.3f"))
+		}
+		if l.FDRandomRouter != nil {
+			fmt.Fprintf(w, "; random router: FD %.2f, class accuracy %s", *l.FDRandomRouter, optional(l.AccuracyRandomRouter, "%.3f"))
+			if l.PromptFollowingRandomRouter != nil {
+				fmt.Fprintf(w, ", prompt following %.3f", *l.PromptFollowingRandomRouter)
+			}
 		}
 		fmt.Fprintln(w)
 	}
@@ -90,14 +113,23 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.Process == ProcessFlowMatching {
 		process = "flow-matching Euler"
 	}
+	if randoms {
+		fmt.Fprintln(w, "random: the same samples' noise with the kept cells drawn uniformly at random, as many per sample and step as the router kept")
+	}
 	_, err := fmt.Fprintf(w, "%d held-out inputs over t ∈ [0, 1000); %d samples per row, %d %s steps, seed %d\n", r.NumInputs, r.NumSamples, r.Steps, process, r.Seed)
 	return err
+}
+
+// HasRandomRouter says whether the rows carry the random-router baseline.
+func (r *Report) HasRandomRouter() bool {
+	return len(r.Rows) > 0 && r.Rows[0].FDRandomRouter != nil
 }
 
 // WriteMarkdown writes the report's rows as a Markdown table (a model
 // card's): ρ, kept tokens, GFLOPs per image and against the teacher, FD
 // and class accuracy (and prompt following for a caption-conditioned
-// teacher), for each ρ, the Lite-CFG pair and the teacher.
+// teacher, and the random router's FD when measured), for each ρ, the
+// Lite-CFG pair and the teacher.
 func (r *Report) WriteMarkdown(w io.Writer) {
 	prompts := r.Teacher.PromptFollowing != nil
 	fids := r.Teacher.FID != nil
@@ -111,12 +143,22 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		}
 		return s
 	}
+	randoms := r.HasRandomRouter()
+	random := func(q RandomRouter) string {
+		if !randoms {
+			return ""
+		}
+		return " " + optional(q.FDRandomRouter, "%.2f") + " |"
+	}
 	head, rule := "| model | ρ | kept tokens | GFLOPs/img | × teacher | FD | class accuracy |", "|---|---|---|---|---|---|---|"
 	if fids {
 		head, rule = head+" FID |", rule+"---|"
 	}
 	if prompts {
 		head, rule = head+" prompt following |", rule+"---|"
+	}
+	if randoms {
+		head, rule = head+" FD, random router |", rule+"---|"
 	}
 	fmt.Fprintf(w, "%s\n%s\n", head, rule)
 	t := r.Teacher.GFLOPsPerImage
@@ -127,12 +169,12 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		return "-"
 	}
 	for _, row := range r.Rows {
-		fmt.Fprintf(w, "| DC | %g | %.1f / %d | %.4g | %s | %s | %s |%s\n", row.Rho, row.KeptTokens, r.Tokens, row.GFLOPsPerImage, ratio(row.GFLOPsPerImage), optional(row.FD, "%.2f"), optional(row.ClassAccuracy, "%.2f"), extra(row.Quality))
+		fmt.Fprintf(w, "| DC | %g | %.1f / %d | %.4g | %s | %s | %s |%s%s\n", row.Rho, row.KeptTokens, r.Tokens, row.GFLOPsPerImage, ratio(row.GFLOPsPerImage), optional(row.FD, "%.2f"), optional(row.ClassAccuracy, "%.2f"), extra(row.Quality), random(row.RandomRouter))
 	}
 	if l := r.LiteCFG; l != nil {
-		fmt.Fprintf(w, "| DC, Lite-CFG | %g / %g | %.1f | %.4g | %s | %s | %s |%s\n", l.RhoCond, l.RhoUncond, l.KeptTokens, l.GFLOPsPerImage, ratio(l.GFLOPsPerImage), optional(l.FD, "%.2f"), optional(l.ClassAccuracy, "%.2f"), extra(l.Quality))
+		fmt.Fprintf(w, "| DC, Lite-CFG | %g / %g | %.1f | %.4g | %s | %s | %s |%s%s\n", l.RhoCond, l.RhoUncond, l.KeptTokens, l.GFLOPsPerImage, ratio(l.GFLOPsPerImage), optional(l.FD, "%.2f"), optional(l.ClassAccuracy, "%.2f"), extra(l.Quality), random(l.RandomRouter))
 	}
-	fmt.Fprintf(w, "| teacher | | %d | %.4g | 1 | %s | %s |%s\n", r.Teacher.Tokens, t, optional(r.Teacher.FD, "%.2f"), optional(r.Teacher.ClassAccuracy, "%.2f"), extra(r.Teacher.Quality))
+	fmt.Fprintf(w, "| teacher | | %d | %.4g | 1 | %s | %s |%s%s\n", r.Teacher.Tokens, t, optional(r.Teacher.FD, "%.2f"), optional(r.Teacher.ClassAccuracy, "%.2f"), extra(r.Teacher.Quality), random(RandomRouter{}))
 }
 
 // optional formats a measured value, or "-" when it was not measured.

@@ -194,6 +194,9 @@ func writeCardEval(b *strings.Builder, rep *eval.Report, files []string) {
 		b.WriteString(". GFLOPs per image count the whole sampling run.\n\n")
 	}
 	rep.WriteMarkdown(b)
+	if rep.HasRandomRouter() {
+		b.WriteString("\nThe random router draws each row's samples again from the same noise with the kept cells chosen uniformly at random, as many in every sample at every step as the router kept: the gap to it is what the router's choice is worth.\n")
+	}
 	if rep.EdgeDensityRatio != nil {
 		fmt.Fprintf(b, "\nEdge density ratio (how much more densely the router keeps shape edges than flat background at ρ = 0): %.2f.\n", *rep.EdgeDensityRatio)
 	}

@@ -126,7 +126,7 @@ func TestEveryRecipeKeyIsUsedOrRefused(t *testing.T) {
 		"eval.cfg": e(`1.5`, changes), "eval.dense_below": e(`500.0`, changes), "eval.held_out": e(`3`, changes), "eval.samples": e(`3`, changes),
 		"eval.sampling_steps": e(`3`, changes), "eval.boundary_map_timesteps": e(`[300]`, changes), "eval.every": e(`2`, changes),
 		"eval.seed": e(`9`, changes), "eval.feature_net": e(`"no-such-net.safetensors"`, rejected),
-		"eval.vae": e(`"no-such-vae"`, rejected),
+		"eval.vae": e(`"no-such-vae"`, rejected), "eval.random_router": e(`false`, changes),
 	}
 
 	// The documented keys: every setting of the three recipes, stage

@@ -309,7 +309,8 @@ func evalOptions(r *recipes.Recipe, features eval.FeatureNet, renderer eval.Late
 	e := r.Eval
 	o := eval.Options{Rhos: e.Rho, NumInputs: e.HeldOut, NumSamples: e.Samples, Steps: e.SamplingSteps,
 		CFG: e.CFG, Seed: uint64(e.Seed), BoundaryTimesteps: e.BoundaryMapTimesteps,
-		DiffusionSteps: r.Diffusion.Steps, Features: features, DenseBelow: e.DenseBelow, Renderer: renderer}
+		DiffusionSteps: r.Diffusion.Steps, Features: features, DenseBelow: e.DenseBelow, Renderer: renderer,
+		NoRandomRouter: !e.RandomRouter}
 	if len(e.LiteCFG) == 2 {
 		o.Lite = &eval.Lite{Cond: e.LiteCFG[0], Uncond: e.LiteCFG[1], Scale: e.LiteCFGScale}
 	}

@@ -257,6 +257,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 	setDefault(d, "eval.every", &r.Eval.Every, 0)
 	setDefault(d, "eval.seed", &r.Eval.Seed, r.Seed)
 	setDefault(d, "eval.feature_net", &r.Eval.FeatureNet, "")
+	setDefault(d, "eval.random_router", &r.Eval.RandomRouter, true)
 	setDefault(d, "eval.vae", &r.Eval.VAE, "")
 }
 

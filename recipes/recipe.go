@@ -617,6 +617,12 @@ type Eval struct {
 	// class accuracy, with pareto.png. Relative to the recipe's folder.
 	// Default: "" (no distribution measures).
 	FeatureNet string `toml:"feature_net"`
+	// RandomRouter adds the random-router baseline to every row and the
+	// Lite-CFG pair, with a feature network: their samples drawn again
+	// with the kept cells chosen uniformly at random, as many per sample
+	// and step as the router kept (package eval's RandomRouter).
+	// Default: true.
+	RandomRouter bool `toml:"random_router"`
 	// VAE is a VAE (a diffusers folder or an LDM single file, see package
 	// vae) that draws the evaluation's pictures — the elastic grid, the
 	// boundary maps, the trajectory — decoded instead of as linear

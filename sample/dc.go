@@ -28,6 +28,10 @@ type DC struct {
 	Scale float32
 	// Stats, when set, records every forward.
 	Stats *Stats
+	// Choose, when set, picks the kept cells at every forward in place of
+	// the router, as many per sample as it kept (dc.RandomKeep: the
+	// random-router baseline).
+	Choose dc.Chooser
 }
 
 // FlowMatchingTimestep is flow matching's timestep of a model time 1 − σ
@@ -91,7 +95,7 @@ func (d *DC) Forward(x, t []float32, c Conditions, guided bool) ([]float32, *dc.
 		}
 		frac[i] = dc.FracAt(rho, tm, d.DenseBelow)
 	}
-	out, res, err := d.Model.Predict(x, in, frac)
+	out, res, err := d.Model.PredictChoosing(x, in, frac, d.Choose)
 	if err != nil {
 		return nil, nil, err
 	}

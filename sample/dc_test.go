@@ -16,58 +16,71 @@ import (
 // process samples it) is the reference's Lite-CFG: the same numbers as
 // dc.Model.LiteCFG on [x; x] with labels [y; null] at (ρ_cond, ρ_uncond),
 // and the same kept counts.
-func TestDenoiserIsLiteCFG(t *testing.T) {
+// forEachModel runs f on the model of every dcdit-tiny case, with the
+// class its guidance's null condition takes.
+func forEachModel(t *testing.T, f func(t *testing.T, m *dc.Model, nullClass int)) {
 	for _, c := range dctest.Cases(t) {
 		t.Run(c.Name, func(t *testing.T) {
 			m, _ := dctest.Model(t, c)
-			cfg := m.Config
-			n, C, HW := 2, cfg.InChannels, cfg.Tokens()
-			rng := rand.New(rand.NewPCG(3, 4))
-			x := make([]float32, n*C*HW)
-			for i := range x {
-				x[i] = float32(rng.NormFloat64())
-			}
-			ts, ys := []int{999, 500}, []int{1, 7}
 			nullClass := 10
 			if v, ok := c.Int("num_classes"); ok {
 				nullClass = v
 			}
-			const scale = 4
-			for _, rho := range [][2]float32{{0, 0}, {0.3, 0.9}, {0.6, 0}} {
-				stats := &Stats{}
-				guide := ddpm.Guidance{Scale: scale, NullClass: nullClass}
-				d := &DC{Model: m, Rho: rho[0], RhoUncond: rho[1], Stats: stats}
-				model := d.Denoiser(Conditions{Labels: ys, Null: nullClass})
-				denoise := func(x []float32, t []int, _ []int) ([]float32, error) {
-					tf := make([]float32, len(t))
-					for i, v := range t {
-						tf[i] = float32(v)
-					}
-					return model(x, tf, true)
-				}
-				got, err := guide.Guided(denoise, ddpm.Shape{B: n, C: C, HW: HW})(x, ts, ys)
-				if err != nil {
-					t.Fatal(err)
-				}
-				x2 := append(slices.Clone(x), x...)
-				tf := []float32{999, 500, 999, 500}
-				want, res, err := hnet.LiteCFG(m, x2, cond.Input{T: tf, Labels: append(slices.Clone(ys), nullClass, nullClass)}, scale, rho[0], rho[1])
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !slices.Equal(got, want[:len(got)]) {
-					t.Errorf("ρ %v: guided denoiser output differs from LiteCFG", rho)
-				}
-				k := res.Chunks.NumKept
-				if stats.Kept[0] != float64(k[0]+k[1])/2 || stats.KeptUncond[0] != float64(k[2]+k[3])/2 {
-					t.Errorf("ρ %v: recorded kept %v / %v, LiteCFG kept %v", rho, stats.Kept, stats.KeptUncond, k)
-				}
-				if want := m.ForwardFLOPs(k).Total(); stats.TotalFLOPs() != want {
-					t.Errorf("ρ %v: %v FLOPs recorded, want %v", rho, stats.TotalFLOPs(), want)
-				}
-			}
+			f(t, m, nullClass)
 		})
 	}
+}
+
+// normal draws n standard normal values.
+func normal(rng *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	return x
+}
+
+func TestDenoiserIsLiteCFG(t *testing.T) {
+	forEachModel(t, func(t *testing.T, m *dc.Model, nullClass int) {
+		cfg := m.Config
+		n, C, HW := 2, cfg.InChannels, cfg.Tokens()
+		x := normal(rand.New(rand.NewPCG(3, 4)), n*C*HW)
+		ts, ys := []int{999, 500}, []int{1, 7}
+		const scale = 4
+		for _, rho := range [][2]float32{{0, 0}, {0.3, 0.9}, {0.6, 0}} {
+			stats := &Stats{}
+			guide := ddpm.Guidance{Scale: scale, NullClass: nullClass}
+			d := &DC{Model: m, Rho: rho[0], RhoUncond: rho[1], Stats: stats}
+			model := d.Denoiser(Conditions{Labels: ys, Null: nullClass})
+			denoise := func(x []float32, t []int, _ []int) ([]float32, error) {
+				tf := make([]float32, len(t))
+				for i, v := range t {
+					tf[i] = float32(v)
+				}
+				return model(x, tf, true)
+			}
+			got, err := guide.Guided(denoise, ddpm.Shape{B: n, C: C, HW: HW})(x, ts, ys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x2 := append(slices.Clone(x), x...)
+			tf := []float32{999, 500, 999, 500}
+			want, res, err := hnet.LiteCFG(m, x2, cond.Input{T: tf, Labels: append(slices.Clone(ys), nullClass, nullClass)}, scale, rho[0], rho[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want[:len(got)]) {
+				t.Errorf("ρ %v: guided denoiser output differs from LiteCFG", rho)
+			}
+			k := res.Chunks.NumKept
+			if stats.Kept[0] != float64(k[0]+k[1])/2 || stats.KeptUncond[0] != float64(k[2]+k[3])/2 {
+				t.Errorf("ρ %v: recorded kept %v / %v, LiteCFG kept %v", rho, stats.Kept, stats.KeptUncond, k)
+			}
+			if want := m.ForwardFLOPs(k).Total(); stats.TotalFLOPs() != want {
+				t.Errorf("ρ %v: %v FLOPs recorded, want %v", rho, stats.TotalFLOPs(), want)
+			}
+		}
+	})
 }
 
 // liteRule is the reference's Lite-CFG combination (dc.Model.LiteCFG):
@@ -86,68 +99,109 @@ func liteRule(outChannels int) func(c, u []float32, hw int, s float32) {
 // for bit, samples below DenseBelow running dense; the statistics count
 // the conditional samples, and the masks are their kept cells.
 func TestSelfGuidedIsLiteCFG(t *testing.T) {
-	for _, c := range dctest.Cases(t) {
-		t.Run(c.Name, func(t *testing.T) {
-			m, _ := dctest.Model(t, c)
-			cfg := m.Config
-			n, C, HW := 2, cfg.InChannels, cfg.Tokens()
-			rng := rand.New(rand.NewPCG(5, 6))
-			x := make([]float32, n*C*HW)
-			for i := range x {
-				x[i] = float32(rng.NormFloat64())
+	forEachModel(t, func(t *testing.T, m *dc.Model, nullClass int) {
+		cfg := m.Config
+		n, C, HW := 2, cfg.InChannels, cfg.Tokens()
+		x := normal(rand.New(rand.NewPCG(5, 6)), n*C*HW)
+		ts, ys := []float32{999, 500}, []int{3, 0}
+		conds := Conditions{Labels: ys, Null: nullClass}
+		const scale, denseBelow = 3, 600
+		rule := liteRule(cfg.OutChannels)
+		for _, rho := range [][2]float32{{0, 0}, {0.4, 0.8}} {
+			stats := &Stats{RecordMasks: true}
+			d := &DC{Model: m, Rho: rho[0], RhoUncond: rho[1], DenseBelow: denseBelow, Rule: rule, Scale: scale, Stats: stats}
+			got, res, err := d.Forward(x, ts, conds, false)
+			if err != nil {
+				t.Fatal(err)
 			}
-			ts, ys := []float32{999, 500}, []int{3, 0}
-			nullClass := 10
-			if v, ok := c.Int("num_classes"); ok {
-				nullClass = v
+			x2 := append(slices.Clone(x), x...)
+			in := cond.Input{T: slices.Concat(ts, ts), Labels: append(slices.Clone(ys), nullClass, nullClass)}
+			// The second sample's timestep lies below DenseBelow.
+			want, wres, err := hnet.LiteCFGFracs(m, x2, in, scale, []float32{rho[0], dc.Dense, rho[1], dc.Dense})
+			if err != nil {
+				t.Fatal(err)
 			}
-			conds := Conditions{Labels: ys, Null: nullClass}
-			const scale, denseBelow = 3, 600
-			rule := liteRule(cfg.OutChannels)
-			for _, rho := range [][2]float32{{0, 0}, {0.4, 0.8}} {
-				stats := &Stats{RecordMasks: true}
-				d := &DC{Model: m, Rho: rho[0], RhoUncond: rho[1], DenseBelow: denseBelow, Rule: rule, Scale: scale, Stats: stats}
-				got, res, err := d.Forward(x, ts, conds, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				x2 := append(slices.Clone(x), x...)
-				in := cond.Input{T: slices.Concat(ts, ts), Labels: append(slices.Clone(ys), nullClass, nullClass)}
-				// The second sample's timestep lies below DenseBelow.
-				want, wres, err := hnet.LiteCFGFracs(m, x2, in, scale, []float32{rho[0], dc.Dense, rho[1], dc.Dense})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !slices.Equal(got, want) || !slices.Equal(res.Chunks.NumKept, wres.Chunks.NumKept) {
-					t.Errorf("ρ %v: self-guided forward differs from LiteCFGFracs (kept %v, want %v)", rho, res.Chunks.NumKept, wres.Chunks.NumKept)
-				}
-				if k := res.Chunks.NumKept; k[1] != cfg.Cells() || k[3] != cfg.Cells() {
-					t.Errorf("ρ %v: kept %v, want every one of %d cells below DenseBelow", rho, k, cfg.Cells())
-				}
-				k := res.Chunks.NumKept
-				if stats.Kept[0] != float64(k[0]+k[1])/2 || stats.KeptUncond[0] != float64(k[2]+k[3])/2 {
-					t.Errorf("ρ %v: recorded kept %v / %v, forward kept %v", rho, stats.Kept, stats.KeptUncond, k)
-				}
-				if mask := cfg.LatentMask(res.Chunks.Kept[:n*cfg.Cells()]); !slices.Equal(stats.Masks[0], mask) {
-					t.Errorf("ρ %v: recorded mask differs from the conditional samples' kept cells", rho)
-				}
+			if !slices.Equal(got, want) || !slices.Equal(res.Chunks.NumKept, wres.Chunks.NumKept) {
+				t.Errorf("ρ %v: self-guided forward differs from LiteCFGFracs (kept %v, want %v)", rho, res.Chunks.NumKept, wres.Chunks.NumKept)
+			}
+			if k := res.Chunks.NumKept; k[1] != cfg.Cells() || k[3] != cfg.Cells() {
+				t.Errorf("ρ %v: kept %v, want every one of %d cells below DenseBelow", rho, k, cfg.Cells())
+			}
+			k := res.Chunks.NumKept
+			if stats.Kept[0] != float64(k[0]+k[1])/2 || stats.KeptUncond[0] != float64(k[2]+k[3])/2 {
+				t.Errorf("ρ %v: recorded kept %v / %v, forward kept %v", rho, stats.Kept, stats.KeptUncond, k)
+			}
+			if mask := cfg.LatentMask(res.Chunks.Kept[:n*cfg.Cells()]); !slices.Equal(stats.Masks[0], mask) {
+				t.Errorf("ρ %v: recorded mask differs from the conditional samples' kept cells", rho)
+			}
 
-				plain := &DC{Model: m, Rho: rho[0], RhoUncond: rho[1], DenseBelow: denseBelow}
-				for name, model := range map[string]func([]float32, []float32, bool) ([]float32, error){
-					"Denoiser with a Rule": d.Denoiser(conds),
-					"SelfGuided(Denoiser)": SelfGuided(plain.Denoiser(conds), rule, scale, HW),
-				} {
-					out, err := model(x, ts, false)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !slices.Equal(out, want[:len(want)/2]) {
-						t.Errorf("ρ %v: %s differs from LiteCFGFracs' guided half", rho, name)
-					}
+			plain := &DC{Model: m, Rho: rho[0], RhoUncond: rho[1], DenseBelow: denseBelow}
+			for name, model := range map[string]func([]float32, []float32, bool) ([]float32, error){
+				"Denoiser with a Rule": d.Denoiser(conds),
+				"SelfGuided(Denoiser)": SelfGuided(plain.Denoiser(conds), rule, scale, HW),
+			} {
+				out, err := model(x, ts, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(out, want[:len(want)/2]) {
+					t.Errorf("ρ %v: %s differs from LiteCFGFracs' guided half", rho, name)
 				}
 			}
-		})
-	}
+		}
+	})
+}
+
+// The random router keeps, at every forward of a run and in every sample
+// of both guidance branches, as many cells as the router kept on the same
+// input, other cells than the router's and other cells for another seed;
+// a sample below DenseBelow keeps every cell and comes out as the learned
+// router's, bit for bit.
+func TestRandomRouterKeepsTheCount(t *testing.T) {
+	forEachModel(t, func(t *testing.T, m *dc.Model, nullClass int) {
+		cfg := m.Config
+		n, C, HW := 2, cfg.InChannels, cfg.Tokens()
+		conds := Conditions{Labels: []int{3, 0}, Null: nullClass}
+		const denseBelow = 600
+		setting := func(choose dc.Chooser) *DC {
+			return &DC{Model: m, Rho: 0.6, RhoUncond: 0.8, DenseBelow: denseBelow, Rule: liteRule(cfg.OutChannels), Scale: 3, Choose: choose}
+		}
+		random := func(seed uint64) *DC { return setting(dc.RandomKeep(rand.New(rand.NewPCG(seed, 0)))) }
+		learned, r1, r2 := setting(nil), random(1), random(2)
+		rng := rand.New(rand.NewPCG(7, 8))
+		differ, differSeed := false, false
+		// Three steps of a run, the second sample dense at each.
+		for step, ts := range [][]float32{{999, 500}, {800, 300}, {650, 100}} {
+			x := normal(rng, n*C*HW)
+			want, wres, err := learned.Forward(x, ts, conds, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, res, err := r1.Forward(x, ts, conds, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, res2, err := r2.Forward(x, ts, conds, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(res.Chunks.NumKept, wres.Chunks.NumKept) || !slices.Equal(res2.Chunks.NumKept, wres.Chunks.NumKept) {
+				t.Errorf("step %d: random routers kept %v and %v cells, the router %v", step, res.Chunks.NumKept, res2.Chunks.NumKept, wres.Chunks.NumKept)
+			}
+			differ = differ || !slices.Equal(res.Chunks.Kept, wres.Chunks.Kept)
+			differSeed = differSeed || !slices.Equal(res.Chunks.Kept, res2.Chunks.Kept)
+			per := cfg.OutChannels * HW
+			if !slices.Equal(got[per:2*per], want[per:2*per]) {
+				t.Errorf("step %d: the dense sample differs under the random router", step)
+			}
+		}
+		if !differ {
+			t.Error("the random router kept the router's cells at every step")
+		}
+		if !differSeed {
+			t.Error("seeds 1 and 2 kept the same cells at every step")
+		}
+	})
 }
 
 func TestFlowMatchingTimestep(t *testing.T) {

@@ -498,9 +498,10 @@ func checkEval(t *testing.T, m *dc.Model, teacher family.Teacher, modelPath, tea
 	checkReport(t, "dcdit eval", &cli, rhos, m, teacher)
 	for i := range min(len(cli.Rows), len(lib.Rows)) {
 		a, b := cli.Rows[i], lib.Rows[i]
-		if a.GFLOPsPerImage != b.GFLOPsPerImage || a.EpsRelMSE != b.EpsRelMSE || !finiteScore(a.FD) || !finiteScore(b.FD) || *a.FD != *b.FD {
-			t.Errorf("ρ %g: dcdit eval gives %.6g GFLOPs, ε rel MSE %.6g, FD %v; eval.Run %.6g, %.6g, %v",
-				a.Rho, a.GFLOPsPerImage, a.EpsRelMSE, a.FD, b.GFLOPsPerImage, b.EpsRelMSE, b.FD)
+		if a.GFLOPsPerImage != b.GFLOPsPerImage || a.EpsRelMSE != b.EpsRelMSE || !finiteScore(a.FD) || !finiteScore(b.FD) || *a.FD != *b.FD ||
+			!finiteScore(a.FDRandomRouter) || !finiteScore(b.FDRandomRouter) || *a.FDRandomRouter != *b.FDRandomRouter {
+			t.Errorf("ρ %g: dcdit eval gives %.6g GFLOPs, ε rel MSE %.6g, FD %v, random router's %v; eval.Run %.6g, %.6g, %v, %v",
+				a.Rho, a.GFLOPsPerImage, a.EpsRelMSE, a.FD, a.FDRandomRouter, b.GFLOPsPerImage, b.EpsRelMSE, b.FD, b.FDRandomRouter)
 		}
 	}
 	if t.Failed() {
@@ -519,7 +520,7 @@ func checkEval(t *testing.T, m *dc.Model, teacher family.Teacher, modelPath, tea
 }
 
 // checkReport: one row per ρ, each with finite FLOPs (fewer as ρ grows)
-// and a finite Fréchet distance; the teacher costed as it counts itself;
+// and finite Fréchet distances (the random router's too); the teacher costed as it counts itself;
 // the Lite-CFG row guided through the teacher's rule.
 func checkReport(t *testing.T, who string, r *eval.Report, rhos []float64, m *dc.Model, teacher family.Teacher) {
 	t.Helper()
@@ -537,8 +538,8 @@ func checkReport(t *testing.T, who string, r *eval.Report, rhos []float64, m *dc
 			t.Errorf("%s: ρ %g: %v kept tokens, want 1 … %d", who, row.Rho, row.KeptTokens, cells)
 		case !(row.EpsRelMSE >= 0 && finite(row.EpsRelMSE)) || !finite(row.SamplePSNR):
 			t.Errorf("%s: ρ %g: ε rel MSE %v, sample PSNR %v", who, row.Rho, row.EpsRelMSE, row.SamplePSNR)
-		case !finiteScore(row.FD):
-			t.Errorf("%s: ρ %g: FD %v, want a finite distance", who, row.Rho, row.FD)
+		case !finiteScore(row.FD) || !finiteScore(row.FDRandomRouter):
+			t.Errorf("%s: ρ %g: FD %v, random router's %v; want finite distances", who, row.Rho, row.FD, row.FDRandomRouter)
 		case i > 0 && !(row.GFLOPsPerImage < r.Rows[i-1].GFLOPsPerImage):
 			t.Errorf("%s: ρ %g costs %.6g GFLOPs, ρ %g %.6g: want fewer", who, row.Rho, row.GFLOPsPerImage, r.Rows[i-1].Rho, r.Rows[i-1].GFLOPsPerImage)
 		}
@@ -549,7 +550,7 @@ func checkReport(t *testing.T, who string, r *eval.Report, rhos []float64, m *dc
 		t.Errorf("%s: teacher row %d tokens, %v GFLOPs, FD %v; want %d tokens, %v GFLOPs, a finite FD", who, tr.Tokens, tr.GFLOPsPerImage, tr.FD,
 			teacher.Tokens(gridSide, gridSide), want)
 	}
-	if l := r.LiteCFG; l == nil || !(l.GFLOPsPerImage > 0 && finite(l.GFLOPsPerImage)) || !finiteScore(l.FD) || !finiteScore(l.TeacherQuality.FD) {
+	if l := r.LiteCFG; l == nil || !(l.GFLOPsPerImage > 0 && finite(l.GFLOPsPerImage)) || !finiteScore(l.FD) || !finiteScore(l.TeacherQuality.FD) || !finiteScore(l.FDRandomRouter) {
 		t.Errorf("%s: Lite-CFG row %+v, want finite FLOPs and FDs", who, l)
 	}
 	if r.DataFDFloor == nil || !(*r.DataFDFloor >= 0 && finite(*r.DataFDFloor)) {

@@ -45,6 +45,7 @@ type Options struct {
 	Num          int
 	Samples      int
 	Features     string
+	RandomRouter bool // with Features, the random-router baseline in every row
 	Steps        int
 	Batch        int
 	ProbeT       []int
@@ -109,6 +110,12 @@ the model was not trained on, e.g. another seed):
                  blind to saturation; compare data_rms); also the network's accuracy
                  on the data and the FD between two halves of the data (the
                  floor at that count: give the data 2×--samples samples)
+  random router  with --features (unless --random-router=false), each row
+                 and Lite-CFG sampled again from the same noise with the
+                 router's kept cells replaced by as many drawn uniformly at
+                 random in every sample at every step (the first and last
+                 cell, which the router always keeps, stay): its FD and
+                 class accuracy say what the router's choice is worth
   by timestep    at the first ρ, unguided, the --num inputs' clean samples
                  all noised to each --probe-t: ε MSE of the DC model and the
                  teacher against the noise and between them, the slope of
@@ -137,7 +144,7 @@ quarter of the value range).
 The table goes to stdout, or one JSON object with --json:
 {"rows": [{"rho", "kept_tokens", "gflops_per_image", "ms_per_image",
 "eps_rel_mse", "sample_psnr_db", "fd", "class_accuracy", "sample_rms",
-"kept_per_step"}, ...],
+"fd_random_router", "accuracy_random_router", "kept_per_step"}, ...],
 "lite_cfg": {...}, "teacher": {..., "fd", "class_accuracy"}, "feature_net":
 {"accuracy", ...}, "data_fd_floor", "sampling_timesteps", "edge_density_ratio": r,
 "edges": {...}, "per_timestep": [{"t", "rho", "eps_mse", "teacher_eps_mse",
@@ -151,7 +158,8 @@ kept at ρ = 0 dotted, dropped ones dimmed), trajectory.png (the first ρ's
 samples, with the cells kept at each sampling step dotted, noisiest step
 first) and elastic_grid.png (rows: teacher, each ρ, then the teacher at the
 Lite-CFG scale and Lite-CFG; columns: samples from the same noise and
-label), and with --features pareto.png (FD against GFLOPs per image).
+label), and with --features pareto.png (FD against GFLOPs per image, the
+random router dashed).
 
 --vae draws those pictures decoded by a VAE instead of the linear preview
 (see 'dcdit decode --help'). With --inception (pytorch-fid's FID Inception
@@ -216,6 +224,7 @@ caption's. --data must carry captions ('dcdit data shapes --captions').`,
 	f.IntVar(&opts.Num, "num", 64, "held-out noisy inputs (the data set's first samples)")
 	f.IntVar(&opts.Samples, "samples", 8, "samples per row for the PSNR, FD, class accuracy and the elastic grid")
 	f.StringVar(&opts.Features, "features", "", "feature network for FD and class accuracy (e.g. testdata/featnet/model.safetensors)")
+	f.BoolVar(&opts.RandomRouter, "random-router", true, "with --features, also score each row sampled with the kept cells drawn at random, as many as the router kept (=false: skip it)")
 	f.IntVar(&opts.Steps, "steps", defaultSteps, "DDPM sampling steps (the 1000 training steps respaced); a DC checkpoint's recorded value unless given")
 	f.IntVar(&opts.Batch, "batch", 16, "images per forward pass for the held-out inputs")
 	f.Float64Var(&opts.DenseBelow, "dense-below", 0, "run the sampling steps below this timestep on every cell (the low-noise steps at full cost; 0: never; default: a DC checkpoint's recorded value, else 0)")
@@ -353,6 +362,7 @@ func Run(opts *Options) error {
 	eo := eval.Options{
 		Rhos: opts.Rhos, NumInputs: opts.Num, NumSamples: opts.Samples, Steps: opts.Steps,
 		BatchSize: opts.Batch, Seed: opts.Seed, CFG: opts.CFG, ProbeTimesteps: opts.ProbeT, DenseBelow: opts.DenseBelow,
+		NoRandomRouter: !opts.RandomRouter,
 	}
 	if opts.Features != "" {
 		net, err := featnet.Load(opts.Features)

@@ -1,0 +1,85 @@
+package dc
+
+import (
+	"fmt"
+	"math/rand/v2"
+)
+
+// Chooser picks the cells a forward keeps in place of the router's
+// choice (Model.PredictChoosing): given the mask tail dropping left, kept
+// [B·L] for a batch of B grids, it returns the mask to keep instead, with
+// the same count in every sample. The router still runs, and its
+// probabilities still weigh the de-chunk: the k-th chosen token of a
+// sample (raster order) takes the probability of the router's k-th kept
+// token, so that only the positions change. The router's probability at a
+// cell it did not mark (below ½) would blend that token into its
+// neighbours, and a hard 1 would switch the smoothing off; either would
+// change the model beside the choice of cells.
+type Chooser func(kept []bool, batch int) ([]bool, error)
+
+// apply runs c on the router's kept mask and checks the counts; it returns
+// the chosen mask and the router's kept rows in raster order, whose
+// probabilities the de-chunk reads.
+func (c Chooser) apply(kept []bool, batch int) ([]bool, []int, error) {
+	chosen, err := c(kept, batch)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dc: choosing the kept cells: %w", err)
+	}
+	if len(chosen) != len(kept) {
+		return nil, nil, fmt.Errorf("dc: choosing the kept cells: a mask of %d cells for a batch of %d cells", len(chosen), len(kept))
+	}
+	var rows []int
+	L := len(kept) / batch
+	for b := range batch {
+		want, got := 0, 0
+		for l := b * L; l < (b+1)*L; l++ {
+			if kept[l] {
+				rows = append(rows, l)
+				want++
+			}
+			if chosen[l] {
+				got++
+			}
+		}
+		if got != want {
+			return nil, nil, fmt.Errorf("dc: choosing the kept cells: sample %d keeps %d cells, the router kept %d", b, got, want)
+		}
+	}
+	return chosen, rows, nil
+}
+
+// RandomKeep is the random router: a Chooser that keeps in every sample
+// as many cells as the router kept, drawn from rng — the sample's first
+// and last cell (which the router always marks: they are no choice of
+// its) and a uniformly random subset of the others. It shuffles all of a
+// sample's other cells whatever the count, so its draws depend on rng and
+// the batches' sizes alone, never on the router's scores. A count of one
+// keeps the last cell, as tail dropping's tie order does.
+func RandomKeep(rng *rand.Rand) Chooser {
+	return func(kept []bool, batch int) ([]bool, error) {
+		L := len(kept) / batch
+		if L < 2 {
+			return kept, nil
+		}
+		out := make([]bool, len(kept))
+		order := make([]int, L)
+		for b := range batch {
+			n := 0
+			for _, k := range kept[b*L : (b+1)*L] {
+				if k {
+					n++
+				}
+			}
+			order[0], order[1] = L-1, 0
+			for l := 1; l < L-1; l++ {
+				order[l+1] = l
+			}
+			rest := order[2:]
+			rng.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+			for _, l := range order[:n] {
+				out[b*L+l] = true
+			}
+		}
+		return out, nil
+	}
+}

@@ -1,0 +1,169 @@
+package eval
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dcdit/dcdit/dit"
+)
+
+// TestRandomRouter: with a feature network every row and the Lite-CFG
+// pair carry the random router's FD and class accuracy (in eval.json, the
+// table, the card's table and pareto.png), other than the router's and
+// the same for a row evaluated alone; the rows' own numbers are those of
+// a run without the baseline, bit for bit; NoRandomRouter leaves the
+// fields null and the columns out.
+func TestRandomRouter(t *testing.T) {
+	s := newSetup(t)
+	s.balance(t)
+	opts := smallOptions()
+	opts.Features = stubNet{c: s.m.Config.InChannels}
+	var calls, total int
+	opts.Progress = func(done, tot int) { calls, total = done, tot }
+	teacher := TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0)
+	r, err := Run(s.m, teacher, s.data, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != total || total == 0 {
+		t.Errorf("progress reached %d of %d", calls, total)
+	}
+	// A row's random draws are its own: alone, it scores the same.
+	alone := opts
+	alone.Rhos, alone.Lite = opts.Rhos[len(opts.Rhos)-1:], nil
+	one, err := Run(s.m, teacher, s.data, alone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := one.Rows[0].FDRandomRouter, r.Rows[len(r.Rows)-1].FDRandomRouter; a == nil || b == nil || *a != *b {
+		t.Errorf("ρ %v alone: random router FD %v, among the other rows %v", alone.Rhos[0], a, b)
+	}
+	opts.NoRandomRouter = true
+	off, err := Run(s.m, teacher, s.data, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	type scored struct {
+		name            string
+		learned, random Quality
+		rr, offRR       RandomRouter
+		gflops, offGF   float64
+		offQ            Quality
+	}
+	var all []scored
+	for i, row := range r.Rows {
+		all = append(all, scored{r.GridRows[i+1], row.Quality, Quality{FD: row.FDRandomRouter, ClassAccuracy: row.AccuracyRandomRouter},
+			row.RandomRouter, off.Rows[i].RandomRouter, row.GFLOPsPerImage, off.Rows[i].GFLOPsPerImage, off.Rows[i].Quality})
+	}
+	l := r.LiteCFG
+	all = append(all, scored{"lite", l.Quality, Quality{FD: l.FDRandomRouter, ClassAccuracy: l.AccuracyRandomRouter},
+		l.RandomRouter, off.LiteCFG.RandomRouter, l.GFLOPsPerImage, off.LiteCFG.GFLOPsPerImage, off.LiteCFG.Quality})
+	differ := false
+	for _, sc := range all {
+		fd, acc := sc.rr.FDRandomRouter, sc.rr.AccuracyRandomRouter
+		switch {
+		case fd == nil || acc == nil || !(*fd >= 0) || math.IsInf(*fd, 0) || !(*acc >= 0 && *acc <= 1):
+			t.Errorf("%s: random router FD %v, accuracy %v; want both measured", sc.name, fd, acc)
+		case sc.offRR != (RandomRouter{}):
+			t.Errorf("%s: NoRandomRouter still reports %+v", sc.name, sc.offRR)
+		case *sc.learned.FD != *sc.offQ.FD || *sc.learned.ClassAccuracy != *sc.offQ.ClassAccuracy || sc.gflops != sc.offGF:
+			t.Errorf("%s: the baseline moved the row: FD %v, accuracy %v, %v GFLOPs; without it %v, %v, %v", sc.name,
+				*sc.learned.FD, *sc.learned.ClassAccuracy, sc.gflops, *sc.offQ.FD, *sc.offQ.ClassAccuracy, sc.offGF)
+		default:
+			differ = differ || *fd != *sc.learned.FD
+		}
+	}
+	if !differ {
+		t.Error("the random router scored as the router in every row: it kept the router's cells")
+	}
+	if !slices.Equal(r.pics.grid[0], off.pics.grid[0]) || *r.Teacher.FD != *off.Teacher.FD {
+		t.Error("the baseline moved the teacher's samples")
+	}
+
+	js, err := r.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Rows    []map[string]any `json:"rows"`
+		LiteCFG map[string]any   `json:"lite_cfg"`
+	}
+	if err := json.Unmarshal(js, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for i, row := range append(doc.Rows, doc.LiteCFG) {
+		for _, key := range []string{"fd_random_router", "accuracy_random_router"} {
+			if _, ok := row[key].(float64); !ok {
+				t.Errorf("eval.json row %d: %s = %v, want a number", i, key, row[key])
+			}
+		}
+	}
+
+	for _, tc := range []struct {
+		rep  *Report
+		want bool
+	}{{r, true}, {off, false}} {
+		var table, card bytes.Buffer
+		if err := tc.rep.WriteTable(&table); err != nil {
+			t.Fatal(err)
+		}
+		tc.rep.WriteMarkdown(&card)
+		if got := strings.Contains(table.String(), "random FD"); got != tc.want {
+			t.Errorf("table has the random FD column: %v, want %v\n%s", got, tc.want, table.String())
+		}
+		if got := strings.Contains(card.String(), "FD, random router"); got != tc.want {
+			t.Errorf("card table has the random router's column: %v, want %v\n%s", got, tc.want, card.String())
+		}
+		if err := tc.rep.WriteParetoPNG(filepath.Join(t.TempDir(), ParetoFile)); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// poisonAfter is a stubNet whose features turn NaN from the given call of
+// Features on (the calls the wrapper sees: Classify goes to the stub).
+type poisonAfter struct {
+	stubNet
+	from  int
+	calls *int
+}
+
+func (p poisonAfter) Features(x []float32, n, c, h, w int) ([]float64, error) {
+	*p.calls++
+	return stubNet{c: p.c, poison: *p.calls >= p.from}.Features(x, n, c, h, w)
+}
+
+// TestRandomRouterNaN: a random-router FD that meets NaN fails the run,
+// as the rows' own does, and a report carrying one cannot be plotted.
+func TestRandomRouterNaN(t *testing.T) {
+	s := newSetup(t)
+	s.balance(t)
+	opts := tinyOptions()
+	opts.Rhos = []float64{0.5}
+	calls := 0
+	// Features sees the data (1), the teacher's samples (2), the row's (3),
+	// then the random router's (4).
+	opts.Features = poisonAfter{stubNet: stubNet{c: s.m.Config.InChannels}, from: 4, calls: &calls}
+	_, err := Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, opts)
+	if err == nil || !strings.Contains(err.Error(), "random router") {
+		t.Errorf("NaN features of the random router's samples: err = %v, want an error naming the random router", err)
+	}
+
+	calls, opts.Features = 0, stubNet{c: s.m.Config.InChannels}
+	r, err := Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nan := math.NaN()
+	r.Rows[0].FDRandomRouter = &nan
+	err = r.WriteParetoPNG(filepath.Join(t.TempDir(), ParetoFile))
+	if err == nil || !strings.Contains(err.Error(), "random router") {
+		t.Errorf("pareto plot of a NaN random-router FD: err = %v, want an error naming it", err)
+	}
+}
