@@ -60,6 +60,7 @@ import (
 	"image"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -700,6 +701,11 @@ func (e *evaluator) reference(scale float64) (*reference, error) {
 		e.step()
 	}
 	ref.ms = ms(elapsed) / float64(e.nIn)
+	if !slices.ContainsFunc(ref.eps, func(v float32) bool { return v != 0 }) {
+		// Every relative error would divide by zero: a teacher whose
+		// output layer still holds its zero initialisation.
+		return nil, fmt.Errorf("eval: teacher: its prediction is 0 on all %d held-out inputs (an untrained teacher, whose output layer starts at zero?): the errors relative to it are undefined", e.nIn)
+	}
 	c, err := e.tc.conditions(e.tc.sampleKeys(e.o.NumSamples))
 	if err != nil {
 		return nil, fmt.Errorf("eval: teacher: %w", err)

@@ -327,6 +327,10 @@ func TestRunRejects(t *testing.T) {
 	eps := teacherConfig(s.m)
 	eps.LearnSigma = false
 	epsOnly := randomTeacher(t, eps)
+	untrained, err := dit.Init(teacherConfig(s.m), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name    string
 		edit    func(*Options)
@@ -343,6 +347,7 @@ func TestRunRejects(t *testing.T) {
 		{"timestep", func(o *Options) { o.EdgeTimesteps = []int{1000} }, nil, nil, "timestep 1000"},
 		{"teacher size", nil, other, nil, "the teacher takes [4 8 8] latents, the DC model [4 16 16]"},
 		{"teacher sigma", nil, epsOnly, nil, "learned-sigma"},
+		{"untrained teacher", nil, untrained, nil, "its prediction is 0 on all"},
 		{"data size", nil, nil, smallData, "the data set holds [4 8 8] latents"},
 	}
 	for _, c := range cases {
