@@ -465,7 +465,7 @@ func (m *model) checkData(d *distill.Dataset, classes int) error {
 		return fmt.Errorf("pipeline: the data has %d classes, the model %d", classes, m.numClasses)
 	}
 	if m.captionDim > 0 && d.Captions == nil {
-		return fmt.Errorf("pipeline: a Z-Image is conditioned on captions, and the data has none")
+		return fmt.Errorf("pipeline: the model is conditioned on captions, and the data has none")
 	}
 	var c, h, w int
 	if m.dc != nil {

@@ -32,7 +32,7 @@ type promptFeatures struct {
 // model's caption table and gives the data their row indices.
 func (m *model) attachPromptFeatures(d *distill.Dataset, set *datasets.Set) error {
 	if set.CaptionDim != m.captionDim {
-		return fmt.Errorf("pipeline: the data's caption features are %d wide, the Z-Image reads %d", set.CaptionDim, m.captionDim)
+		return fmt.Errorf("pipeline: the data's caption features are %d wide, the model reads %d", set.CaptionDim, m.captionDim)
 	}
 	if set.EmptyCaptionFeats == nil {
 		return fmt.Errorf("pipeline: the data's encoded captions come without the empty prompt's (tensor %q), which caption dropout needs", datasets.EmptyCaptionFeatsKey)
@@ -112,7 +112,7 @@ func promptTeacherData(path string, b *base, id string, r *recipes.Recipe, seed 
 		set.CaptionFeats = append(set.CaptionFeats, feats[i%len(feats)])
 	}
 	caption := func(f []float32) cond.Caption { return cond.Caption{Features: f, Len: len(f) / dim} }
-	logf("data: sampling %d latents from the Z-Image teacher for %d prompts (%d Euler steps, cfg %g)", d.Samples, len(prompts), d.SamplingSteps, d.CFG)
+	logf("data: sampling %d latents from the caption-conditioned teacher for %d prompts (%d Euler steps, cfg %g)", d.Samples, len(prompts), d.SamplingSteps, d.CFG)
 	set.Latents, err = sampleCaptionTeacher(b, r, seed, logf, func(lo, n int) ([]cond.Caption, []cond.Caption, error) {
 		pos := make([]cond.Caption, n)
 		for i := range pos {
@@ -139,7 +139,7 @@ func encodePrompts(te, tok string, prompts []string, dim int, logf func(string, 
 		return nil, nil, fmt.Errorf("pipeline: data.prompts: %w", err)
 	}
 	if enc.Dim() != dim {
-		return nil, nil, fmt.Errorf("pipeline: data.prompts: the text encoder %s writes %d-wide features, the Z-Image reads cap_feat_dim %d", te, enc.Dim(), dim)
+		return nil, nil, fmt.Errorf("pipeline: data.prompts: the text encoder %s writes %d-wide features, the base reads caption features %d wide", te, enc.Dim(), dim)
 	}
 	logf("data: encoding %d prompts with the text encoder %s", len(prompts), te)
 	feats, err := enc.Encode(append(slices.Clone(prompts), ""), func(w string) { logf("data: %s", w) }, nil)

@@ -106,7 +106,7 @@ func captionTeacherData(path string, b *base, id string, r *recipes.Recipe, seed
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: data: %w", err)
 	}
-	logf("data: sampling %d latents from the Z-Image teacher (%d Euler steps, cfg %g)", d.Samples, d.SamplingSteps, d.CFG)
+	logf("data: sampling %d latents from the caption-conditioned teacher (%d Euler steps, cfg %g)", d.Samples, d.SamplingSteps, d.CFG)
 	set.Latents, err = sampleCaptionTeacher(b, r, seed, logf, func(lo, n int) ([]cond.Caption, []cond.Caption, error) {
 		pos, err := shapes.CaptionInputs(prompts.Captions[lo:lo+n], b.captions.table, dim)
 		return pos, neg[:n], err

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/dcdit/dcdit/family"
-	"github.com/dcdit/dcdit/loaders/arch"
 )
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
@@ -44,7 +43,7 @@ func check(p *problems, r *Recipe) {
 	}
 	oneOf(p, "diffusion.schedule", r.Diffusion.Schedule, "linear")
 	positive(p, "diffusion.steps", r.Diffusion.Steps)
-	checkZImage(p, r)
+	checkTraining(p, r)
 	checkData(p, r)
 	checkStages(p, r)
 
@@ -74,14 +73,9 @@ func checkBase(p *problems, r *Recipe) {
 }
 
 func checkModel(p *problems, m *Model) {
-	if m.Preset != "" {
-		if _, ok := arch.LookupDiTPreset(m.Preset); !ok {
-			names := make([]string, len(arch.DiTPresets))
-			for i, pr := range arch.DiTPresets {
-				names[i] = pr.Name
-			}
-			p.bad("model.preset", m.Preset, "one of %s", strings.Join(names, ", "))
-		}
+	missing := "missing, expected an integer ≥ 1"
+	if reads(rulesOf(m.Kind), "preset") {
+		missing += " (or a preset)"
 	}
 	for _, f := range []struct {
 		key string
@@ -89,11 +83,10 @@ func checkModel(p *problems, m *Model) {
 	}{
 		{"model.depth", m.Depth}, {"model.hidden_size", m.HiddenSize}, {"model.num_heads", m.NumHeads},
 		{"model.patch_size", m.PatchSize}, {"model.in_channels", m.InChannels}, {"model.input_size", m.InputSize},
-		{"model.num_classes", m.NumClasses},
 	} {
 		if f.v < 1 {
 			if f.v == 0 && m.Preset == "" {
-				p.add(f.key, "missing, expected an integer ≥ 1 (or a preset)")
+				p.add(f.key, "%s", missing)
 			} else {
 				p.bad(f.key, f.v, "an integer ≥ 1")
 			}
@@ -102,17 +95,8 @@ func checkModel(p *problems, m *Model) {
 	if m.HiddenSize > 0 && m.NumHeads > 0 && m.HiddenSize%m.NumHeads != 0 {
 		p.bad("model.num_heads", m.NumHeads, "a divisor of hidden_size = %d", m.HiddenSize)
 	}
-	if m.HiddenSize > 0 && m.HiddenSize%4 != 0 {
-		p.bad("model.hidden_size", m.HiddenSize, "a multiple of 4 (the 2-D sin-cos position embedding)")
-	}
 	if m.PatchSize > 0 && m.InputSize > 0 && m.InputSize%m.PatchSize != 0 {
 		p.bad("model.input_size", m.InputSize, "a multiple of patch_size = %d", m.PatchSize)
-	}
-	if !(m.MLPRatio > 0) {
-		p.bad("model.mlp_ratio", m.MLPRatio, "a number > 0")
-	}
-	if !(m.ClassEmbeddingStd > 0) || math.IsInf(m.ClassEmbeddingStd, 0) {
-		p.bad("model.class_embedding_std", m.ClassEmbeddingStd, "a finite standard deviation > 0")
 	}
 }
 
@@ -170,8 +154,8 @@ func checkData(p *problems, r *Recipe) {
 	positive(p, "data.samples", d.Samples)
 	if d.Prompts != "" {
 		switch {
-		case !r.IsZImageBase():
-			p.add("data.prompts", "found without a Z-Image [base] (diffusion.process = %q), expected it only when a Z-Image teacher draws the samples for the prompts", ProcessFlowMatching)
+		case !r.flowMatchingBase():
+			p.add("data.prompts", "found without a [base] trained with flow matching (diffusion.process = %q), expected it only when a caption-conditioned teacher draws the samples for the prompts", ProcessFlowMatching)
 		default:
 			if _, err := os.Stat(r.PromptsPath()); err != nil {
 				p.add("data.prompts", "the prompts file %s does not exist (resolved: %s)", d.Prompts, r.PromptsPath())
@@ -555,51 +539,23 @@ func quoteJoin(v []string) string {
 	return strings.Join(q, " or ")
 }
 
-// checkZImage checks what a Z-Image recipe ([model] kind = "zimage", or
-// a [base] upcycled with flow matching) allows, and the keys that belong
-// to one kind of model or process.
-func checkZImage(p *problems, r *Recipe) {
+// checkTraining checks what the model trains with: the [model] keys its
+// family reads and the family's own rules (family.ModelRules), the
+// diffusion process and its keys, and the captions.
+func checkTraining(p *problems, r *Recipe) {
 	written := func(key string) bool { return !r.defaults[key] && (p.lines == nil || p.lines.has(key)) }
-	zi := r.IsZImage()
-	if r.IsZImageBase() {
-		checkZImageBase(p, r, written)
+	if r.flowMatchingBase() {
+		checkFlowMatchingBase(p, r, written)
 		return
 	}
-	if r.Model != nil && oneOf(p, "model.kind", r.Model.Kind, configurerKinds()...) {
-		m := r.Model
-		dit := []string{"model.preset", "model.num_classes", "model.learn_sigma", "model.mlp_ratio", "model.class_embedding_std"}
-		zimage := []string{"model.refiner_depth", "model.caption_dim", "model.seq_multi_of"}
-		only, kind := zimage, ModelZImage
-		if zi {
-			only, kind = dit, ModelDiT
-		}
-		for _, k := range only {
-			if written(k) {
-				p.add(k, "found with model.kind = %q, expected it only with model.kind = %q", m.Kind, kind)
-			}
-		}
-		if zi {
-			positive(p, "model.refiner_depth", m.RefinerDepth)
-			positive(p, "model.caption_dim", m.CaptionDim)
-			positive(p, "model.seq_multi_of", m.SeqMultiOf)
-			if m.HiddenSize > 0 && m.NumHeads > 0 && m.HiddenSize%m.NumHeads == 0 && (m.HiddenSize/m.NumHeads)%8 != 0 {
-				p.bad("model.num_heads", m.NumHeads, "a head width hidden_size/num_heads that is a multiple of 8 (its three RoPE axes), found %d", m.HiddenSize/m.NumHeads)
-			}
-			if r.Scaffold != nil {
-				p.add("scaffold", "found with model.kind = %q, expected none: a DC-Z-Image is not trained from scratch; upcycle a trained Z-Image instead ([base], recipes/toy-zimage.toml)", m.Kind)
-			}
-		}
+	tr := r.training()
+	known := r.Model != nil && oneOf(p, "model.kind", r.Model.Kind, configurerKinds()...)
+	if known {
+		checkModelRules(p, r, written)
 	}
-	want := ProcessDDPM
-	if zi {
-		want = ProcessFlowMatching
-	}
-	if oneOf(p, "diffusion.process", r.Diffusion.Process, ProcessDDPM, ProcessFlowMatching) && r.Diffusion.Process != want {
-		kind := ModelDiT
-		if zi {
-			kind = ModelZImage
-		}
-		p.add("diffusion.process", "found %q with model.kind = %q, expected %q (a DiT trains with DDPM, a Z-Image with flow matching)", r.Diffusion.Process, kind, want)
+	// A [base] states its process (flow matching took the branch above).
+	if oneOf(p, "diffusion.process", r.Diffusion.Process, ProcessDDPM, ProcessFlowMatching) && known && r.Diffusion.Process != tr.Process {
+		p.add("diffusion.process", "found %q with model.kind = %q, expected %q (the family trains with %s)", r.Diffusion.Process, r.Model.Kind, tr.Process, processWords(tr.Process))
 	}
 	switch r.Diffusion.Process {
 	case ProcessFlowMatching:
@@ -613,49 +569,34 @@ func checkZImage(p *problems, r *Recipe) {
 	switch {
 	case written("data.captions") && d.Source != SourceShapes:
 		p.add("data.captions", "found with data.source = %q, expected it only with \"shapes\" (a data file carries its own captions)", d.Source)
-	case zi && d.Source == SourceShapes && !d.Captions:
-		p.add("data.captions", "found false with model.kind = %q, expected true: a Z-Image trains on captions", ModelZImage)
-	case d.Captions && !zi:
-		p.add("data.captions", "found true with a model that takes class labels, expected it only with model.kind = %q or a Z-Image [base] (diffusion.process = %q)", ModelZImage, ProcessFlowMatching)
+	case tr.Captions && d.Source == SourceShapes && !d.Captions:
+		p.add("data.captions", "found false with model.kind = %q, expected true: the family trains on captions", r.Model.Kind)
+	case d.Captions && !tr.Captions:
+		p.add("data.captions", "found true with a model that takes class labels, expected it only with model.kind = %s or a [base] trained with flow matching (diffusion.process = %q)", quoteJoin(captionKinds()), ProcessFlowMatching)
 	}
-	if !zi {
-		if written("data.caption_table_seed") {
-			p.add("data.caption_table_seed", "found without a Z-Image, expected it only with model.kind = %q (the table feeds its captions)", ModelZImage)
-		}
-		return
-	}
-	if r.Save.DType != "f32" {
-		p.bad("save.dtype", r.Save.DType, "\"f32\" with model.kind = %q (a trained Z-Image is saved in F32)", ModelZImage)
-	}
-	for i := range r.Stages {
-		if st := &r.Stages[i]; st.Kind != KindTrain {
-			p.bad(indexKey("stage", i)+".kind", st.Kind, "%q with model.kind = %q (a Z-Image trains from scratch; a DC-Z-Image is upcycled from a [base] with diffusion.process = %q)", KindTrain, ModelZImage, ProcessFlowMatching)
-		}
-		for _, k := range []string{"loss", "p2_gamma", "p2_k", "class_embedder_lr_scale", "trainable", "frozen"} {
-			if key := indexKey("stage", i) + "." + k; written(key) {
-				p.add(key, "found with model.kind = %q, expected it only with a DiT: a Z-Image trains every parameter with flow matching's loss and has no class embedder", ModelZImage)
-			}
-		}
+	if !tr.Captions && written("data.caption_table_seed") {
+		p.add("data.caption_table_seed", "found without a caption-conditioned model, expected it only with model.kind = %s (the table feeds its captions)", quoteJoin(captionKinds()))
 	}
 }
 
-// checkZImageBase checks a recipe that upcycles a Z-Image base: a [base]
-// with diffusion.process = "flow_matching" (the pipeline checks that the
-// file is a Z-Image). Its data are captioned shapes or a file with
-// captions, and the settings that read DDPM's noise schedule are refused.
-func checkZImageBase(p *problems, r *Recipe, written func(string) bool) {
+// checkFlowMatchingBase checks a recipe that upcycles a [base] trained
+// with flow matching (diffusion.process = "flow_matching"; the pipeline
+// checks that the file is such a model, conditioned on captions). Its
+// data are captioned shapes or a file with captions, and the settings
+// that read DDPM's noise schedule or the null class are refused.
+func checkFlowMatchingBase(p *problems, r *Recipe, written func(string) bool) {
 	checkFlowMatching(p, r, written)
 	d := &r.Data
 	switch {
 	case written("data.captions") && d.Source != SourceShapes:
 		p.add("data.captions", "found with data.source = %q, expected it only with \"shapes\" (a data file carries its own captions)", d.Source)
 	case d.Source == SourceShapes && !d.Captions:
-		p.add("data.captions", "found false with a Z-Image base (diffusion.process = %q), expected true: a Z-Image is conditioned on captions", ProcessFlowMatching)
+		p.add("data.captions", "found false with a [base] trained with flow matching (diffusion.process = %q), expected true: it is conditioned on captions", ProcessFlowMatching)
 	case d.Source == SourceTeacher && len(d.Classes) > 0:
-		p.add("data.classes", "found with a Z-Image teacher, expected it only with a DiT teacher (the Z-Image's samples are drawn for captions of every class)")
+		p.add("data.classes", "found with a teacher trained with flow matching, expected it only with a DDPM teacher that takes class labels (a caption-conditioned teacher's samples are drawn for captions of every class)")
 	}
 	if written("data.caption_table_seed") {
-		p.add("data.caption_table_seed", "found with a [base], expected it only with model.kind = %q (a base's caption table is in its metadata)", ModelZImage)
+		p.add("data.caption_table_seed", "found with a [base], expected it only with model.kind = %s (a base's caption table is in its metadata)", quoteJoin(captionKinds()))
 	}
 	for i := range r.Stages {
 		for _, k := range []string{"p2_gamma", "p2_k", "timestep_weight_cap", "class_embedder_lr_scale"} {

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/params"
 )
 
@@ -94,17 +93,16 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 
 	if r.Model != nil {
 		m := r.Model
-		setDefault(d, "model.kind", &m.Kind, ModelDiT)
-		setDefault(d, "model.refiner_depth", &m.RefinerDepth, 1)
-		setDefault(d, "model.caption_dim", &m.CaptionDim, 32)
-		setDefault(d, "model.seq_multi_of", &m.SeqMultiOf, arch.DefaultSeqMultiOf)
-		setDefault(d, "model.preset", &m.Preset, "")
+		setDefault(d, "model.kind", &m.Kind, DefaultModelKind)
+		defaultModelKeys(d, m)
 		patch := 2
-		if p, ok := arch.LookupDiTPreset(m.Preset); ok {
-			setDefault(d, "model.depth", &m.Depth, p.Depth)
-			setDefault(d, "model.hidden_size", &m.HiddenSize, p.Hidden)
-			setDefault(d, "model.num_heads", &m.NumHeads, p.NumHeads)
-			patch = p.Patch
+		if rules := rulesOf(m.Kind); rules != nil && m.Preset != "" {
+			if p, ok := rules.ModelPreset(m.Preset); ok {
+				setDefault(d, "model.depth", &m.Depth, p.Depth)
+				setDefault(d, "model.hidden_size", &m.HiddenSize, p.Width)
+				setDefault(d, "model.num_heads", &m.NumHeads, p.Heads)
+				patch = p.Patch
+			}
 		}
 		if scaffold {
 			patch = 1 // positions on the latent grid, as the reference DC-DiT
@@ -113,10 +111,6 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 		setDefault(d, "model.patch_size", &m.PatchSize, patch)
 		setDefault(d, "model.in_channels", &m.InChannels, 4)
 		setDefault(d, "model.input_size", &m.InputSize, 32)
-		setDefault(d, "model.num_classes", &m.NumClasses, 1000)
-		setDefault(d, "model.learn_sigma", &m.LearnSigma, true)
-		setDefault(d, "model.mlp_ratio", &m.MLPRatio, 4.0)
-		setDefault(d, "model.class_embedding_std", &m.ClassEmbeddingStd, 0.02)
 	}
 	if scaffold {
 		s := r.Scaffold
@@ -143,11 +137,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 		setDefault(d, "scaffold.router.ratio_batch_size", &s.Router.RatioBatchSize, DefaultRatioBatch)
 	}
 
-	process := ProcessDDPM
-	if r.IsZImage() {
-		process = ProcessFlowMatching
-	}
-	setDefault(d, "diffusion.process", &r.Diffusion.Process, process)
+	setDefault(d, "diffusion.process", &r.Diffusion.Process, r.training().Process)
 	setDefault(d, "diffusion.shift", &r.Diffusion.Shift, 3.0)
 	setDefault(d, "diffusion.schedule", &r.Diffusion.Schedule, "linear")
 	setDefault(d, "diffusion.steps", &r.Diffusion.Steps, 1000)
@@ -164,7 +154,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 	setDefault(d, "data.sampling_steps", &r.Data.SamplingSteps, 250)
 	setDefault(d, "data.cfg", &r.Data.CFG, 1.0)
 	setDefault(d, "data.classes", &r.Data.Classes, []int{})
-	setDefault(d, "data.captions", &r.Data.Captions, r.IsZImage())
+	setDefault(d, "data.captions", &r.Data.Captions, r.training().Captions)
 	setDefault(d, "data.caption_table_seed", &r.Data.CaptionTableSeed, 0)
 	setDefault(d, "data.prompts", &r.Data.Prompts, "")
 

@@ -4,12 +4,15 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/internal/testckpt"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
@@ -225,9 +228,9 @@ func TestRecipeErrors(t *testing.T) {
 		{name: "class beyond the model's",
 			text: edit(validRecipe, "samples = 64\n", "samples = 64\nclasses = [3, 12]\n", 1),
 			want: []want{{"data.classes[1]", "found 12, expected a class label below the model's 10 classes", "classes", 1}}, only: true},
-		{name: "prompts without a Z-Image base",
+		{name: "prompts without a flow-matching base",
 			text: edit(validRecipe, "samples = 64\n", "samples = 64\nprompts = \"prompts.txt\"\n", 1),
-			want: []want{{"data.prompts", "found without a Z-Image [base]", "prompts", 1}}, only: true},
+			want: []want{{"data.prompts", "found without a [base] trained with flow matching", "prompts", 1}}, only: true},
 		{name: "Z-Image base without its latent size",
 			text: edit(validRecipe, `path = "base.safetensors"`, `path = "zimage.safetensors"`, 1),
 			setup: func(t *testing.T, dir string) {
@@ -377,4 +380,31 @@ func FuzzParse(f *testing.F) {
 			t.Error("an error without problems")
 		}
 	})
+}
+
+// Every [model] key a registered family's rules declare is a key of the
+// table, its default of the key's type, so that defaulting never drops it.
+func TestFamilyModelKeysFitTheTable(t *testing.T) {
+	for _, kind := range family.Kinds() {
+		rules := rulesOf(kind)
+		if rules == nil {
+			continue
+		}
+		for _, k := range rules.ModelKeys() {
+			t.Run(kind+"/"+k.Key, func(t *testing.T) {
+				if !slices.Contains(familyModelKeys(), k.Key) {
+					t.Fatalf("%q is not a family key of [model] (%v)", k.Key, familyModelKeys())
+				}
+				var typ reflect.Type
+				for f := range reflect.TypeFor[Model]().Fields() {
+					if tomlName(f) == k.Key {
+						typ = f.Type
+					}
+				}
+				if k.Default == nil || !reflect.TypeOf(k.Default).ConvertibleTo(typ) {
+					t.Errorf("default %#v does not convert to the key's %v", k.Default, typ)
+				}
+			})
+		}
+	}
 }

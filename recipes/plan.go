@@ -212,7 +212,7 @@ type FLOPsInfo struct {
 
 // FLOPsRow is the compute of one model at one budget.
 type FLOPsRow struct {
-	Model string  `json:"model"` // "base", "dc", "dc-lite-cfg" or "dit"
+	Model string  `json:"model"` // "base", "dc", "dc-lite-cfg", or the kind of a model trained without a scaffold ("dit")
 	Rho   float64 `json:"rho"`
 	// RhoUncond is the unconditional branch's ρ of a Lite-CFG row.
 	RhoUncond *float64 `json:"rho_uncond,omitempty"`
@@ -226,8 +226,11 @@ type FLOPsRow struct {
 	TFLOPsPerImage float64 `json:"tflops_per_image"`
 	// RelativeToBase is TFLOPsPerImage over the base model's (0 without
 	// a base).
-	RelativeToBase float64   `json:"relative_to_base,omitempty"`
-	Parts          *dc.FLOPs `json:"parts,omitempty"`
+	RelativeToBase float64 `json:"relative_to_base,omitempty"`
+	// Parts splits a DC model's forward; nil in a fixed-patch model's
+	// row (the base, or a model trained without a scaffold), which has no
+	// ρ.
+	Parts *dc.FLOPs `json:"parts,omitempty"`
 }
 
 // DataInfo describes the training data.

@@ -88,13 +88,15 @@ const (
 	ScheduleLinear   = "linear"   // linear decay from lr to min_lr at the last step
 )
 
-// The model.kind and diffusion.process values.
+// The diffusion.process values.
 const (
-	ModelDiT            = "dit"
-	ModelZImage         = "zimage"
-	ProcessDDPM         = "ddpm"
-	ProcessFlowMatching = "flow_matching"
+	ProcessDDPM         = family.ProcessDDPM
+	ProcessFlowMatching = family.ProcessFlowMatching
 )
+
+// DefaultModelKind is model.kind when [model] leaves it out: the
+// class-conditional DiT.
+const DefaultModelKind = "dit"
 
 // Recipe is a decoded, defaulted recipe. Exactly one of Base and Model is
 // set; Scaffold is nil for a fixed-patch DiT.
@@ -171,27 +173,33 @@ type Base struct {
 	LatentSize int `toml:"latent_size"`
 }
 
-// Model sizes a DiT backbone built from scratch (recipes without [base]).
+// Model sizes a backbone built from scratch (recipes without [base]).
+// Kind, depth, hidden_size, num_heads, patch_size, in_channels and
+// input_size size every family's model; the other keys belong to the
+// families that read them (family.ModelRules: a key the family of
+// model.kind does not read is refused when written, and its default is
+// the one of the family that reads it).
 type Model struct {
-	// Kind is the architecture: "dit" (a class-conditional DiT) or
-	// "zimage" (a caption-conditioned Z-Image, trained with flow matching
-	// on captioned data; depth, hidden_size, num_heads, patch_size,
-	// in_channels and input_size size it too). Default: "dit".
+	// Kind is the registered family whose model this sizes
+	// (family.Configurer): "dit" (a class-conditional DiT, trained with
+	// DDPM) or "zimage" (a caption-conditioned Z-Image, trained with flow
+	// matching on captioned data) in a standard build. Default: "dit".
 	Kind string `toml:"kind"`
-	// RefinerDepth is a Z-Image's noise- and context-refiner blocks each
-	// (zimage only). Default: 1.
+	// RefinerDepth is the noise- and context-refiner blocks each of a
+	// model with refiners (Z-Image's). Default: 1.
 	RefinerDepth int `toml:"refiner_depth"`
-	// CaptionDim is a Z-Image's caption feature width: the embedding
-	// table standing in for the text encoder has rows this wide (zimage
-	// only). Default: 32.
+	// CaptionDim is a caption-conditioned model's caption feature width:
+	// the embedding table standing in for the text encoder has rows this
+	// wide. Default: 32.
 	CaptionDim int `toml:"caption_dim"`
-	// SeqMultiOf is the multiple a Z-Image pads its image and caption
-	// sequences to with learned pad tokens (zimage only; the reference's
-	// 32 when 0). Default: 32.
+	// SeqMultiOf is the multiple a caption-conditioned model pads its
+	// image and caption sequences to with learned pad tokens (Z-Image's
+	// reference 32). Default: 32.
 	SeqMultiOf int `toml:"seq_multi_of"`
-	// Preset is a DiT size ("DiT-S/2", "DiT-B/2", "DiT-L/2", "DiT-XL/2",
-	// also /4 and /8) giving depth, hidden_size, num_heads and patch_size;
-	// keys written next to it override it. Default: none.
+	// Preset is a size the family names ("DiT-S/2", "DiT-B/2", "DiT-L/2",
+	// "DiT-XL/2", also /4 and /8 for a DiT) giving depth, hidden_size,
+	// num_heads and patch_size; keys written next to it override it.
+	// Default: none.
 	Preset string `toml:"preset"`
 	// Depth is the number of transformer blocks. Required without preset.
 	Depth int `toml:"depth"`
@@ -348,8 +356,9 @@ type Router struct {
 // flow matching.
 type Diffusion struct {
 	// Process is "ddpm" (DiT) or "flow_matching" (Z-Image's rectified
-	// flow). Default: "flow_matching" for model.kind = "zimage", else
-	// "ddpm".
+	// flow). With [model] it must be the one the family of model.kind
+	// trains with (family.ModelTraining); a [base] states its own.
+	// Default: the family's with [model], else "ddpm".
 	Process string `toml:"process"`
 	// Shift is flow matching's timestep shift σ' = sσ/(1+(s−1)σ), which
 	// the training table and sampling use (flow_matching only).
@@ -400,8 +409,9 @@ type Data struct {
 	// evenly; teacher only). Default: empty, all classes.
 	Classes []int `toml:"classes"`
 	// Captions gives each procedural sample a caption (shapes only; a
-	// data file carries its own when it has them), which a Z-Image
-	// trains on. Default: true for model.kind = "zimage", else false.
+	// data file carries its own when it has them), which a
+	// caption-conditioned model trains on. Default: true when the family
+	// of model.kind trains on captions (family.ModelTraining), else false.
 	Captions bool `toml:"captions"`
 	// CaptionTableSeed seeds the caption embedding table, the text
 	// encoder's stand-in (shapes.EmbeddingTable; the model records it).
@@ -413,8 +423,8 @@ type Data struct {
 	// base's repository (its text_encoder/ and tokenizer/ folders), sample
 	// i drawn for prompt i mod the prompt count, so data.samples = the
 	// prompt count draws one sample per prompt and a multiple of it
-	// several (teacher source and a Z-Image [base] only). Default: "",
-	// captions of the shapes data.
+	// several (teacher source and a [base] trained with flow matching
+	// only). Default: "", captions of the shapes data.
 	Prompts string `toml:"prompts"`
 }
 
@@ -660,17 +670,6 @@ func (r *Recipe) HasScaffold() bool { return r.Scaffold != nil }
 // "scaffold.router.groups") was filled in by a default rather than
 // written in the file.
 func (r *Recipe) IsDefault(key string) bool { return r.defaults[key] }
-
-// IsZImage says whether the recipe trains a Z-Image ([model] kind =
-// "zimage").
-func (r *Recipe) IsZImage() bool { return r.Model != nil && r.Model.Kind == ModelZImage }
-
-// IsZImageBase says whether the recipe upcycles a Z-Image: a [base]
-// trained with flow matching (diffusion.process = "flow_matching"). The
-// pipeline checks the file against it.
-func (r *Recipe) IsZImageBase() bool {
-	return r.Base != nil && r.Diffusion.Process == ProcessFlowMatching
-}
 
 // Line returns the line of a display key in the recipe file, or of the
 // nearest enclosing table written there; 0 when unknown.

@@ -215,7 +215,7 @@ func WriteTable(w io.Writer, pl *recipes.Plan) {
 	fmt.Fprintln(tw, "  MODEL\tρ\tKEPT\tPER FORWARD\tPER IMAGE\tVS BASE")
 	for _, r := range f.Rows {
 		rho := fmt.Sprintf("%.2g", r.Rho)
-		if r.Model == "base" || r.Model == "dit" {
+		if r.Parts == nil { // a fixed-patch model: the base, or one trained without a scaffold
 			rho = "-"
 		}
 		if r.RhoUncond != nil {
