@@ -29,6 +29,9 @@ func (Family) Describe() string {
 	return "DiT (Peebles & Xie): class-conditional, adaLN-Zero blocks, 2-D sin-cos positions, DDPM"
 }
 
+// ModelName is "DiT".
+func (Family) ModelName() string { return "DiT" }
+
 // DecodeSpec reads {"config": arch.DiTConfig} strictly.
 func (Family) DecodeSpec(data []byte) (family.Spec, error) {
 	return family.DecodeInto(data, func(s Spec) bool { return s.Config != nil })
@@ -273,6 +276,9 @@ var _ family.Saver = trainee{}
 
 // ModelFile is a safetensors file.
 func (trainee) ModelFile() string { return "model.safetensors" }
+
+// FileFormat describes the saved file for model cards.
+func (trainee) FileFormat() string { return "DiT's original tensor names" }
 
 // SaveModel writes the model in DiT's original naming as dt (SaveAs).
 func (t trainee) SaveModel(path string, metadata map[string]string, dt dtype.DType) error {

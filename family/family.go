@@ -274,3 +274,24 @@ func CheckPacked(n, samples int, offsets []int, pos []float64) error {
 	}
 	return nil
 }
+
+// Named is implemented by a family that names its models for people
+// (model cards, reports) otherwise than by its kind: "DiT", "Z-Image".
+type Named interface {
+	ModelName() string
+}
+
+// ModelName is the name people call a family's models: its Named
+// answer, else its kind.
+func ModelName(f Family) string {
+	if n, ok := f.(Named); ok {
+		return n.ModelName()
+	}
+	return f.Kind()
+}
+
+// FileFormatted is implemented by a fixed-patch model whose saved file a
+// model card describes in a few words ("DiT's original tensor names").
+type FileFormatted interface {
+	FileFormat() string
+}

@@ -25,6 +25,7 @@ import (
 // included, for a recipe whose data.prompts its text encoder encodes.
 type base struct {
 	teacher family.Teacher
+	name    string // what people call the family's models (family.ModelName)
 	// rows and cols are the latent grid it works on: its own, or for a
 	// teacher that takes any grid, base.latent_size on each side.
 	rows, cols int
@@ -44,8 +45,13 @@ func loadBase(r *recipes.Recipe) (*base, error) {
 		return nil, fmt.Errorf("pipeline: base: %w", err)
 	}
 	meta := ck.Metadata
+	opts := family.OpenOptions{NumHeads: r.Base.NumHeads, CaptionLen: captionLen(r)}
+	f, opener, err := family.Opener(family.CandidateOf(path, ck, opts))
 	ck.Close()
-	t, _, err := family.OpenTeacher(path, family.OpenOptions{NumHeads: r.Base.NumHeads, CaptionLen: captionLen(r)})
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: base: %w", err)
+	}
+	t, _, err := opener.OpenTeacher(path, opts)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: base: %w", err)
 	}
@@ -53,7 +59,7 @@ func loadBase(r *recipes.Recipe) (*base, error) {
 		return nil, fmt.Errorf("pipeline: %s: diffusion.process = %q: the base %s (%s) was trained with %q",
 			r.File, r.Diffusion.Process, path, summary(t), p)
 	}
-	b := &base{teacher: t}
+	b := &base{teacher: t, name: family.ModelName(f)}
 	switch b.rows, b.cols = t.Grid(); {
 	case b.rows == 0 && r.Base.LatentSize < 1:
 		return nil, fmt.Errorf("pipeline: %s: base.latent_size is missing: the base takes any latent grid, so the recipe says the side to graft for", r.File)

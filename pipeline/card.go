@@ -11,6 +11,7 @@ import (
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/eval"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/atomicfile"
 	"github.com/dcdit/dcdit/recipes"
@@ -34,16 +35,11 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 		}
 		licence = baseLicence(r.BasePath())
 	}
-	kind := "dc-dit"
-	switch {
-	case m.dc != nil && m.captionDim > 0:
-		kind = "dc-z-image"
-	case m.fixed != nil && m.captionDim > 0:
-		kind = "z-image"
-	case m.dc == nil:
-		kind = "dit"
+	name := m.name // DiT, Z-Image: the family's; a DC model is DC-<its teacher's>
+	if m.dc != nil {
+		name = "DC-" + name
 	}
-	fmt.Fprintf(&b, "---\nlibrary_name: dcdit\ntags:\n- diffusion\n- %s\n", kind)
+	fmt.Fprintf(&b, "---\nlibrary_name: dcdit\ntags:\n- diffusion\n- %s\n", strings.ToLower(strings.ReplaceAll(name, " ", "-")))
 	if licence != "" {
 		fmt.Fprintf(&b, "license: %s\n", yamlString(licence))
 	}
@@ -55,15 +51,17 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 	fmt.Fprintf(&b, "# %s\n\n", r.Name)
 	switch {
 	case m.dc != nil && m.captionDim > 0 && base != nil:
-		fmt.Fprintf(&b, "A DC-Z-Image upcycled by dcdit from the Z-Image `%s`: a learned encoder, router and decoder replace its fixed patchify on the image tokens (captions stay whole), so one checkpoint runs at any compute budget chosen at sampling time (the tail-drop fraction ρ). %s\n\n", base.Path, captionSource(m))
+		fmt.Fprintf(&b, "A %s upcycled by dcdit from the %s `%s`: a learned encoder, router and decoder replace its fixed patchify on the image tokens (captions stay whole), so one checkpoint runs at any compute budget chosen at sampling time (the tail-drop fraction ρ). %s\n\n", name, m.name, base.Path, captionSource(m))
 	case m.dc != nil && base != nil:
-		fmt.Fprintf(&b, "A DC-DiT upcycled by dcdit from `%s`: a learned encoder, router and decoder replace the teacher's fixed patchify, so one checkpoint runs at any compute budget chosen at sampling time (the tail-drop fraction ρ).\n\n", base.Path)
+		fmt.Fprintf(&b, "A %s upcycled by dcdit from the %s `%s`: a learned encoder, router and decoder replace the teacher's fixed patchify, so one checkpoint runs at any compute budget chosen at sampling time (the tail-drop fraction ρ).\n\n", name, m.name, base.Path)
 	case m.dc != nil:
-		b.WriteString("A DC-DiT trained from scratch by dcdit: its router chooses the tokens, so one checkpoint runs at any compute budget chosen at sampling time (the tail-drop fraction ρ).\n\n")
-	case m.fixed != nil && m.captionDim > 0:
-		b.WriteString("A Z-Image (Z-Image's single-stream architecture, caption-conditioned) trained from scratch by dcdit with flow matching, its captions read through a fixed embedding table that stands in for the text encoder.\n\n")
+		fmt.Fprintf(&b, "A %s trained from scratch by dcdit: its router chooses the tokens, so one checkpoint runs at any compute budget chosen at sampling time (the tail-drop fraction ρ).\n\n", name)
+	case base != nil:
+		fmt.Fprintf(&b, "A %s finetuned by dcdit from `%s`.\n\n", name, base.Path)
+	case m.captionDim > 0:
+		fmt.Fprintf(&b, "A %s (caption-conditioned) trained from scratch by dcdit with %s, its captions read through a fixed embedding table that stands in for the text encoder.\n\n", name, processName(m.fixed.Process()))
 	default:
-		b.WriteString("A DiT trained from scratch by dcdit.\n\n")
+		fmt.Fprintf(&b, "A %s trained from scratch by dcdit with %s.\n\n", name, processName(m.fixed.Process()))
 	}
 
 	b.WriteString("## Model\n\n")
@@ -73,9 +71,15 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 			len(m.captions.info.Vocabulary), m.captions.info.Dim, m.captions.info.Seed, shapes.CaptionTableKey)
 	}
 	switch {
-	case m.fixed != nil && m.captionDim > 0:
-		fmt.Fprintf(&b, "; a folder: ComfyUI-named weights and diffusers' config.json)\n- %s, %d latent channels\n", summary(m.fixed), m.fixed.InChannels())
-		captions()
+	case m.fixed != nil:
+		format := "its family's own format"
+		if f, ok := m.fixed.(family.FileFormatted); ok {
+			format = f.FileFormat()
+		}
+		fmt.Fprintf(&b, "; %s)\n- %s, %d latent channels\n", format, summary(m.fixed), m.fixed.InChannels())
+		if m.captions != nil {
+			captions()
+		}
 	case m.dc != nil:
 		c := m.dc.Config
 		fmt.Fprintf(&b, "; a DC checkpoint: `dcdit inspect` reads its architecture from the metadata)\n")
@@ -88,8 +92,6 @@ func writeCard(out string, r *recipes.Recipe, m *model, sum *Summary) error {
 		case m.prompts != nil:
 			fmt.Fprintf(&b, "- captions: text-encoder features of width %d; the checkpoint records no caption table, so `--prompt` needs `--text-encoder`\n", m.captionDim)
 		}
-	default:
-		b.WriteString("; DiT's original tensor names)\n")
 	}
 	if base != nil {
 		fmt.Fprintf(&b, "- base model: `%s` (%s, %s layout", base.Path, base.Architecture, base.Layout)
@@ -273,4 +275,12 @@ func captionSource(m *model) string {
 		return "It was trained on the base's own samples for a prompt list, the prompts encoded by the base repository's Qwen3 text encoder (`data.prompts`); sample it with `--prompt` and `--text-encoder`."
 	}
 	return "Captions are read through the base's fixed embedding table, which stands in for the text encoder."
+}
+
+// processName names a diffusion process in prose.
+func processName(p string) string {
+	if p == family.ProcessFlowMatching {
+		return "flow matching"
+	}
+	return strings.ToUpper(p)
 }

@@ -77,6 +77,9 @@ type Summary struct {
 type model struct {
 	fixed family.Model // nil for a DC model
 	dc    *dc.Model
+	// name is what people call its family's models ("DiT"; a DC model's
+	// is its teacher's), for the model card.
+	name string
 	// captionDim is a caption-conditioned model's caption feature width
 	// (0: a class-conditional one).
 	captionDim int
@@ -335,8 +338,22 @@ func unsupported(r *recipes.Recipe) error {
 
 // buildModel grafts the scaffold onto the teacher, copies the teacher for
 // a fixed-patch finetune, or initialises a model from scratch (and grafts
-// the scaffold onto that).
+// the scaffold onto that), and names it by its family.
 func buildModel(r *recipes.Recipe, b *base, seed uint64) (*model, error) {
+	m, err := newModel(r, b, seed)
+	if err != nil {
+		return nil, err
+	}
+	if b != nil {
+		m.name = b.name
+	} else if f, err := family.Lookup(r.Model.Kind); err == nil {
+		m.name = family.ModelName(f)
+	}
+	return m, nil
+}
+
+// newModel builds the model buildModel names.
+func newModel(r *recipes.Recipe, b *base, seed uint64) (*model, error) {
 	var t family.Teacher // what the scaffold is grafted onto
 	var rows, cols int
 	var captions *captionTable

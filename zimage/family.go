@@ -29,6 +29,9 @@ func (Family) Describe() string {
 	return "Z-Image (Tongyi): caption-conditioned single-stream DiT, 3-axis RoPE, flow matching"
 }
 
+// ModelName is "Z-Image".
+func (Family) ModelName() string { return "Z-Image" }
+
 // DecodeSpec reads {"config", "caption_len", "image_multiple"} strictly.
 func (Family) DecodeSpec(data []byte) (family.Spec, error) {
 	return family.DecodeInto(data, func(s Spec) bool { return s.Config != nil })
@@ -300,6 +303,9 @@ var _ family.Saver = trainee{}
 
 // ModelFile is a folder: weights and config.json (Save).
 func (trainee) ModelFile() string { return "model" }
+
+// FileFormat describes the saved folder for model cards.
+func (trainee) FileFormat() string { return "a folder: ComfyUI-named weights and diffusers' config.json" }
 
 // SaveModel writes the model folder (Save), always in F32.
 func (t trainee) SaveModel(path string, metadata map[string]string, _ dtype.DType) error {
