@@ -45,10 +45,6 @@ type debt struct {
 // test asks for its entry to go too, so the list only shrinks.
 func backboneDebt() []debt {
 	return []debt{
-		// Backbones built on DiT's helpers: packed-token checks, grid
-		// positions, timestep frequencies, FLOPs conventions, DiT's blocks.
-		{"dc/hnet", "dit", "ApplyBlock, Embedders, BlockSizes, PackedFLOPs, param groups"},
-
 		// The pipelines.
 
 		// The commands.
