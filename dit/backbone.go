@@ -6,6 +6,7 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
+	"github.com/dcdit/dcdit/adaln"
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/ops"
@@ -82,10 +83,10 @@ func (m *Model) ParamGroups(name string) []string {
 // adaLN, attention and MLP parts) and the final layer; nil for another
 // name (pos_embed, the fixed sin-cos table, among them).
 func ParamGroups(name string) []string {
-	if g := BlockParamGroups(name, "blocks."); g != nil {
+	if g := adaln.BlockParamGroups(name, "blocks."); g != nil {
 		return g
 	}
-	if g := EmbedderParamGroups(name); g != nil {
+	if g := adaln.EmbedderParamGroups(name); g != nil {
 		return g
 	}
 	switch {
@@ -93,25 +94,6 @@ func ParamGroups(name string) []string {
 		return []string{params.GroupEmbedders, params.GroupLatentEmbedder}
 	case strings.HasPrefix(name, "final_layer."):
 		return []string{params.GroupFinalLayer}
-	}
-	return nil
-}
-
-// BlockParamGroups returns the groups of a block parameter named
-// prefix + "<index>." + its name inside ApplyBlock's block, or nil for
-// another name (params.BlockGroups).
-func BlockParamGroups(name, prefix string) []string {
-	return params.BlockGroups(name, prefix, "attn.", "mlp.")
-}
-
-// EmbedderParamGroups returns the groups of a parameter of the
-// conditioning embedders (Embedders), or nil for another name.
-func EmbedderParamGroups(name string) []string {
-	switch {
-	case strings.HasPrefix(name, "t_embedder."):
-		return []string{params.GroupEmbedders, params.GroupTimestepEmbedder}
-	case strings.HasPrefix(name, "y_embedder."):
-		return []string{params.GroupEmbedders, params.GroupClassEmbedder}
 	}
 	return nil
 }
@@ -127,5 +109,5 @@ func (m *Model) Spec() family.Spec {
 // final layer, which a DC model replaces, are not counted.
 func (m *Model) FLOPs(lengths []int) float64 {
 	c := m.Config
-	return PackedFLOPs(BlockSizes{Width: c.HiddenSize, Depth: c.Depth, Heads: c.NumHeads, MLPHidden: c.MLPHidden(), FrequencySize: c.FrequencySize}, lengths)
+	return adaln.PackedFLOPs(adaln.Sizes{Width: c.HiddenSize, Depth: c.Depth, Heads: c.NumHeads, MLPHidden: c.MLPHidden(), FrequencySize: c.FrequencySize}, lengths)
 }

@@ -5,15 +5,11 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
+	"github.com/dcdit/dcdit/adaln"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
-	"github.com/dcdit/dcdit/posembed"
 )
-
-// Epsilons of DiT's norms (models.py): every LayerNorm is affine-free with
-// eps 1e-6.
-const normEps = 1e-6
 
 // Model is a DiT whose parameters live in one flat arena (package params),
 // computed with dcdit's ops. Its blocks run on packed tokens (several
@@ -105,60 +101,18 @@ func constant(rows, cols int, data []float32) mat.Tensor {
 	return mat.NewDense[float32](mat.WithShape(rows, cols), mat.WithBacking(data))
 }
 
-// condition returns c = t_embedder(t) + y_embedder(y), [B, D] (see
-// Condition); a label outside the table panics in the ops.
+// condition returns c = t_embedder(t) + y_embedder(y), [B, D]
+// (adaln.Embedders; see Condition); a label outside the table panics in
+// the ops.
 func (m *Model) condition(t []float32, y []int) mat.Tensor {
-	return Embedders(m.Params, m.names, m.Config.FrequencySize, t, y)
-}
-
-// Embedders computes DiT's conditioning c = t_embedder(t) + y_embedder(y),
-// [B, D], from the parameters prefix + t_embedder.mlp.{0,2}.{weight,bias}
-// and prefix + y_embedder.embedding_table.weight of set: every adaLN reads
-// it. t are the (float) diffusion timesteps, frequencySize the width of
-// their sinusoidal features, y the labels. DC-DiT's main network stores its
-// embedders under the same names, so both compute them here.
-func Embedders(set *params.Set, prefix string, frequencySize int, t []float32, y []int) mat.Tensor {
-	f := frequencySize
-	freq := make([]float32, len(t)*f)
-	posembed.TimestepFrequencies(freq, t, f)
-	p := func(name string) mat.Tensor { return set.Get(prefix + name) }
-	h := ops.Linear(constant(len(t), f, freq), p("t_embedder.mlp.0.weight"), p("t_embedder.mlp.0.bias"))
-	temb := ops.Linear(ops.SiLU(h), p("t_embedder.mlp.2.weight"), p("t_embedder.mlp.2.bias"))
-	yemb := ops.GatherRows(p("y_embedder.embedding_table.weight"), y)
-	return ops.Add(temb, yemb)
+	return adaln.Embedders(m.Params, m.names, m.Config.FrequencySize, t, y)
 }
 
 // Block applies transformer block i to packed tokens x [N, D] under the
-// per-sample conditioning c [S, D] (adaLN-Zero, DiT's math exactly).
+// per-sample conditioning c [S, D] (adaln.ApplyBlock: adaLN-Zero, DiT's
+// math exactly).
 func (m *Model) Block(i int, x, c mat.Tensor, offsets []int) mat.Tensor {
-	return ApplyBlock(m.Params, fmt.Sprintf("%sblocks.%d.", m.names, i), m.Config.NumHeads, x, c, offsets)
-}
-
-// ApplyBlock is the DiT block, the only one in the codebase: the
-// adaLN-Zero block of DiT's models.py on packed tokens x [N, D] (sample s
-// owning rows offsets[s]..offsets[s+1]) under the per-sample conditioning
-// c [S, D], with heads attention heads. Its parameters are those of set
-// named prefix + adaLN_modulation.1.*, attn.qkv.*, attn.proj.*, mlp.fc1.*
-// and mlp.fc2.*: DiT stores them under "blocks.i.", DC-DiT's main network
-// under its own prefix, and both run this.
-func ApplyBlock(set *params.Set, prefix string, heads int, x, c mat.Tensor, offsets []int) mat.Tensor {
-	D := x.Shape()[1]
-	p := func(name string) mat.Tensor { return set.Get(prefix + name) }
-	mod := ops.Linear(ops.SiLU(c), p("adaLN_modulation.1.weight"), p("adaLN_modulation.1.bias")) // [S, 6D]
-	chunk := func(k int) mat.Tensor { return ops.SliceCols(mod, k*D, (k+1)*D) }
-	shiftMSA, scaleMSA, gateMSA := chunk(0), chunk(1), chunk(2)
-	shiftMLP, scaleMLP, gateMLP := chunk(3), chunk(4), chunk(5)
-
-	h := ops.Modulate(ops.LayerNorm(x, normEps), shiftMSA, scaleMSA, offsets)
-	qkv := ops.Linear(h, p("attn.qkv.weight"), p("attn.qkv.bias")) // [N, 3D]
-	a := ops.Attention(qkv, offsets, heads)                        // [N, D]
-	a = ops.Linear(a, p("attn.proj.weight"), p("attn.proj.bias"))
-	x = ops.GatedResidual(x, gateMSA, a, offsets)
-
-	h = ops.Modulate(ops.LayerNorm(x, normEps), shiftMLP, scaleMLP, offsets)
-	h = ops.GELU(ops.Linear(h, p("mlp.fc1.weight"), p("mlp.fc1.bias")))
-	h = ops.Linear(h, p("mlp.fc2.weight"), p("mlp.fc2.bias"))
-	return ops.GatedResidual(x, gateMLP, h, offsets)
+	return adaln.ApplyBlock(m.Params, fmt.Sprintf("%sblocks.%d.", m.names, i), m.Config.NumHeads, x, c, offsets)
 }
 
 // Blocks applies every block in turn.
@@ -175,7 +129,7 @@ func (m *Model) FinalLayer(x, c mat.Tensor, offsets []int) mat.Tensor {
 	D := m.Config.HiddenSize
 	mod := ops.Linear(ops.SiLU(c), m.p("final_layer.adaLN_modulation.1.weight"), m.p("final_layer.adaLN_modulation.1.bias"))
 	shift, scale := ops.SliceCols(mod, 0, D), ops.SliceCols(mod, D, 2*D) // shift first
-	h := ops.Modulate(ops.LayerNorm(x, normEps), shift, scale, offsets)
+	h := ops.Modulate(ops.LayerNorm(x, adaln.NormEps), shift, scale, offsets)
 	return ops.Linear(h, m.p("final_layer.linear.weight"), m.p("final_layer.linear.bias"))
 }
 

@@ -9,13 +9,14 @@ package hnet
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 
 	"github.com/nlpodyssey/spago/mat"
 
+	"github.com/dcdit/dcdit/adaln"
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
-	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/params"
@@ -23,7 +24,7 @@ import (
 )
 
 // rmsNormEps is the epsilon of the stage's final RMSNorm (isotropic.py);
-// the HNetDiTBlocks are DiT's blocks (dit.ApplyBlock), LayerNorm eps 1e-6
+// the HNetDiTBlocks are DiT's blocks (adaln.ApplyBlock), LayerNorm eps
 // included.
 const rmsNormEps = 1e-5
 
@@ -65,27 +66,13 @@ var _ dc.Backbone = (*Network)(nil)
 
 // Shapes lists every parameter of the network under its reference name.
 func Shapes(c *Config) map[string][]int {
-	D := c.Width
-	s := map[string][]int{
-		"t_embedder.mlp.0.weight":           {D, c.FrequencySize},
-		"t_embedder.mlp.0.bias":             {D},
-		"t_embedder.mlp.2.weight":           {D, D},
-		"t_embedder.mlp.2.bias":             {D},
-		"y_embedder.embedding_table.weight": {c.NumClasses + 1, D},
-		Prefix + "rmsnorm.weight":           {D},
-	}
+	s := adaln.EmbedderShapes(c.Width, c.FrequencySize, c.NumClasses)
+	s[Prefix+"rmsnorm.weight"] = []int{c.Width}
+	block := adaln.BlockShapes(c.Width, c.MLPHidden)
 	for i := range c.Depth {
-		b := fmt.Sprintf("%slayers.%d.", Prefix, i)
-		s[b+"adaLN_modulation.1.weight"] = []int{6 * D, D}
-		s[b+"adaLN_modulation.1.bias"] = []int{6 * D}
-		s[b+"attn.qkv.weight"] = []int{3 * D, D}
-		s[b+"attn.qkv.bias"] = []int{3 * D}
-		s[b+"attn.proj.weight"] = []int{D, D}
-		s[b+"attn.proj.bias"] = []int{D}
-		s[b+"mlp.fc1.weight"] = []int{c.MLPHidden, D}
-		s[b+"mlp.fc1.bias"] = []int{c.MLPHidden}
-		s[b+"mlp.fc2.weight"] = []int{D, c.MLPHidden}
-		s[b+"mlp.fc2.bias"] = []int{D}
+		for name, shape := range block {
+			s[fmt.Sprintf("%slayers.%d.%s", Prefix, i, name)] = slices.Clone(shape)
+		}
 	}
 	return s
 }
@@ -146,17 +133,17 @@ func (n *Network) Width() int { return n.Config.Width }
 func (n *Network) CondWidth() int { return n.Config.Width }
 
 // Condition returns c = t_embedder(in.T) + y_embedder(in.Labels), [B, D]
-// (cond.Plain), DiT's embedders (dit.Embedders), which the main network
+// (cond.Plain), DiT's embedders (adaln.Embedders), which the main network
 // stores under DiT's names; it takes no captions.
 func (n *Network) Condition(in cond.Input) (cond.Value, error) {
 	if err := in.CheckLabels(n.Config.NumClasses); err != nil {
 		return nil, fmt.Errorf("hnet: %w", err)
 	}
-	return cond.Plain{V: dit.Embedders(n.Params, "", n.Config.FrequencySize, in.T, in.Labels)}, nil
+	return cond.Plain{V: adaln.Embedders(n.Params, "", n.Config.FrequencySize, in.T, in.Labels)}, nil
 }
 
 // Forward adds the 2-D sin-cos embedding of each token's grid position to
-// the packed tokens x [N, D] and runs the blocks (DiT's, dit.ApplyBlock)
+// the packed tokens x [N, D] and runs the blocks (DiT's, adaln.ApplyBlock)
 // under the conditioning vector c.Vector() and the final RMSNorm.
 func (n *Network) Forward(x mat.Tensor, cv cond.Value, offsets []int, pos []float64) (mat.Tensor, error) {
 	D := n.Config.Width
@@ -168,7 +155,7 @@ func (n *Network) Forward(x mat.Tensor, cv cond.Value, offsets []int, pos []floa
 	pe := posembed.Packed(pos, D, n.Config.PatchSize)
 	h := ops.Add(x, mat.NewDense[float32](mat.WithShape(N, D), mat.WithBacking(pe)))
 	for i := range n.Config.Depth {
-		h = dit.ApplyBlock(n.Params, fmt.Sprintf("%slayers.%d.", Prefix, i), n.Config.Heads, h, c, offsets)
+		h = adaln.ApplyBlock(n.Params, fmt.Sprintf("%slayers.%d.", Prefix, i), n.Config.Heads, h, c, offsets)
 	}
 	return ops.RMSNorm(h, n.Params.Get(Prefix+"rmsnorm.weight"), rmsNormEps), nil
 }
@@ -188,10 +175,10 @@ func (n *Network) ParamGroups(name string) []string { return ParamGroups(name) }
 // params.GroupScaffold beside params.GroupBackboneNorm; nil for another
 // name.
 func ParamGroups(name string) []string {
-	if g := dit.BlockParamGroups(name, Prefix+"layers."); g != nil {
+	if g := adaln.BlockParamGroups(name, Prefix+"layers."); g != nil {
 		return g
 	}
-	if g := dit.EmbedderParamGroups(name); g != nil {
+	if g := adaln.EmbedderParamGroups(name); g != nil {
 		return g
 	}
 	if name == Prefix+"rmsnorm.weight" {
@@ -208,8 +195,8 @@ func (n *Network) Spec() family.Spec {
 
 // FLOPs counts the conditioning (timestep MLP) and the blocks over packed
 // sequences of the given lengths, in dc.FLOPs' convention
-// (dit.PackedFLOPs); the final RMSNorm, like every norm, is not counted.
+// (adaln.PackedFLOPs); the final RMSNorm, like every norm, is not counted.
 func (n *Network) FLOPs(lengths []int) float64 {
 	c := n.Config
-	return dit.PackedFLOPs(dit.BlockSizes{Width: c.Width, Depth: c.Depth, Heads: c.Heads, MLPHidden: c.MLPHidden, FrequencySize: c.FrequencySize}, lengths)
+	return adaln.PackedFLOPs(adaln.Sizes{Width: c.Width, Depth: c.Depth, Heads: c.Heads, MLPHidden: c.MLPHidden, FrequencySize: c.FrequencySize}, lengths)
 }

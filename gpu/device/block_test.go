@@ -8,7 +8,7 @@ import (
 
 	"github.com/nlpodyssey/spago/mat"
 
-	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/adaln"
 	"github.com/dcdit/dcdit/gpu/cuda"
 	"github.com/dcdit/dcdit/gpu/device"
 	"github.com/dcdit/dcdit/internal/fixtures"
@@ -18,7 +18,7 @@ import (
 
 const prefix = "blocks.0."
 
-// block is dit.ApplyBlock with the parameters looked up by a function
+// block is adaln.ApplyBlock with the parameters looked up by a function
 // instead of a *params.Set (whose parameters live on the host), op for op.
 // TestBlockMirror checks that it is the same computation.
 func block(p func(name string) mat.Tensor, heads int, x, c mat.Tensor, offsets []int) mat.Tensor {
@@ -81,9 +81,9 @@ func newBlockInputs(t testing.TB, seed uint64, D, heads int, offsets []int) *blo
 	return &blockInputs{set: set, x: dense(N, D, true), c: dense(len(offsets)-1, D, true), r: dense(N, D, false), offsets: offsets, heads: heads}
 }
 
-// hostRun runs dit.ApplyBlock on the CPU, forward and backward.
+// hostRun runs adaln.ApplyBlock on the CPU, forward and backward.
 func (b *blockInputs) hostRun(t testing.TB) mat.Tensor {
-	y := dit.ApplyBlock(b.set, prefix, b.heads, b.x, b.c, b.offsets)
+	y := adaln.ApplyBlock(b.set, prefix, b.heads, b.x, b.c, b.offsets)
 	y.AccGrad(b.r)
 	if err := ops.Backward(y); err != nil {
 		t.Fatal(err)
@@ -91,7 +91,7 @@ func (b *blockInputs) hostRun(t testing.TB) mat.Tensor {
 	return y
 }
 
-// TestBlockMirror: block is dit.ApplyBlock, bit for bit, values and every
+// TestBlockMirror: block is adaln.ApplyBlock, bit for bit, values and every
 // gradient (CPU only: it makes the GPU comparison one of dit's block).
 func TestBlockMirror(t *testing.T) {
 	a := newBlockInputs(t, 1, 24, 3, []int{0, 5, 5, 17})

@@ -44,16 +44,7 @@ type debt struct {
 // answers these questions behind one interface; when an import goes, the
 // test asks for its entry to go too, so the list only shrinks.
 func backboneDebt() []debt {
-	return []debt{
-		// Backbones built on DiT's helpers: packed-token checks, grid
-		// positions, timestep frequencies, FLOPs conventions, DiT's blocks.
-		{"dc/hnet", "dit", "ApplyBlock, Embedders, BlockSizes, PackedFLOPs, param groups"},
-
-		// The pipelines.
-
-		// The commands.
-		{"internal/cli/bench", "dit", "Init, ForwardFLOPs"},
-	}
+	return nil
 }
 
 // upwardDebt lists the imports that run against the layer order.

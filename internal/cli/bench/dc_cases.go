@@ -8,9 +8,7 @@ import (
 
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
-	"github.com/dcdit/dcdit/dit"
-	_ "github.com/dcdit/dcdit/families" // DC-DiT's main network adopts the teacher's blocks
-	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/ops"
 	"github.com/dcdit/dcdit/optim"
 	"github.com/dcdit/dcdit/params"
@@ -56,11 +54,12 @@ func dcCases() []benchCase {
 	return cs
 }
 
-// dcModel is a DC-DiT with random weights: the main network initialised
-// as DiT initialises its blocks, the scaffold as the official DC-DiT
-// initialises it, in one parameter arena, with the router's last bias
-// shifted so that dcKeep of the benchmark batch's tokens are boundaries
-// (random weights give an arbitrary logit scale).
+// dcModel is a DC-DiT with random weights: the main network adopted from
+// a DiT of its sizes at patch 1 (upcycle.Graft), initialised by the DiT
+// cases' family, the scaffold as the official DC-DiT initialises it, in
+// one parameter arena, with the router's last bias shifted so that dcKeep
+// of the benchmark batch's tokens are boundaries (random weights give an
+// arbitrary logit scale).
 type dcModel struct {
 	m      *dc.Model
 	params *params.Set
@@ -71,27 +70,27 @@ type dcModel struct {
 
 func newDCModel(s dcSpec) *dcModel {
 	p := s.preset
-	// A DiT with the preset's main network at patch 1 supplies the blocks
-	// and embedders.
-	teacher, err := dit.Init(&arch.DiTConfig{Depth: p.Depth, HiddenSize: p.Width, NumHeads: p.Heads, PatchSize: 1, InChannels: 4,
-		InputSize: s.side, LearnSigma: true, NumClasses: 1000, MLPRatio: 4, FrequencySize: 256}, 1)
+	f := ditS2().Family
+	conf, ok := f.(family.Configurer)
+	if !ok {
+		panic(fmt.Sprintf("bench: the family of %s sizes no model from settings", ditPreset))
+	}
+	tc, err := conf.ModelConfig(family.ModelSettings{Depth: p.Depth, Width: p.Width, Heads: p.Heads, Patch: 1,
+		InChannels: 4, InputSize: s.side, Classes: 1000, LearnSigma: true, MLPRatio: 4})
 	if err != nil {
 		panic(err) // a fixed, valid configuration
 	}
+	teacher := initModel(f, tc)
 	sc := upcycle.DefaultScaffold()
 	sc.RatioBatchSize = 0 // a batch of 8 is less than the reference's groups of 16
-	g, err := upcycle.NewGrafted(dit.Teacher{Model: teacher}, sc, s.side, s.side, 2)
+	g, err := upcycle.NewGrafted(teacher, sc, s.side, s.side, 2)
 	if err != nil {
 		panic(err)
 	}
 	cfg := g.Model.Config
-	d := &dcModel{m: g.Model, params: g.Params, t: make([]float32, s.batch), y: make([]int, s.batch)}
+	d := &dcModel{m: g.Model, params: g.Params}
 	x := randn(11, s.batch*cfg.CellIn()*cfg.Cells())
-	u := randn(12, 2*s.batch)
-	for i := range s.batch {
-		d.t[i] = float32(int(1000*abs(u[i])) % 1000)
-		d.y[i] = int(1000*abs(u[s.batch+i])) % 1000
-	}
+	d.t, d.y = drawTimesLabels(s.batch, teacher.Conditioning().Classes)
 	d.x = mat.NewDense[float32](mat.WithShape(s.batch*cfg.Cells(), cfg.CellIn()),
 		mat.WithBacking(dc.ToTokens(x, s.batch, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())))
 
