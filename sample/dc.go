@@ -140,6 +140,7 @@ func (d *DC) cached(x []float32, in cond.Input, frac []float32, guided bool) ([]
 	if err != nil {
 		return nil, nil, 0, err
 	}
+	d.Cache.observe(out, nb)
 	return out, res, d.Cache.afterDC(res, nb), nil
 }
 

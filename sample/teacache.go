@@ -19,7 +19,7 @@ import (
 // its blocks (family.StagedTeacher, family.StagedBackbone). At every step
 // it takes the first block's modulated input m, adds the rescaled
 // relative L1 change Poly(Σ|m − m_prev| / Σ|m_prev|) since the previous
-// step to an accumulator, and while the sum stays under Threshold skips
+// step (a negative value counting as 0) to an accumulator, and while the sum stays under Threshold skips
 // every block, adding instead the residual (blocks' output − input) of
 // the last step it computed; reaching the threshold computes the step
 // and empties the accumulator. The first and the last step always
@@ -55,6 +55,42 @@ type TeaCache struct {
 	pending []bool
 	probe   *family.Stages[mat.Tensor]
 	adjust  float64
+
+	// calib, when set, collects the run's changes (a calibrating cache).
+	calib *Calibration
+}
+
+// Calibration collects, over sampling runs that compute every step, the
+// pairs TeaCache's rescaling is fitted to (FitPoly): per guidance branch
+// and step, the relative L1 change of the first block's modulated input
+// (X) and of the model's output (Y) since the previous step. A DC
+// model's input change is measured as its cache measures it, on the
+// cells of the previous step.
+type Calibration struct {
+	X, Y []float64
+}
+
+// NewCalibrating returns a cache that computes every step and adds the
+// run's changes to calib.
+func NewCalibrating(calib *Calibration) *TeaCache {
+	return &TeaCache{Poly: Poly{1, 0}, Steps: math.MaxInt, calib: calib}
+}
+
+// observe adds the changes of a forward's output out (nb branches) to
+// the calibration.
+func (tc *TeaCache) observe(out []float32, nb int) {
+	if tc.calib == nil {
+		return
+	}
+	per := len(out) / nb
+	for b := range nb {
+		br, o := tc.branch(b), out[b*per:(b+1)*per]
+		if br.out != nil && br.hasX {
+			tc.calib.X = append(tc.calib.X, br.x)
+			tc.calib.Y = append(tc.calib.Y, RelL1(o, br.out))
+		}
+		br.out, br.hasX = slices.Clone(o), false
+	}
 }
 
 // cacheBranch is one guidance branch's cache.
@@ -64,6 +100,11 @@ type cacheBranch struct {
 	residual []float32
 	// kept are a DC branch's cells at its last computed step.
 	kept []bool
+	// A calibrating cache's input change this step (hasX) and output at
+	// the previous one.
+	x    float64
+	hasX bool
+	out  []float32
 }
 
 // Skipped is the number of branch steps skipped, and Total the number
@@ -104,11 +145,19 @@ func (tc *TeaCache) branch(b int) *cacheBranch {
 // modulated input is mod, and accumulates its change.
 func (tc *TeaCache) decide(b int, mod []float32) bool {
 	br := tc.branch(b)
-	if tc.step == 0 || tc.step >= tc.Steps-1 || br.residual == nil || len(br.prev) != len(mod) {
+	if br.prev == nil || len(br.prev) != len(mod) {
 		br.acc = 0
 		return true
 	}
-	br.acc += tc.Poly.Eval(RelL1(mod, br.prev))
+	rel := RelL1(mod, br.prev)
+	br.x, br.hasX = rel, true
+	if tc.step == 0 || tc.step >= tc.Steps-1 || br.residual == nil {
+		br.acc = 0
+		return true
+	}
+	// A fitted polynomial may dip below zero near the edge of its data;
+	// a negative step would run the accumulator backwards.
+	br.acc += max(tc.Poly.Eval(rel), 0)
 	if br.acc < tc.Threshold {
 		return false
 	}
@@ -203,7 +252,11 @@ func (tc *TeaCache) Teacher(t family.StagedTeacher, c Conditions, rows, cols int
 			nb = 2
 		}
 		compute := tc.decideAll(st.Offsets, st.Width, st.Modulated, nb)
-		return st.Finish(applyStages(tc, st.Hidden, st.Width, st.Offsets, st.Modulated, st.Blocks, nb, compute))
+		out, err := st.Finish(applyStages(tc, st.Hidden, st.Width, st.Offsets, st.Modulated, st.Blocks, nb, compute))
+		if err == nil {
+			tc.observe(out, nb)
+		}
+		return out, err
 	}
 }
 

@@ -110,6 +110,9 @@ func runDC(opts *Options) error {
 	}
 	stats := &sample.Stats{}
 	d := &sample.DC{Model: m, Rho: rhoCond, RhoUncond: rhoUncond, DenseBelow: float32(opts.DenseBelow), Stats: stats}
+	if d.Cache, err = teaCache(opts, sched.Steps()); err != nil {
+		return err
+	}
 	var bar *progress.Bar
 	if !opts.Quiet {
 		printNotes(opts, notes)
@@ -148,12 +151,14 @@ func runDC(opts *Options) error {
 	md["dcdit.dense_below"] = strconv.FormatFloat(opts.DenseBelow, 'g', -1, 64)
 	md["dcdit.kept_per_step"] = joinFloats(stats.Kept)
 	md["dcdit.flops_per_image"] = strconv.FormatFloat(perImage, 'g', 8, 64)
+	teaCacheMeta(md, d.Cache)
 	if err := writeOutputs(opts, x, sh, rows, cols, md, pic); err != nil {
 		return err
 	}
 	if opts.Quiet {
 		return nil
 	}
+	teaCacheNote(opts, d.Cache)
 	printWritten(opts, sh, rows, cols, sched.Steps(), guide, guided, elapsed, flops/1e12, pic)
 	fmt.Fprintln(opts.IO.Err, dcSummary(opts, guide.Enabled(), rhoCond, rhoUncond, L, stats, perImage))
 	return nil
@@ -212,6 +217,9 @@ func joinFloats(v []float64) string {
 // timesteps σ·T below --dense-below on every cell. The grid is the
 // checkpoint's own.
 func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta, captionWidth int) error {
+	if opts.TeaCacheGiven || opts.calib != nil {
+		return fmt.Errorf("teacache: %s: a DC model around a Z-Image samples without a step cache for now", opts.Checkpoint)
+	}
 	if opts.Captions == "" && len(opts.Prompts) == 0 {
 		return fmt.Errorf("sample: %s is a DC model around a Z-Image: it samples from captions, not class labels; pass --prompt (or --captions)", opts.Checkpoint)
 	}
