@@ -64,6 +64,14 @@ type StagedTeacher interface {
 	StepFLOPs(rows, cols int) StepFLOPs
 }
 
+// CaptionStepCosted is implemented by a caption-conditioned
+// StagedTeacher whose step costs depend on the caption's length (as
+// CaptionCosted's forward does).
+type CaptionStepCosted interface {
+	// CaptionStepFLOPs is StepFLOPs under a caption of captionLen tokens.
+	CaptionStepFLOPs(rows, cols, captionLen int) StepFLOPs
+}
+
 // StagedBackbone is implemented by a Backbone whose Forward splits
 // around its blocks (Stages), so that a DC model's sampling can cache its
 // backbone's steps.

@@ -74,7 +74,14 @@ func (t Teacher) StepFLOPs(rows, cols int) family.StepFLOPs {
 	if n == 0 {
 		n = TypicalCaptionLen
 	}
-	return stepFLOPs(t.Model.Config, []int{t.Tokens(rows, cols)}, n, t.Model.Config.SeqMultiple())
+	return t.CaptionStepFLOPs(rows, cols, n)
+}
+
+var _ family.CaptionStepCosted = Teacher{}
+
+// CaptionStepFLOPs is StepFLOPs under a caption of captionLen tokens.
+func (t Teacher) CaptionStepFLOPs(rows, cols, captionLen int) family.StepFLOPs {
+	return stepFLOPs(t.Model.Config, []int{t.Tokens(rows, cols)}, captionLen, t.Model.Config.SeqMultiple())
 }
 
 // stepFLOPs splits the cost of items of the given image tokens with

@@ -202,6 +202,9 @@ caption's. --data must carry captions ('dcdit data shapes --captions').`,
 			opts.Checkpoint = args[0]
 			opts.TeaCacheGiven = cmd.Flags().Changed("teacache")
 			if isCaptioned(opts.Checkpoint) {
+				if opts.TeaCacheGiven {
+					return cmdutil.Usagef(cmd, "--teacache: %s is scored on its own, without a DC model; sample it with 'dcdit sample --teacache'", opts.Checkpoint)
+				}
 				if err := validateCaptioned(cmd, opts); err != nil {
 					return err
 				}

@@ -217,9 +217,6 @@ func joinFloats(v []float64) string {
 // timesteps σ·T below --dense-below on every cell. The grid is the
 // checkpoint's own.
 func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta, captionWidth int) error {
-	if opts.TeaCacheGiven || opts.calib != nil {
-		return fmt.Errorf("teacache: %s: a DC model around a Z-Image samples without a step cache for now", opts.Checkpoint)
-	}
 	if opts.Captions == "" && len(opts.Prompts) == 0 {
 		return fmt.Errorf("sample: %s is a DC model around a Z-Image: it samples from captions, not class labels; pass --prompt (or --captions)", opts.Checkpoint)
 	}
@@ -266,12 +263,15 @@ func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta, captionWidth
 	stats, run := &sample.Stats{}, &zimageRun{}
 	d := &sample.DC{Model: m, Rho: rhoCond, RhoUncond: rhoUncond, DenseBelow: float32(opts.DenseBelow),
 		Timestep: sample.FlowMatchingTimestep(trainSteps), Stats: stats}
+	if d.Cache, err = teaCache(opts, job.sched.Steps()); err != nil {
+		return err
+	}
 	model := job.model(d.Denoiser(job.conditions()), run, func(bool) { run.flops += stats.FLOPs[len(stats.FLOPs)-1] })
 	if !opts.Quiet {
 		printNotes(opts, notes)
 	}
 	md := func() map[string]string {
-		return map[string]string{
+		md := map[string]string{
 			"dcdit.architecture":  string(arch.DCDiT),
 			"dcdit.backbone":      meta.Backbone.Kind,
 			"dcdit.rho":           strconv.FormatFloat(opts.Rho, 'g', -1, 64),
@@ -280,11 +280,14 @@ func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta, captionWidth
 			"dcdit.dense_below":   strconv.FormatFloat(opts.DenseBelow, 'g', -1, 64),
 			"dcdit.kept_per_step": joinFloats(stats.Kept),
 		}
+		teaCacheMeta(md, d.Cache)
+		return md
 	}
 	if err := job.sample(opts, model, cfg.InChannels, cfg.GridRows, cfg.GridCols, run, md); err != nil {
 		return err
 	}
 	if !opts.Quiet {
+		teaCacheNote(opts, d.Cache)
 		fmt.Fprintln(opts.IO.Err, dcSummary(opts, run.guided, rhoCond, rhoUncond, cfg.Cells(), stats, run.flops/float64(len(job.pos.feats))))
 	}
 	return nil

@@ -354,10 +354,6 @@ func Run(opts *Options) error {
 		return err
 	}
 	a := rep.Architecture
-	if a == arch.ZImage && (opts.TeaCacheGiven || opts.calib != nil) {
-		_, err := sample.Staged(nil, string(a))
-		return err
-	}
 	if a == arch.ZImage {
 		if opts.Device != "" && opts.Device != accel.CPU {
 			// RoPE and the per-head RMSNorm have no device kernels yet.

@@ -51,15 +51,19 @@ func teaCacheNote(opts *Options, tc *sample.TeaCache) {
 }
 
 // Calibration is what `dcdit teacache fit` samples: num samples of each
-// label in classes from checkpoint (a class-conditional DiT or DC model)
-// under the sampling settings it records (or the defaults), at ρ for a DC
-// model, every step computed.
+// label in classes from checkpoint (a class-conditional DiT or DC model),
+// or one of each prompt (a caption-conditioned one), under the sampling
+// settings it records (or the defaults), at ρ for a DC model, every step
+// computed.
 type Calibration struct {
 	Checkpoint string
 	Classes    []int
 	Num        int
-	Seed       uint64
-	Rho        float64
+	Prompts    []string
+	// Size is a Z-Image's latent grid, as --size takes it.
+	Size string
+	Seed uint64
+	Rho  float64
 	// Steps and CFG, when not 0, replace the recorded settings.
 	Steps int
 	CFG   float64
@@ -73,6 +77,9 @@ func Calibrate(ios *iostreams.IO, c Calibration, calib *sample.Calibration) (ste
 	opts := &Options{IO: ios, Checkpoint: c.Checkpoint, Classes: c.Classes, Num: c.Num, Seed: c.Seed, Rho: c.Rho, RhoGiven: c.Rho != 0,
 		Steps: defaultSteps, CFG: defaultCFG, Out: c.Out, Quiet: true, calib: calib,
 		unset: unsetFlags{steps: c.Steps == 0, cfg: c.CFG == 0, denseBelow: true, shift: true}}
+	if len(c.Prompts) > 0 {
+		opts.Prompts, opts.Classes, opts.Num, opts.Size = c.Prompts, []int{0}, 1, c.Size
+	}
 	if c.Steps != 0 {
 		opts.Steps = c.Steps
 	}

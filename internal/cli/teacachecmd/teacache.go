@@ -26,6 +26,8 @@ type Options struct {
 	Model   string
 	Classes []int
 	Num     int
+	Prompts []string
+	Size    string
 	Seed    uint64
 	Rho     float64
 	// Steps and CFG override the recorded sampling settings (0: not).
@@ -45,7 +47,8 @@ func NewCmd(ios *iostreams.IO, runF func(*Options) error) *cobra.Command {
 		Use:   "fit MODEL",
 		Short: "Fit a model's TeaCache rescaling on its own sampling trajectories",
 		Long: `Fit samples --num images of each --class label from MODEL (a class-conditional
-DiT, or a DC checkpoint at --rho) with the sampling settings a DC checkpoint
+DiT, or a DC checkpoint at --rho), or one of each --prompt from a
+caption-conditioned one (a Z-Image, a DC-Z-Image), with the sampling settings a DC checkpoint
 records (steps, guidance, dense-below; else 'dcdit sample''s defaults),
 computing every step, and records at each step and guidance branch the
 relative L1 change of the first block's modulated input and of the model's
@@ -75,6 +78,8 @@ output at the cells the previous step kept.`,
 	f := fit.Flags()
 	f.IntSliceVar(&opts.Classes, "class", []int{0, 1, 2, 3, 4, 5, 6, 7}, "class labels of the trajectories, comma-separated")
 	f.IntVar(&opts.Num, "num", 4, "trajectories per --class label")
+	f.StringArrayVar(&opts.Prompts, "prompt", nil, "caption-conditioned models: a prompt of the trajectories (repeat; one trajectory each), as 'dcdit sample --prompt' takes it")
+	f.StringVar(&opts.Size, "size", "", "a Z-Image's latent grid HxW, as 'dcdit sample --size' takes it (a DC model samples on its own grid)")
 	f.Uint64Var(&opts.Seed, "seed", 0, "random seed of the trajectories' noise")
 	f.IntVar(&opts.Steps, "steps", 0, "sampling steps of the trajectories (default: the checkpoint's recorded value, else 'dcdit sample''s)")
 	f.Float64Var(&opts.CFG, "cfg", 0, "guidance scale of the trajectories (default: the checkpoint's recorded value, else 'dcdit sample''s)")
@@ -91,7 +96,7 @@ func Run(opts *Options) error {
 	}
 	defer os.RemoveAll(tmp)
 	calib := &sample.Calibration{}
-	steps, cfg, err := clisample.Calibrate(opts.IO, clisample.Calibration{Checkpoint: opts.Model, Classes: opts.Classes, Num: opts.Num,
+	steps, cfg, err := clisample.Calibrate(opts.IO, clisample.Calibration{Checkpoint: opts.Model, Classes: opts.Classes, Num: opts.Num, Prompts: opts.Prompts, Size: opts.Size,
 		Seed: opts.Seed, Rho: opts.Rho, Steps: opts.Steps, CFG: opts.CFG, Out: filepath.Join(tmp, "latents.safetensors")}, calib)
 	if err != nil {
 		return fmt.Errorf("teacache fit: %w", err)
@@ -105,7 +110,11 @@ func Run(opts *Options) error {
 		d := poly.Eval(x) - calib.Y[i]
 		ss += d * d
 	}
-	fit := &sample.TeaCacheFit{Coefficients: poly, Pairs: len(calib.X), Samples: len(opts.Classes) * opts.Num, Steps: steps, CFG: cfg,
+	samples := len(opts.Classes) * opts.Num
+	if len(opts.Prompts) > 0 {
+		samples = len(opts.Prompts)
+	}
+	fit := &sample.TeaCacheFit{Coefficients: poly, Pairs: len(calib.X), Samples: samples, Steps: steps, CFG: cfg,
 		Rho: opts.Rho, Residual: math.Sqrt(ss / float64(len(calib.X)))}
 	if err := sample.WriteTeaCacheFit(opts.Model, fit); err != nil {
 		return err
