@@ -230,3 +230,13 @@ func TestTeaCacheSidecar(t *testing.T) {
 		}
 	}
 }
+
+// A family whose forward does not split is refused by kind.
+func TestStagedRefusesByKind(t *testing.T) {
+	if _, err := Staged(&recorder{}, "tinydit"); err == nil || !strings.Contains(err.Error(), "tinydit") {
+		t.Errorf("a teacher without the split: %v, want an error naming its kind", err)
+	}
+	if _, err := Staged(randomDiT(t), "dit"); err != nil {
+		t.Errorf("DiT: %v", err)
+	}
+}

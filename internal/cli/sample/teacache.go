@@ -60,10 +60,12 @@ type Calibration struct {
 	Classes    []int
 	Num        int
 	Prompts    []string
-	// Size is a Z-Image's latent grid, as --size takes it.
-	Size string
-	Seed uint64
-	Rho  float64
+	// Size is a Z-Image's latent grid, as --size takes it; NumHeads is
+	// --num-heads.
+	Size     string
+	NumHeads int
+	Seed     uint64
+	Rho      float64
 	// Steps and CFG, when not 0, replace the recorded settings.
 	Steps int
 	CFG   float64
@@ -74,7 +76,7 @@ type Calibration struct {
 // Calibrate runs c, adding TeaCache's calibration pairs to calib, and
 // returns the steps and guidance scale it sampled with.
 func Calibrate(ios *iostreams.IO, c Calibration, calib *sample.Calibration) (steps int, cfg float64, _ error) {
-	opts := &Options{IO: ios, Checkpoint: c.Checkpoint, Classes: c.Classes, Num: c.Num, Seed: c.Seed, Rho: c.Rho, RhoGiven: c.Rho != 0,
+	opts := &Options{IO: ios, Checkpoint: c.Checkpoint, Classes: c.Classes, Num: c.Num, Seed: c.Seed, Rho: c.Rho, RhoGiven: c.Rho != 0, NumHeads: c.NumHeads,
 		Steps: defaultSteps, CFG: defaultCFG, Out: c.Out, Quiet: true, calib: calib,
 		unset: unsetFlags{steps: c.Steps == 0, cfg: c.CFG == 0, denseBelow: true, shift: true}}
 	if len(c.Prompts) > 0 {

@@ -22,14 +22,15 @@ const Degree = 4
 
 // Options are the flags and arguments of `dcdit teacache fit`.
 type Options struct {
-	IO      *iostreams.IO
-	Model   string
-	Classes []int
-	Num     int
-	Prompts []string
-	Size    string
-	Seed    uint64
-	Rho     float64
+	IO       *iostreams.IO
+	Model    string
+	Classes  []int
+	Num      int
+	Prompts  []string
+	Size     string
+	NumHeads int
+	Seed     uint64
+	Rho      float64
 	// Steps and CFG override the recorded sampling settings (0: not).
 	Steps int
 	CFG   float64
@@ -80,6 +81,7 @@ output at the cells the previous step kept.`,
 	f.IntVar(&opts.Num, "num", 4, "trajectories per --class label")
 	f.StringArrayVar(&opts.Prompts, "prompt", nil, "caption-conditioned models: a prompt of the trajectories (repeat; one trajectory each), as 'dcdit sample --prompt' takes it")
 	f.StringVar(&opts.Size, "size", "", "a Z-Image's latent grid HxW, as 'dcdit sample --size' takes it (a DC model samples on its own grid)")
+	f.IntVar(&opts.NumHeads, "num-heads", 0, "attention heads of a DiT that matches no preset (as 'dcdit sample --num-heads')")
 	f.Uint64Var(&opts.Seed, "seed", 0, "random seed of the trajectories' noise")
 	f.IntVar(&opts.Steps, "steps", 0, "sampling steps of the trajectories (default: the checkpoint's recorded value, else 'dcdit sample''s)")
 	f.Float64Var(&opts.CFG, "cfg", 0, "guidance scale of the trajectories (default: the checkpoint's recorded value, else 'dcdit sample''s)")
@@ -96,7 +98,7 @@ func Run(opts *Options) error {
 	}
 	defer os.RemoveAll(tmp)
 	calib := &sample.Calibration{}
-	steps, cfg, err := clisample.Calibrate(opts.IO, clisample.Calibration{Checkpoint: opts.Model, Classes: opts.Classes, Num: opts.Num, Prompts: opts.Prompts, Size: opts.Size,
+	steps, cfg, err := clisample.Calibrate(opts.IO, clisample.Calibration{Checkpoint: opts.Model, Classes: opts.Classes, Num: opts.Num, Prompts: opts.Prompts, Size: opts.Size, NumHeads: opts.NumHeads,
 		Seed: opts.Seed, Rho: opts.Rho, Steps: opts.Steps, CFG: opts.CFG, Out: filepath.Join(tmp, "latents.safetensors")}, calib)
 	if err != nil {
 		return fmt.Errorf("teacache fit: %w", err)
