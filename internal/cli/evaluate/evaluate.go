@@ -182,6 +182,13 @@ reference DC-DiT state_dict (AMD-AGI/DynamicChunkingDiT: safetensors or
 PyTorch), which stores neither its head count (--num-heads) nor its de-chunk
 σ (--dechunk-sigma) unless its YAML config sits beside it (model.pt,
 model.yaml) or a training checkpoint pickles it.
+--teacache T samples every row with TeaCache's step cache at threshold T
+(see 'dcdit sample --help'), each model under its own calibration
+(CHECKPOINT.teacache.json and the teacher's, from 'dcdit teacache fit'), and
+adds "teacher_teacache": the teacher sampled with it. Each row's "teacache"
+records the threshold and the branch steps skipped; GFLOPs per image count
+the steps as they ran. The random router is left out.
+
 The teacher is any DiT checkpoint 'dcdit sample' reads.
 
 A Z-Image trained by dcdit on the shapes captions (its metadata records the

@@ -231,6 +231,17 @@ Z-Image base) takes both: the Z-Image's captions, sampler, schedule and
 guidance, on its own grid (no --size), and --rho, --rho-uncond (Lite-CFG)
 and --dense-below, whose timesteps are σ·1000.
 
+--teacache T caches steps with TeaCache: at each step the relative L1 change
+of the first block's modulated input, rescaled by the model's calibration
+(CHECKPOINT.teacache.json, written by 'dcdit teacache fit'; there is no
+default), is accumulated, and while the sum stays under T the blocks are
+skipped and the residual of the last computed step is added instead; the
+first and last steps always compute, and each guidance branch caches on its
+own. A DC model's skipped step keeps the cells of the branch's last computed
+step. The metadata adds dcdit.teacache and dcdit.teacache_skipped (branch
+steps skipped / run), and the FLOPs count the steps as they ran.
+--teacache 0 samples exactly as without it.
+
 While sampling, a progress bar (steps done, elapsed, ETA, and for DC
 checkpoints the last step's kept tokens) is drawn on stderr when it is a
 terminal; otherwise a plain line appears every 10 seconds.`,
