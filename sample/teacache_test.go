@@ -15,27 +15,15 @@ import (
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/internal/testckpt"
 	"github.com/dcdit/dcdit/loaders/arch"
 )
 
-// randomDiT is a DiT whose adaLN and final layers are random too, so that
-// every block changes its input.
+// randomDiT is a frozen random DiT teacher (testckpt.RandomDiT).
 func randomDiT(t *testing.T) dit.Teacher {
 	t.Helper()
-	cfg := &arch.DiTConfig{Depth: 2, HiddenSize: 32, NumHeads: 2, PatchSize: 2, InChannels: 4, InputSize: 8,
-		LearnSigma: true, NumClasses: 10, MLPRatio: 2, FrequencySize: 256}
-	m, err := dit.Init(cfg, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, p := range m.Params.List() {
-		if strings.Contains(p.Name, "adaLN_modulation") || strings.HasPrefix(p.Name, "final_layer.linear") {
-			for i, v := 0, p.Values(); i < len(v); i++ {
-				v[i] = float32(0.05 * rng.NormFloat64())
-			}
-		}
-	}
+	m := testckpt.RandomDiT(t, &arch.DiTConfig{Depth: 2, HiddenSize: 32, NumHeads: 2, PatchSize: 2, InChannels: 4, InputSize: 8,
+		LearnSigma: true, NumClasses: 10, MLPRatio: 2, FrequencySize: 256})
 	m.Params.SetRequiresGrad(false)
 	return dit.Teacher{Model: m}
 }

@@ -20,20 +20,11 @@ import (
 // Degree is the degree of the rescaling polynomial, TeaCache's.
 const Degree = 4
 
-// Options are the flags and arguments of `dcdit teacache fit`.
+// Options are the flags and arguments of `dcdit teacache fit`: what it
+// samples (Checkpoint is the MODEL; Out is set by Run).
 type Options struct {
-	IO       *iostreams.IO
-	Model    string
-	Classes  []int
-	Num      int
-	Prompts  []string
-	Size     string
-	NumHeads int
-	Seed     uint64
-	Rho      float64
-	// Steps and CFG override the recorded sampling settings (0: not).
-	Steps int
-	CFG   float64
+	IO *iostreams.IO
+	clisample.Calibration
 }
 
 // NewCmd returns the teacache command. runF replaces the fit in tests
@@ -66,7 +57,7 @@ output at the cells the previous step kept.`,
   dcdit teacache fit runs/toy-dit/model.safetensors --rho 0.6 --num 8`,
 		Args: cmdutil.ExactArgs(1, "the MODEL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Model = args[0]
+			opts.Checkpoint = args[0]
 			if opts.Num < 1 || len(opts.Classes) == 0 {
 				return cmdutil.Usagef(cmd, "--num %d with %d labels: want at least one sample", opts.Num, len(opts.Classes))
 			}
@@ -98,14 +89,15 @@ func Run(opts *Options) error {
 	}
 	defer os.RemoveAll(tmp)
 	calib := &sample.Calibration{}
-	steps, cfg, err := clisample.Calibrate(opts.IO, clisample.Calibration{Checkpoint: opts.Model, Classes: opts.Classes, Num: opts.Num, Prompts: opts.Prompts, Size: opts.Size, NumHeads: opts.NumHeads,
-		Seed: opts.Seed, Rho: opts.Rho, Steps: opts.Steps, CFG: opts.CFG, Out: filepath.Join(tmp, "latents.safetensors")}, calib)
+	c := opts.Calibration
+	c.Out = filepath.Join(tmp, "latents.safetensors")
+	steps, cfg, err := clisample.Calibrate(opts.IO, c, calib)
 	if err != nil {
 		return fmt.Errorf("teacache fit: %w", err)
 	}
 	poly, err := sample.FitPoly(calib.X, calib.Y, Degree)
 	if err != nil {
-		return fmt.Errorf("teacache fit: %s: %w", opts.Model, err)
+		return fmt.Errorf("teacache fit: %s: %w", opts.Checkpoint, err)
 	}
 	var ss float64
 	for i, x := range calib.X {
@@ -118,10 +110,10 @@ func Run(opts *Options) error {
 	}
 	fit := &sample.TeaCacheFit{Coefficients: poly, Pairs: len(calib.X), Samples: samples, Steps: steps, CFG: cfg,
 		Rho: opts.Rho, Residual: math.Sqrt(ss / float64(len(calib.X)))}
-	if err := sample.WriteTeaCacheFit(opts.Model, fit); err != nil {
+	if err := sample.WriteTeaCacheFit(opts.Checkpoint, fit); err != nil {
 		return err
 	}
 	fmt.Fprintf(opts.IO.Out, "wrote %s: %d pairs from %d trajectories of %d steps (cfg %g), rescaling %v, RMS error %.3g\n",
-		sample.TeaCacheSidecar(opts.Model), fit.Pairs, fit.Samples, steps, cfg, []float64(poly), fit.Residual)
+		sample.TeaCacheSidecar(opts.Checkpoint), fit.Pairs, fit.Samples, steps, cfg, []float64(poly), fit.Residual)
 	return nil
 }
