@@ -228,3 +228,37 @@ func TestStagedRefusesByKind(t *testing.T) {
 		t.Errorf("DiT: %v", err)
 	}
 }
+
+// A skipped step adds the computed step's residual to its own stream: on
+// the same input as the computed step it gives the computed output (to
+// rounding), in both guidance branches.
+func TestTeaCacheResidual(t *testing.T) {
+	teacher := randomDiT(t)
+	c := Conditions{Labels: []int{1, 7}, Null: 10}
+	tc, err := NewTeaCache(1e9, testPoly, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := tc.Teacher(teacher, c, 8, 8)
+	x := normal(rand.New(rand.NewPCG(8, 9)), 4*4*64)
+	tm := []float32{500, 500, 500, 500}
+	first, err := model(x, tm, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := model(x, tm, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(tc.Skips[1], []bool{true, true}) {
+		t.Fatalf("skips %v, want both branches skipped at the second step", tc.Skips)
+	}
+	var num, den float64
+	for i := range first {
+		d := float64(first[i]) - float64(second[i])
+		num, den = num+d*d, den+float64(first[i])*float64(first[i])
+	}
+	if !(num <= 1e-10*den) {
+		t.Errorf("the skipped step's output differs from the computed one's by %v (relative, squared)", num/den)
+	}
+}
