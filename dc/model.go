@@ -64,12 +64,13 @@ type Result struct {
 // frac of each sample's boundaries (one value, one per sample, or none for
 // ρ = 0). Gradients flow to x, c and every parameter.
 func (m *Model) Forward(x mat.Tensor, cv cond.Value, frac []float32) (*Result, error) {
-	return m.forward(x, cv, frac, nil)
+	return m.forward(x, cv, frac, nil, nil)
 }
 
 // forward is Forward with the kept cells, when choose is set, chosen by
-// choose instead of the router (Chooser).
-func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Chooser) (*Result, error) {
+// choose instead of the router (Chooser), and then, when plan is set,
+// replaced by plan's (Planner).
+func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Chooser, plan Planner) (*Result, error) {
 	cfg := m.Config
 	L := cfg.Cells()
 	xs := x.Shape()
@@ -120,6 +121,12 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 		if kept, probRows, err = choose.apply(kept, g.batch); err != nil {
 			return nil, err
 		}
+	}
+	if plan != nil {
+		if kept, err = plan(enc, kept, g.batch); err != nil {
+			return nil, fmt.Errorf("dc: planning the kept cells: %w", err)
+		}
+		probRows = nil
 	}
 	if res.Chunks, err = chunk(kept, g); err != nil {
 		return nil, err
@@ -205,6 +212,12 @@ func (m *Model) Predict(x []float32, in cond.Input, frac []float32) ([]float32, 
 // PredictChoosing is Predict with the kept cells of every sample chosen by
 // choose (nil: the router's, as Predict).
 func (m *Model) PredictChoosing(x []float32, in cond.Input, frac []float32, choose Chooser) ([]float32, *Result, error) {
+	return m.predict(x, in, frac, choose, nil)
+}
+
+// predict is Predict with the kept cells chosen by choose and planned by
+// plan (each nil: not at all).
+func (m *Model) predict(x []float32, in cond.Input, frac []float32, choose Chooser, plan Planner) ([]float32, *Result, error) {
 	cfg := m.Config
 	B := in.Samples()
 	if len(x) != B*cfg.InChannels*cfg.Tokens() {
@@ -216,7 +229,7 @@ func (m *Model) PredictChoosing(x []float32, in cond.Input, frac []float32, choo
 		return nil, nil, fmt.Errorf("dc: backbone conditioning: %w", err)
 	}
 	tokens := ToTokens(x, B, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
-	res, err := m.forward(constant(B*cfg.Cells(), cfg.CellIn(), tokens), c, frac, choose)
+	res, err := m.forward(constant(B*cfg.Cells(), cfg.CellIn(), tokens), c, frac, choose, plan)
 	if err != nil {
 		return nil, nil, err
 	}

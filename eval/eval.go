@@ -193,6 +193,35 @@ type Options struct {
 	// Progress, if set, is called after each forward batch with the work
 	// done and the total (in forward batches).
 	Progress func(done, total int)
+	// TeaCache, when set, samples every row with TeaCache's step cache
+	// and adds a row of the teacher sampled with it (Report.
+	// TeacherTeaCache); the random-router baseline is left out.
+	TeaCache *TeaCache
+}
+
+// TeaCache is the step cache an evaluation samples with: one threshold,
+// each model under its own calibration (sample.TeaCache).
+type TeaCache struct {
+	Threshold float64
+	// Teacher and Model are the teacher's and the DC model's rescalings.
+	Teacher, Model sample.Poly
+}
+
+// TeaCacheStats is what a row's step cache did: its threshold and the
+// branch steps it skipped of those its sampling run took.
+type TeaCacheStats struct {
+	Threshold    float64 `json:"threshold"`
+	SkippedSteps int     `json:"skipped_steps"`
+	BranchSteps  int     `json:"branch_steps"`
+}
+
+// teaCacheStats is what tc did (nil without one).
+func teaCacheStats(tc *sample.TeaCache) *TeaCacheStats {
+	if tc == nil {
+		return nil
+	}
+	s, n := tc.Skipped()
+	return &TeaCacheStats{Threshold: tc.Threshold, SkippedSteps: s, BranchSteps: n}
 }
 
 // Row is one tail-drop fraction's results (the JSON row schema). With
@@ -213,6 +242,9 @@ type Row struct {
 	// branch at each sampling step, first (noisiest) to last; the steps'
 	// timesteps are Report.SamplingTimesteps.
 	KeptPerStep []float64 `json:"kept_per_step"`
+	// TeaCache is what the step cache did (Options.TeaCache): GFLOPs per
+	// image count the steps as they ran.
+	TeaCache *TeaCacheStats `json:"teacache,omitempty"`
 }
 
 // Quality scores samples as a distribution (with Options.Features; null
@@ -288,6 +320,8 @@ type LiteRow struct {
 	TeacherGFLOPsPerImage float64 `json:"teacher_gflops_per_image"`
 	// TeacherQuality scores the teacher's samples at this row's scale.
 	TeacherQuality Quality `json:"teacher_quality"`
+	// TeaCache is what the step cache did (Options.TeaCache).
+	TeaCache *TeaCacheStats `json:"teacache,omitempty"`
 }
 
 // TeacherRow is the fixed-patch teacher's cost on the same inputs, in the
@@ -297,6 +331,8 @@ type TeacherRow struct {
 	GFLOPsPerImage float64 `json:"gflops_per_image"`
 	MsPerImage     float64 `json:"ms_per_image"`
 	Quality
+	// TeaCache is what the step cache did (Report.TeacherTeaCache).
+	TeaCache *TeaCacheStats `json:"teacache,omitempty"`
 }
 
 // EdgeStats are the counts behind the edge density ratio.
@@ -318,6 +354,9 @@ type Report struct {
 	Rows    []Row      `json:"rows"`
 	LiteCFG *LiteRow   `json:"lite_cfg,omitempty"`
 	Teacher TeacherRow `json:"teacher"`
+	// TeacherTeaCache is the teacher sampled with Options.TeaCache (its
+	// GFLOPs per image as run; no time measured).
+	TeacherTeaCache *TeacherRow `json:"teacher_teacache,omitempty"`
 	// EdgeDensityRatio is null when the router kept no flat cell or there
 	// is no edge cell.
 	EdgeDensityRatio *float64   `json:"edge_density_ratio"`
@@ -574,6 +613,7 @@ func (s setting) name() string {
 type measured struct {
 	keptCond, keptUncond float64 // mean kept tokens per image of each branch
 	gflops, ms           float64 // per (guided) image: both branches
+	teaCache             *TeaCacheStats
 	epsRelMSE, psnr      float64
 	samples              []float32
 	quality              Quality
@@ -602,6 +642,9 @@ func (e *evaluator) work() int {
 	if e.randomRouter() {
 		w += settings * smp
 	}
+	if e.o.TeaCache != nil {
+		w += smp // the teacher with the cache
+	}
 	w += (len(e.o.EdgeTimesteps) + len(e.o.ProbeTimesteps)) * in
 	return w + len(e.o.BoundaryTimesteps)*e.batches(min(e.o.NumBoundary, e.data.N))
 }
@@ -615,7 +658,9 @@ func (e *evaluator) step() {
 
 // randomRouter says whether the rows get the random-router baseline:
 // asked for, and a feature network to score it.
-func (e *evaluator) randomRouter() bool { return !e.o.NoRandomRouter && e.o.Features != nil }
+func (e *evaluator) randomRouter() bool {
+	return !e.o.NoRandomRouter && e.o.Features != nil && e.o.TeaCache == nil
+}
 
 // noise draws standard normal values from a stream of the run's seed.
 func (e *evaluator) noise(stream uint64, n int) []float32 {
@@ -860,9 +905,16 @@ func (e *evaluator) measure(s setting, masks bool) (*measured, error) {
 	// The DC model guides itself (Lite-CFG inside): the process samples
 	// it unguided.
 	stats := &sample.Stats{RecordMasks: masks}
-	if m.samples, err = e.sample(e.dc(s, stats).Denoiser(c), 0); err != nil {
+	d := e.dc(s, stats)
+	if tc := e.o.TeaCache; tc != nil {
+		if d.Cache, err = sample.NewTeaCache(tc.Threshold, tc.Model, len(e.r.SamplingTimesteps)); err != nil {
+			return nil, err
+		}
+	}
+	if m.samples, err = e.sample(d.Denoiser(c), 0); err != nil {
 		return nil, err
 	}
+	m.teaCache = teaCacheStats(d.Cache)
 	m.keptPerStep, m.masks = stats.Kept, stats.Masks
 	for _, f := range stats.FLOPs {
 		m.stepGFLOPs = append(m.stepGFLOPs, f/float64(e.o.NumSamples)/1e9)
@@ -910,6 +962,11 @@ func (e *evaluator) rows() error {
 	}
 	e.r.GridRows = append(e.r.GridRows, name)
 	e.r.pics.grid = append(e.r.pics.grid, e.gridOf(ref.samples))
+	if e.o.TeaCache != nil {
+		if err := e.teacherTeaCache(scale); err != nil {
+			return err
+		}
+	}
 	for i, rho := range e.o.Rhos {
 		// The first row's sampling run is the trajectory picture's.
 		m, err := e.measure(setting{cond: rho, uncond: rho, scale: scale}, i == 0)
@@ -924,11 +981,41 @@ func (e *evaluator) rows() error {
 			kept = (m.keptCond + m.keptUncond) / 2
 		}
 		e.r.Rows = append(e.r.Rows, Row{Rho: rho, KeptTokens: kept, GFLOPsPerImage: m.gflops, MsPerImage: m.ms, EpsRelMSE: m.epsRelMSE, SamplePSNR: m.psnr,
-			Quality: m.quality, RandomRouter: m.random, KeptPerStep: m.keptPerStep})
+			Quality: m.quality, RandomRouter: m.random, KeptPerStep: m.keptPerStep, TeaCache: m.teaCache})
 		e.r.GridRows = append(e.r.GridRows, "rho="+strconv.FormatFloat(rho, 'g', -1, 64))
 		e.r.pics.grid = append(e.r.pics.grid, e.gridOf(m.samples))
 	}
 	e.r.pics.trajT = e.r.SamplingTimesteps
+	return nil
+}
+
+// teacherTeaCache samples the teacher at scale with the step cache.
+func (e *evaluator) teacherTeaCache(scale float64) error {
+	o := e.o.TeaCache
+	tc, err := sample.NewTeaCache(o.Threshold, o.Teacher, len(e.r.SamplingTimesteps))
+	if err != nil {
+		return err
+	}
+	c, err := e.tc.conditions(e.tc.sampleKeys(e.o.NumSamples))
+	if err != nil {
+		return fmt.Errorf("eval: teacher: %w", err)
+	}
+	model, steps, err := e.tc.cached(c, tc)
+	if err != nil {
+		return fmt.Errorf("eval: teacher: %w", err)
+	}
+	samples, err := e.sample(model, scale)
+	if err != nil {
+		return fmt.Errorf("eval: teacher with TeaCache: %w", err)
+	}
+	q, err := e.score("teacher-teacache", samples)
+	if err != nil {
+		return fmt.Errorf("eval: teacher with TeaCache: %w", err)
+	}
+	gflops := tc.TeacherFLOPs(e.tc.forwardGFLOPs()*1e9, steps, e.o.NumSamples) / float64(e.o.NumSamples*len(e.r.SamplingTimesteps)) / 1e9
+	e.r.TeacherTeaCache = &TeacherRow{Tokens: e.tc.tokens(), GFLOPsPerImage: gflops, Quality: q, TeaCache: teaCacheStats(tc)}
+	e.r.GridRows = append(e.r.GridRows, fmt.Sprintf("teacher teacache=%g", o.Threshold))
+	e.r.pics.grid = append(e.r.pics.grid, e.gridOf(samples))
 	return nil
 }
 
@@ -942,7 +1029,7 @@ func (e *evaluator) lite() error {
 	e.r.LiteCFG = &LiteRow{
 		RhoCond: l.Cond, RhoUncond: l.Uncond, Scale: l.Scale,
 		KeptTokens: (m.keptCond + m.keptUncond) / 2, KeptTokensCond: m.keptCond, KeptTokensUncond: m.keptUncond,
-		GFLOPsPerImage: m.gflops, MsPerImage: m.ms, EpsRelMSE: m.epsRelMSE, SamplePSNR: m.psnr, Quality: m.quality, RandomRouter: m.random,
+		GFLOPsPerImage: m.gflops, MsPerImage: m.ms, EpsRelMSE: m.epsRelMSE, SamplePSNR: m.psnr, Quality: m.quality, RandomRouter: m.random, TeaCache: m.teaCache,
 		TeacherGFLOPsPerImage: 2 * e.tc.forwardGFLOPs(),
 		TeacherQuality:        e.refs[l.Scale].quality,
 	}

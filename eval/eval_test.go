@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"image/png"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dit"
 	"github.com/dcdit/dcdit/internal/dctest"
+	"github.com/dcdit/dcdit/internal/testckpt"
 	"github.com/dcdit/dcdit/loaders/arch"
 )
 
@@ -28,25 +28,6 @@ func teacherConfig(m *dc.Model) *arch.DiTConfig {
 	net := m.Backbone.Spec().Settings()
 	return &arch.DiTConfig{Depth: 2, HiddenSize: 64, NumHeads: 4, PatchSize: 2, InChannels: c.InChannels, InputSize: c.GridRows,
 		LearnSigma: c.OutChannels == 2*c.InChannels, NumClasses: net.(*hnet.Config).NumClasses, MLPRatio: 2, FrequencySize: 256}
-}
-
-// randomTeacher is a freshly initialised DiT whose adaLN-Zero layers and
-// final projection are randomised too, so that it predicts something.
-func randomTeacher(t *testing.T, cfg *arch.DiTConfig) *dit.Model {
-	t.Helper()
-	m, err := dit.Init(cfg, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, p := range m.Params.List() {
-		if strings.Contains(p.Name, "adaLN_modulation") || strings.HasPrefix(p.Name, "final_layer.linear") {
-			for i, v := 0, p.Values(); i < len(v); i++ {
-				v[i] = float32(0.05 * rng.NormFloat64())
-			}
-		}
-	}
-	return m
 }
 
 type setup struct {
@@ -69,7 +50,7 @@ func newSetup(t *testing.T) setup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return setup{m: m, teacher: randomTeacher(t, teacherConfig(m)), data: data}
+	return setup{m: m, teacher: testckpt.RandomDiT(t, teacherConfig(m)), data: data}
 }
 
 func smallOptions() Options {
@@ -323,10 +304,10 @@ func TestRunRejects(t *testing.T) {
 	smallData, _ := small.Set(4)
 	otherCfg := teacherConfig(s.m)
 	otherCfg.InputSize = 8
-	other := randomTeacher(t, otherCfg)
+	other := testckpt.RandomDiT(t, otherCfg)
 	eps := teacherConfig(s.m)
 	eps.LearnSigma = false
-	epsOnly := randomTeacher(t, eps)
+	epsOnly := testckpt.RandomDiT(t, eps)
 	untrained, err := dit.Init(teacherConfig(s.m), 7)
 	if err != nil {
 		t.Fatal(err)

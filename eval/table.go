@@ -58,6 +58,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "teacher\t%d / %d\t%.4g\t%.3g\t\t\t%s%s\t%s\t%s%s%s\t\n", r.Teacher.Tokens, r.Tokens, r.Teacher.GFLOPsPerImage, r.Teacher.MsPerImage,
 		fid(r.Teacher.Quality), optional(r.Teacher.FD, "%.2f"), optional(r.Teacher.ClassAccuracy, "%.3f"), prompt(r.Teacher.Quality), random(RandomRouter{}), optional(r.Teacher.RMS, "%.3f"))
+	if t := r.TeacherTeaCache; t != nil {
+		fmt.Fprintf(tw, "teacher, TeaCache %g\t%d / %d\t%.4g\t\t\t\t%s%s\t%s\t%s%s%s\t\n", t.TeaCache.Threshold, t.Tokens, r.Tokens, t.GFLOPsPerImage,
+			fid(t.Quality), optional(t.FD, "%.2f"), optional(t.ClassAccuracy, "%.3f"), prompt(t.Quality), random(RandomRouter{}), optional(t.RMS, "%.3f"))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

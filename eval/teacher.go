@@ -58,6 +58,9 @@ type Teacher interface {
 	// model is the teacher as its sampler calls it under c: the raw
 	// output [B, OutChannels, H, W], of the doubled batch when guided.
 	model(c sample.Conditions) diffusion.Model
+	// cached is model under the step cache tc, with the split of one
+	// forward's cost.
+	cached(c sample.Conditions, tc *sample.TeaCache) (diffusion.Model, family.StepFLOPs, error)
 	// rule is the teacher's guidance rule (family.Teacher.Guide).
 	rule(c, u []float32, hw int, s float32)
 	// guided says whether a scale guides.
@@ -296,6 +299,15 @@ func (z *teacher) classes(keys []int) []int {
 
 func (z *teacher) model(c sample.Conditions) diffusion.Model {
 	return sample.Teacher(z.m, c, z.h, z.w)
+}
+
+func (z *teacher) cached(c sample.Conditions, tc *sample.TeaCache) (diffusion.Model, family.StepFLOPs, error) {
+	st, err := sample.Staged(z.m, "teacher")
+	if err != nil {
+		return nil, family.StepFLOPs{}, err
+	}
+	z.m.Parameters().SetRequiresGrad(false)
+	return tc.Teacher(st, c, z.h, z.w), st.StepFLOPs(z.h, z.w), nil
 }
 
 func (z *teacher) rule(c, u []float32, hw int, s float32) { z.m.Guide(c, u, hw, s) }

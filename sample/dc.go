@@ -1,6 +1,9 @@
 package sample
 
 import (
+	"errors"
+
+	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/diffusion"
 )
@@ -32,6 +35,9 @@ type DC struct {
 	// the router, as many per sample as it kept (dc.RandomKeep: the
 	// random-router baseline).
 	Choose dc.Chooser
+	// Cache, when set, caches the backbone's steps (TeaCache): each call
+	// is one step of its run. It does not combine with Choose.
+	Cache *TeaCache
 }
 
 // FlowMatchingTimestep is flow matching's timestep of a model time 1 − σ
@@ -95,7 +101,14 @@ func (d *DC) Forward(x, t []float32, c Conditions, guided bool) ([]float32, *dc.
 		}
 		frac[i] = dc.FracAt(rho, tm, d.DenseBelow)
 	}
-	out, res, err := d.Model.PredictChoosing(x, in, frac, d.Choose)
+	var out []float32
+	var res *dc.Result
+	adjust := 0.0
+	if d.Cache == nil {
+		out, res, err = d.Model.PredictChoosing(x, in, frac, d.Choose)
+	} else {
+		out, res, adjust, err = d.cached(x, in, frac, guided)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -104,8 +117,31 @@ func (d *DC) Forward(x, t []float32, c Conditions, guided bool) ([]float32, *dc.
 	}
 	if s := d.Stats; s != nil {
 		s.record(d.Model, res, n)
+		s.FLOPs[len(s.FLOPs)-1] += adjust
 	}
 	return out, res, nil
+}
+
+// cached is the forward under the cache: the prediction, the result and
+// what its FLOPs differ by from those of the cells it kept.
+func (d *DC) cached(x []float32, in cond.Input, frac []float32, guided bool) ([]float32, *dc.Result, float64, error) {
+	if d.Choose != nil {
+		return nil, nil, 0, errors.New("sample: a step cache does not combine with a chooser of the kept cells")
+	}
+	m, err := d.Cache.forDC(d.Model)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	nb := 1
+	if guided {
+		nb = 2
+	}
+	out, res, err := m.PredictPlanning(x, in, frac, d.Cache.plan(nb))
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	d.Cache.observe(out, nb)
+	return out, res, d.Cache.afterDC(res, nb), nil
 }
 
 // record appends a forward of n conditional samples.

@@ -123,25 +123,36 @@ func (b *Backbone) Condition(in cond.Input) (cond.Value, error) {
 // and run through the main layers. It returns the hidden states of x's
 // tokens [N, dim], in x's order; the final layer is the caller's.
 func (b *Backbone) Forward(x mat.Tensor, c cond.Value, offsets []int, pos []float64) (mat.Tensor, error) {
+	u, zc, l, err := b.unified(x, c, offsets, pos)
+	if err != nil {
+		return nil, err
+	}
+	u = b.Model.Layers(u, zc.adaln, b.Model.NewStream(l.UnifiedOffsets, l.UnifiedPos()))
+	return ops.GatherRows(u, l.OutputRows), nil
+}
+
+// unified is Forward up to the main layers: the unified stream of the
+// refined image tokens and captions, the conditioning and the layout.
+func (b *Backbone) unified(x mat.Tensor, c cond.Value, offsets []int, pos []float64) (mat.Tensor, *Conditioning, *Layout, error) {
 	m := b.Model
 	zc, ok := c.(*Conditioning)
 	if !ok || zc.model != m {
-		return nil, fmt.Errorf("zimage: conditioning of type %T was not made by this backbone's Condition", c)
+		return nil, nil, nil, fmt.Errorf("zimage: conditioning of type %T was not made by this backbone's Condition", c)
 	}
 	if err := b.inferenceOnly(x); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	xs := x.Shape()
 	if xs[1] != m.Config.Dim {
-		return nil, fmt.Errorf("zimage: tokens are [%d %d], want width %d", xs[0], xs[1], m.Config.Dim)
+		return nil, nil, nil, fmt.Errorf("zimage: tokens are [%d %d], want width %d", xs[0], xs[1], m.Config.Dim)
 	}
 	if err := family.CheckPacked(xs[0], len(zc.captionLen), offsets, pos); err != nil {
-		return nil, fmt.Errorf("zimage: %w", err)
+		return nil, nil, nil, fmt.Errorf("zimage: %w", err)
 	}
 	kept := make([]int, len(offsets)-1)
 	for s := range kept {
 		if kept[s] = offsets[s+1] - offsets[s]; kept[s] == 0 {
-			return nil, fmt.Errorf("zimage: sample %d has no image tokens (offsets %v)", s, offsets)
+			return nil, nil, nil, fmt.Errorf("zimage: sample %d has no image tokens (offsets %v)", s, offsets)
 		}
 	}
 	p := m.Config.PatchSize
@@ -150,12 +161,11 @@ func (b *Backbone) Forward(x mat.Tensor, c cond.Value, offsets []int, pos []floa
 		return [3]float64{float64(lc + 1), posembed.GridPos(pos[2*r], p), posembed.GridPos(pos[2*r+1], p)}
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	img := ops.GatherRows(ops.ConcatRows(x, m.p("x_pad_token")), l.ImageRows)
 	img = m.NoiseRefiner(img, zc.adaln, m.NewStream(l.ImageOffsets, l.ImagePos))
-	u := m.Layers(m.Unify(img, zc.captions, l), zc.adaln, m.NewStream(l.UnifiedOffsets, l.UnifiedPos()))
-	return ops.GatherRows(u, l.OutputRows), nil
+	return m.Unify(img, zc.captions, l), zc, l, nil
 }
 
 // inferenceOnly refuses a model whose Linear weights stay bfloat16

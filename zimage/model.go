@@ -357,11 +357,20 @@ func (m *Model) Run(b *Batch) mat.Tensor {
 // the output are kept.
 func (m *Model) hidden(b *Batch) (x, adaln mat.Tensor) {
 	l := b.Layout
+	u, adaln, s := m.unified(b)
+	x = m.Layers(u, adaln, s)
+	return ops.GatherRows(x, l.OutputRows), adaln
+}
+
+// unified is hidden before the main layers: the unified stream of the
+// refined image and caption tokens, the adaLN input and the stream's
+// layout.
+func (m *Model) unified(b *Batch) (u, adaln mat.Tensor, s Stream) {
+	l := b.Layout
 	adaln = m.Timestep(b.T)
 	img := m.NoiseRefiner(m.EmbedImage(b.Patches, l), adaln, m.NewStream(l.ImageOffsets, l.ImagePos))
 	txt := m.ContextRefiner(m.EmbedCaption(b.Captions, l), m.NewStream(l.CaptionOffsets, l.CaptionPos))
-	x = m.Layers(m.Unify(img, txt, l), adaln, m.NewStream(l.UnifiedOffsets, l.UnifiedPos()))
-	return ops.GatherRows(x, l.OutputRows), adaln
+	return m.Unify(img, txt, l), adaln, m.NewStream(l.UnifiedOffsets, l.UnifiedPos())
 }
 
 // Images rearranges Run's output into each item's latent shape
@@ -401,13 +410,27 @@ func (m *Model) Forward(x []Latent, t []float32, caps [][]float32) ([][]float32,
 // valid rows read), returning the outputs [B, C, H, W] in one slice: a
 // sampler's or a distillation teacher's call. It keeps no graph.
 func (m *Model) Predict(x []float32, in cond.Input, h, w int) ([]float32, error) {
+	lats, caps, err := m.items(x, in, h, w)
+	if err != nil {
+		return nil, err
+	}
+	imgs, err := m.Forward(lats, in.T, caps)
+	if err != nil {
+		return nil, err
+	}
+	return concat(imgs, len(x)), nil
+}
+
+// items are a batch of single-frame latents x [B, C, H, W] and in's
+// captions as Forward takes them.
+func (m *Model) items(x []float32, in cond.Input, h, w int) ([]Latent, [][]float32, error) {
 	c := m.Config
 	if err := in.CheckCaptions(c.CapFeatDim); err != nil {
-		return nil, fmt.Errorf("zimage: %w", err)
+		return nil, nil, fmt.Errorf("zimage: %w", err)
 	}
 	per := c.InChannels * h * w
 	if len(x) != len(in.T)*per {
-		return nil, fmt.Errorf("zimage: %d latent values for %d samples of [%d %d %d]", len(x), len(in.T), c.InChannels, h, w)
+		return nil, nil, fmt.Errorf("zimage: %d latent values for %d samples of [%d %d %d]", len(x), len(in.T), c.InChannels, h, w)
 	}
 	lats := make([]Latent, len(in.T))
 	caps := make([][]float32, len(in.T))
@@ -415,13 +438,14 @@ func (m *Model) Predict(x []float32, in cond.Input, h, w int) ([]float32, error)
 		lats[i] = Latent{Data: x[i*per : (i+1)*per], F: 1, H: h, W: w}
 		caps[i] = in.Captions[i].Features[:in.Captions[i].Len*c.CapFeatDim]
 	}
-	imgs, err := m.Forward(lats, in.T, caps)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]float32, 0, len(x))
+	return lats, caps, nil
+}
+
+// concat joins the items' outputs into one slice of n values.
+func concat(imgs [][]float32, n int) []float32 {
+	out := make([]float32, 0, n)
 	for _, v := range imgs {
 		out = append(out, v...)
 	}
-	return out, nil
+	return out
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/dcdit/dcdit/internal/cli/prompts"
 	"github.com/dcdit/dcdit/internal/cli/recipe"
 	"github.com/dcdit/dcdit/internal/cli/sample"
+	"github.com/dcdit/dcdit/internal/cli/teacachecmd"
 	"github.com/dcdit/dcdit/internal/cli/train"
 )
 
@@ -97,6 +98,7 @@ compute budget chosen at inference time.`,
 	root.AddCommand(featnet.NewCmd(io, nil, nil))
 	root.AddCommand(flops.NewCmd(io, nil))
 	root.AddCommand(familiescmd.NewCmd(io, nil))
+	root.AddCommand(teacachecmd.NewCmd(io, nil))
 	root.AddCommand(convert.NewCmd(io, nil))
 	root.AddCommand(recipe.NewCmd(io, nil))
 	root.AddCommand(train.NewUpcycleCmd(io, nil), train.NewTrainCmd(io, nil))

@@ -64,6 +64,11 @@ type Options struct {
 	VAE, Inception, Ref string
 	// Device and Precision choose where the models run (cmdutil.OnDevice).
 	Device, Precision string
+	// TeaCache samples every row and an extra teacher row with the step
+	// cache at this threshold, when TeaCacheGiven (each model under its
+	// own calibration sidecar).
+	TeaCache      float64
+	TeaCacheGiven bool
 
 	// unset names the sampling flags left at their defaults, which a DC
 	// checkpoint's sampling record fills in. The command sets it; a
@@ -177,6 +182,13 @@ reference DC-DiT state_dict (AMD-AGI/DynamicChunkingDiT: safetensors or
 PyTorch), which stores neither its head count (--num-heads) nor its de-chunk
 σ (--dechunk-sigma) unless its YAML config sits beside it (model.pt,
 model.yaml) or a training checkpoint pickles it.
+--teacache T samples every row with TeaCache's step cache at threshold T
+(see 'dcdit sample --help'), each model under its own calibration
+(CHECKPOINT.teacache.json and the teacher's, from 'dcdit teacache fit'), and
+adds "teacher_teacache": the teacher sampled with it. Each row's "teacache"
+records the threshold and the branch steps skipped; GFLOPs per image count
+the steps as they ran. The random router is left out.
+
 The teacher is any DiT checkpoint 'dcdit sample' reads.
 
 A Z-Image trained by dcdit on the shapes captions (its metadata records the
@@ -195,7 +207,11 @@ caption's. --data must carry captions ('dcdit data shapes --captions').`,
 		Args: cmdutil.ExactArgs(1, "the DC CHECKPOINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Checkpoint = args[0]
+			opts.TeaCacheGiven = cmd.Flags().Changed("teacache")
 			if isCaptioned(opts.Checkpoint) {
+				if opts.TeaCacheGiven {
+					return cmdutil.Usagef(cmd, "--teacache: %s is scored on its own, without a DC model; sample it with 'dcdit sample --teacache'", opts.Checkpoint)
+				}
 				if err := validateCaptioned(cmd, opts); err != nil {
 					return err
 				}
@@ -241,6 +257,7 @@ caption's. --data must carry captions ('dcdit data shapes --captions').`,
 	f.StringVar(&opts.VAE, "vae", "", "VAE that decodes the pictures (see 'dcdit decode --help'); with --inception and --ref also FID per row")
 	f.StringVar(&opts.Inception, "inception", "", "FID Inception weights (pytorch-fid's .pth or a safetensors copy), with --vae and --ref")
 	f.StringVar(&opts.Ref, "ref", "", "FID reference: a folder of pictures, an .npz sample batch or statistics (mu, sigma)")
+	f.Float64Var(&opts.TeaCache, "teacache", 0, "sample the rows, and the teacher in a row of its own, with TeaCache's step cache at this threshold, each model under its calibration ('dcdit teacache fit'); leaves out the random router")
 	cmdutil.DeviceFlags(cmd, &opts.Device, &opts.Precision)
 	return cmd
 }
@@ -251,6 +268,8 @@ func validate(cmd *cobra.Command, o *Options) error {
 	switch {
 	case o.Teacher == "":
 		return cmdutil.Usagef(cmd, "--teacher: want the teacher DiT checkpoint")
+	case o.TeaCacheGiven && (!(o.TeaCache >= 0) || math.IsInf(o.TeaCache, 0)):
+		return cmdutil.Usagef(cmd, "--teacache %v: want a finite threshold ≥ 0", o.TeaCache)
 	case o.Data == "":
 		return cmdutil.Usagef(cmd, "--data: want a data set file (e.g. from 'dcdit data shapes')")
 	case len(o.Rhos) == 0:
@@ -373,6 +392,11 @@ func Run(opts *Options) error {
 	}
 	if !opts.NoLite {
 		eo.Lite = &eval.Lite{Cond: opts.Lite[0], Uncond: opts.Lite[1], Scale: opts.LiteCFG}
+	}
+	if opts.TeaCacheGiven {
+		if eo.TeaCache, err = teaCache(opts); err != nil {
+			return err
+		}
 	}
 	if err := pictureOptions(opts, &eo); err != nil {
 		return err

@@ -110,6 +110,9 @@ func runDC(opts *Options) error {
 	}
 	stats := &sample.Stats{}
 	d := &sample.DC{Model: m, Rho: rhoCond, RhoUncond: rhoUncond, DenseBelow: float32(opts.DenseBelow), Stats: stats}
+	if d.Cache, err = teaCache(opts, sched.Steps()); err != nil {
+		return err
+	}
 	var bar *progress.Bar
 	if !opts.Quiet {
 		printNotes(opts, notes)
@@ -148,12 +151,14 @@ func runDC(opts *Options) error {
 	md["dcdit.dense_below"] = strconv.FormatFloat(opts.DenseBelow, 'g', -1, 64)
 	md["dcdit.kept_per_step"] = joinFloats(stats.Kept)
 	md["dcdit.flops_per_image"] = strconv.FormatFloat(perImage, 'g', 8, 64)
+	teaCacheMeta(md, d.Cache)
 	if err := writeOutputs(opts, x, sh, rows, cols, md, pic); err != nil {
 		return err
 	}
 	if opts.Quiet {
 		return nil
 	}
+	teaCacheNote(opts, d.Cache)
 	printWritten(opts, sh, rows, cols, sched.Steps(), guide, guided, elapsed, flops/1e12, pic)
 	fmt.Fprintln(opts.IO.Err, dcSummary(opts, guide.Enabled(), rhoCond, rhoUncond, L, stats, perImage))
 	return nil
@@ -258,12 +263,15 @@ func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta, captionWidth
 	stats, run := &sample.Stats{}, &zimageRun{}
 	d := &sample.DC{Model: m, Rho: rhoCond, RhoUncond: rhoUncond, DenseBelow: float32(opts.DenseBelow),
 		Timestep: sample.FlowMatchingTimestep(trainSteps), Stats: stats}
+	if d.Cache, err = teaCache(opts, job.sched.Steps()); err != nil {
+		return err
+	}
 	model := job.model(d.Denoiser(job.conditions()), run, func(bool) { run.flops += stats.FLOPs[len(stats.FLOPs)-1] })
 	if !opts.Quiet {
 		printNotes(opts, notes)
 	}
 	md := func() map[string]string {
-		return map[string]string{
+		md := map[string]string{
 			"dcdit.architecture":  string(arch.DCDiT),
 			"dcdit.backbone":      meta.Backbone.Kind,
 			"dcdit.rho":           strconv.FormatFloat(opts.Rho, 'g', -1, 64),
@@ -272,11 +280,14 @@ func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta, captionWidth
 			"dcdit.dense_below":   strconv.FormatFloat(opts.DenseBelow, 'g', -1, 64),
 			"dcdit.kept_per_step": joinFloats(stats.Kept),
 		}
+		teaCacheMeta(md, d.Cache)
+		return md
 	}
 	if err := job.sample(opts, model, cfg.InChannels, cfg.GridRows, cfg.GridCols, run, md); err != nil {
 		return err
 	}
 	if !opts.Quiet {
+		teaCacheNote(opts, d.Cache)
 		fmt.Fprintln(opts.IO.Err, dcSummary(opts, run.guided, rhoCond, rhoUncond, cfg.Cells(), stats, run.flops/float64(len(job.pos.feats))))
 	}
 	return nil

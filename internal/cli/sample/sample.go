@@ -91,6 +91,13 @@ type Options struct {
 	// of the positive output's (cfg_normalization); 0 is off.
 	CFGNormalization float64
 
+	// TeaCache is the step cache's threshold (--teacache), when
+	// TeaCacheGiven: the model's calibration rescales the changes.
+	TeaCache      float64
+	TeaCacheGiven bool
+	// calib, when set, makes the run a calibration (Calibrate).
+	calib *sample.Calibration
+
 	// unset names the sampling flags left at their defaults, which a DC
 	// checkpoint's sampling record, or for a Z-Image Z-Image-Turbo's
 	// settings, fill in. The command sets it; a caller of Run gives what
@@ -224,6 +231,17 @@ Z-Image base) takes both: the Z-Image's captions, sampler, schedule and
 guidance, on its own grid (no --size), and --rho, --rho-uncond (Lite-CFG)
 and --dense-below, whose timesteps are σ·1000.
 
+--teacache T caches steps with TeaCache: at each step the relative L1 change
+of the first block's modulated input, rescaled by the model's calibration
+(CHECKPOINT.teacache.json, written by 'dcdit teacache fit'; there is no
+default), is accumulated, and while the sum stays under T the blocks are
+skipped and the residual of the last computed step is added instead; the
+first and last steps always compute, and each guidance branch caches on its
+own. A DC model's skipped step keeps the cells of the branch's last computed
+step. The metadata adds dcdit.teacache and dcdit.teacache_skipped (branch
+steps skipped / run), and the FLOPs count the steps as they ran.
+--teacache 0 samples exactly as without it.
+
 While sampling, a progress bar (steps done, elapsed, ETA, and for DC
 checkpoints the last step's kept tokens) is drawn on stderr when it is a
 terminal; otherwise a plain line appears every 10 seconds.`,
@@ -243,6 +261,7 @@ terminal; otherwise a plain line appears every 10 seconds.`,
 			opts.Checkpoint = args[0]
 			opts.RhoGiven, opts.RhoUncondGiven = cmd.Flags().Changed("rho"), cmd.Flags().Changed("rho-uncond")
 			opts.CFGTruncationGiven = cmd.Flags().Changed("cfg-truncation")
+			opts.TeaCacheGiven = cmd.Flags().Changed("teacache")
 			if err := validate(cmd, opts); err != nil {
 				return err
 			}
@@ -284,6 +303,7 @@ terminal; otherwise a plain line appears every 10 seconds.`,
 	f.Float64Var(&opts.Shift, "shift", 0, "Z-Image: the scheduler's static shift σ' = sσ/(1+(s−1)σ); a DC checkpoint's recorded value unless given")
 	f.Lookup("shift").DefValue = strconv.FormatFloat(flowmatch.DefaultConfig().Shift, 'g', -1, 64)
 	f.Float64Var(&opts.CFGTruncation, "cfg-truncation", 0, "Z-Image: no guidance at steps whose model time 1−σ exceeds this (cfg_truncation; default off)")
+	f.Float64Var(&opts.TeaCache, "teacache", 0, "cache steps (TeaCache) at this threshold of the accumulated rescaled change of the first block's input, under the model's calibration ('dcdit teacache fit'); 0 computes every step")
 	f.Float64Var(&opts.CFGNormalization, "cfg-normalization", 0, "Z-Image: clamp each guided output's norm to this multiple of the positive output's (cfg_normalization; 0 is off)")
 	return cmd
 }
@@ -312,6 +332,8 @@ func validate(cmd *cobra.Command, o *Options) error {
 		return cmdutil.Usagef(cmd, "--rho-uncond %v: want 0 ≤ ρ < 1 (the fraction of each sample's boundaries dropped)", o.RhoUncond)
 	case !(o.DenseBelow >= 0) || math.IsInf(o.DenseBelow, 0):
 		return cmdutil.Usagef(cmd, "--dense-below %v: want a timestep ≥ 0 (0: never)", o.DenseBelow)
+	case o.TeaCacheGiven && (!(o.TeaCache >= 0) || math.IsInf(o.TeaCache, 0)):
+		return cmdutil.Usagef(cmd, "--teacache %v: want a finite threshold ≥ 0", o.TeaCache)
 	case o.RhoUncondGiven && !(ddpm.Guidance{Scale: float32(o.CFG)}).Enabled():
 		return cmdutil.Usagef(cmd, "--rho-uncond needs classifier-free guidance (--cfg > 1): with --cfg %g there is no unconditional branch", o.CFG)
 	}
@@ -367,13 +389,13 @@ func Run(opts *Options) error {
 		}
 		return &cmdutil.UsageError{Err: fmt.Errorf("%s applies to DC checkpoints; %s is a %s checkpoint, which has no router (see 'dcdit sample --help')", flag, opts.Checkpoint, a)}
 	}
-	return runDiT(opts)
+	return runDiT(opts, string(a))
 }
 
 // runDiT samples from a class-conditional fixed-patch checkpoint (a DiT,
 // or any family's teacher that takes labels and DDPM), opened through its
 // family.
-func runDiT(opts *Options) error {
+func runDiT(opts *Options, kind string) error {
 	t, warnings, err := family.OpenTeacher(opts.Checkpoint, family.OpenOptions{NumHeads: opts.NumHeads})
 	if err != nil {
 		return fmt.Errorf("sample: %w", err)
@@ -424,8 +446,22 @@ func runDiT(opts *Options) error {
 	if !opts.Quiet {
 		bar = progress.New(opts.IO.Err, "sampling", sched.Steps())
 	}
+	conds := sample.Conditions{Labels: labels, Null: guide.NullClass}
+	model := sample.Teacher(t, conds, side, side)
+	tc, err := teaCache(opts, sched.Steps())
+	if err != nil {
+		return err
+	}
+	var staged family.StagedTeacher
+	if tc != nil {
+		if staged, err = sample.Staged(t, kind); err != nil {
+			return err
+		}
+		t.Parameters().SetRequiresGrad(false)
+		model = tc.Teacher(staged, conds, side, side)
+	}
 	start := time.Now()
-	x, err := proc.Sample(sample.Teacher(t, sample.Conditions{Labels: labels, Null: guide.NullClass}, side, side), diffusion.Shape(sh), diffusion.SampleOptions{
+	x, err := proc.Sample(model, diffusion.Shape(sh), diffusion.SampleOptions{
 		Guidance: float64(guide.Scale),
 		Seed:     opts.Seed,
 		Progress: func(done, total int) { bar.Set(done) },
@@ -437,17 +473,23 @@ func runDiT(opts *Options) error {
 	elapsed := time.Since(start)
 
 	md := outputMeta(opts, labels, guide, guided)
+	steps := float64(sched.Steps())
+	if guide.Enabled() {
+		steps *= 2
+	}
+	tflop := t.ForwardFLOPs(side, side) * steps * float64(sh.B) / 1e12
+	if tc != nil {
+		tflop = tc.TeacherFLOPs(t.ForwardFLOPs(side, side), staged.StepFLOPs(side, side), sh.B) / 1e12
+		teaCacheMeta(md, tc)
+		md["dcdit.flops_per_image"] = strconv.FormatFloat(tflop*1e12/float64(sh.B), 'g', 8, 64)
+	}
 	if err := writeOutputs(opts, x, sh, side, side, md, pic); err != nil {
 		return err
 	}
 	if opts.Quiet {
 		return nil
 	}
-	steps := float64(sched.Steps())
-	if guide.Enabled() {
-		steps *= 2
-	}
-	tflop := t.ForwardFLOPs(side, side) * steps * float64(sh.B) / 1e12
+	teaCacheNote(opts, tc)
 	printWritten(opts, sh, side, side, sched.Steps(), guide, guided, elapsed, tflop, pic)
 	return nil
 }

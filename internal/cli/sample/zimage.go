@@ -264,20 +264,41 @@ type zimageRun struct {
 // calls it on latents of an h×w grid for the job's captions, counting
 // each sample's FLOPs at its caption's length when the teacher can
 // (family.CaptionCosted).
-func (j *zimageJob) teacherModel(t family.Teacher, h, w int, run *zimageRun) diffusion.Model {
+func (j *zimageJob) teacherModel(t family.Teacher, h, w int, run *zimageRun, tc *sample.TeaCache) (diffusion.Model, error) {
 	flops := func(int) float64 { return t.ForwardFLOPs(h, w) }
 	if c, ok := t.(family.CaptionCosted); ok {
 		flops = func(captionLen int) float64 { return c.CaptionFLOPs(h, w, captionLen) }
 	}
-	return j.model(sample.Teacher(t, j.conditions(), h, w), run, func(guided bool) {
+	model := sample.Teacher(t, j.conditions(), h, w)
+	// What a step cache changes of a branch's sample's cost.
+	var step func(captionLen int) family.StepFLOPs
+	if tc != nil {
+		st, err := sample.Staged(t, string(arch.ZImage))
+		if err != nil {
+			return nil, err
+		}
+		model = tc.Teacher(st, j.conditions(), h, w)
+		step = func(int) family.StepFLOPs { return st.StepFLOPs(h, w) }
+		if c, ok := t.(family.CaptionStepCosted); ok {
+			step = func(captionLen int) family.StepFLOPs { return c.CaptionStepFLOPs(h, w, captionLen) }
+		}
+	}
+	return j.model(model, run, func(guided bool) {
 		lens := j.pos.lens
 		if guided {
 			lens = slices.Concat(j.pos.lens, j.neg.lens)
 		}
-		for _, l := range lens {
+		for i, l := range lens {
 			run.flops += flops(l)
+			if tc != nil {
+				f := step(l)
+				run.flops += f.Modulation
+				if tc.Skips[len(tc.Skips)-1][i/len(j.pos.lens)] {
+					run.flops -= f.Blocks
+				}
+			}
 		}
-	})
+	}), nil
 }
 
 // runZImage samples from a Z-Image checkpoint, which its family opens as
@@ -348,10 +369,24 @@ func runZImage(opts *Options, rep *arch.Report) error {
 	}
 	cmdutil.LimitHeap(sampleHeadroom)
 	cmdutil.Phase(quietLog(opts), "loaded the transformer "+opts.Checkpoint, time.Since(start))
+	tc, err := teaCache(opts, job.sched.Steps())
+	if err != nil {
+		return err
+	}
 	run := &zimageRun{}
-	return job.sample(opts, job.teacherModel(t, h, w, run), t.InChannels(), h, w, run, func() map[string]string {
-		return map[string]string{"dcdit.architecture": string(arch.ZImage)}
+	model, err := job.teacherModel(t, h, w, run, tc)
+	if err != nil {
+		return err
+	}
+	err = job.sample(opts, model, t.InChannels(), h, w, run, func() map[string]string {
+		md := map[string]string{"dcdit.architecture": string(arch.ZImage)}
+		teaCacheMeta(md, tc)
+		return md
 	})
+	if err == nil {
+		teaCacheNote(opts, tc)
+	}
+	return err
 }
 
 // zimageJob is what sampling a caption-conditioned checkpoint (a Z-Image,

@@ -1,0 +1,401 @@
+package sample
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/nlpodyssey/spago/mat"
+
+	"github.com/dcdit/dcdit/cond"
+	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/diffusion"
+	"github.com/dcdit/dcdit/family"
+	"github.com/dcdit/dcdit/ops"
+)
+
+// TeaCache is TeaCache's step cache (Liu et al., "Timestep Embedding
+// Tells") over one sampling run of a model whose forward splits around
+// its blocks (family.StagedTeacher, family.StagedBackbone). At every step
+// it takes the first block's modulated input m, adds the rescaled
+// relative L1 change Poly(Σ|m − m_prev| / Σ|m_prev|) since the previous
+// step (a negative value counting as 0) to an accumulator, and while the sum stays under Threshold skips
+// every block, adding instead the residual (blocks' output − input) of
+// the last step it computed; reaching the threshold computes the step
+// and empties the accumulator. The first and the last step always
+// compute. Each guidance branch (the conditional and the unconditional
+// half of a guided batch) keeps its own accumulator, previous input and
+// residual, and is skipped or computed on its own.
+//
+// A DC model's cache (DC.Cache) holds the backbone's residual over the
+// branch's packed kept tokens; a skipped step keeps the cells of the
+// branch's last computed step (dc.Planner), so that the residual lies
+// over the same tokens, and its change is measured on the encoder's
+// output at those cells. A computed step takes the router's new cells.
+//
+// A TeaCache serves one run: make a new one for the next.
+type TeaCache struct {
+	// Threshold is the accumulated change under which steps are skipped;
+	// 0 computes every step.
+	Threshold float64
+	// Poly rescales the relative change (the model's fit).
+	Poly Poly
+	// Steps is the run's number of model calls (the sampler's steps).
+	Steps int
+
+	step     int
+	branches []*cacheBranch
+	// Skips records, per model call, which branches were skipped.
+	Skips [][]bool
+
+	// A DC model's run: its conditioning, the plan's decisions and probe.
+	dc      *dc.Model
+	staged  family.StagedBackbone
+	cv      cond.Value
+	pending []bool
+	probe   *family.Stages[mat.Tensor]
+	adjust  float64
+
+	// calib, when set, collects the run's changes (a calibrating cache).
+	calib *Calibration
+}
+
+// Calibration collects, over sampling runs that compute every step, the
+// pairs TeaCache's rescaling is fitted to (FitPoly): per guidance branch
+// and step, the relative L1 change of the first block's modulated input
+// (X) and of the model's output (Y) since the previous step. A DC
+// model's input change is measured as its cache measures it, on the
+// cells of the previous step.
+type Calibration struct {
+	X, Y []float64
+}
+
+// NewCalibrating returns a cache that computes every step and adds the
+// run's changes to calib.
+func NewCalibrating(calib *Calibration) *TeaCache {
+	return &TeaCache{Poly: Poly{1, 0}, Steps: math.MaxInt, calib: calib}
+}
+
+// observe adds the changes of a forward's output out (nb branches) to
+// the calibration.
+func (tc *TeaCache) observe(out []float32, nb int) {
+	if tc.calib == nil {
+		return
+	}
+	per := len(out) / nb
+	for b := range nb {
+		br, o := tc.branch(b), out[b*per:(b+1)*per]
+		if br.out != nil && br.hasX {
+			tc.calib.X = append(tc.calib.X, br.x)
+			tc.calib.Y = append(tc.calib.Y, RelL1(o, br.out))
+		}
+		br.out, br.hasX = slices.Clone(o), false
+	}
+}
+
+// cacheBranch is one guidance branch's cache.
+type cacheBranch struct {
+	acc      float64
+	prev     []float32
+	residual []float32
+	// kept are a DC branch's cells at its last computed step.
+	kept []bool
+	// A calibrating cache's input change this step (hasX) and output at
+	// the previous one.
+	x    float64
+	hasX bool
+	out  []float32
+}
+
+// Skipped is the number of branch steps skipped, and Total the number
+// of branch steps run.
+func (tc *TeaCache) Skipped() (skipped, total int) {
+	for _, s := range tc.Skips {
+		for _, v := range s {
+			if v {
+				skipped++
+			}
+			total++
+		}
+	}
+	return skipped, total
+}
+
+// NewTeaCache checks the settings of a cache for a run of steps model
+// calls.
+func NewTeaCache(threshold float64, poly Poly, steps int) (*TeaCache, error) {
+	if !(threshold >= 0) || math.IsInf(threshold, 0) {
+		return nil, fmt.Errorf("teacache: threshold %v, want a finite value ≥ 0", threshold)
+	}
+	if err := poly.check(); err != nil {
+		return nil, err
+	}
+	return &TeaCache{Threshold: threshold, Poly: poly, Steps: steps}, nil
+}
+
+// branch returns branch b's cache, made on first use.
+func (tc *TeaCache) branch(b int) *cacheBranch {
+	for len(tc.branches) <= b {
+		tc.branches = append(tc.branches, &cacheBranch{})
+	}
+	return tc.branches[b]
+}
+
+// decide says whether branch b computes this step, whose first block's
+// modulated input is mod, and accumulates its change.
+func (tc *TeaCache) decide(b int, mod []float32) bool {
+	br := tc.branch(b)
+	if br.prev == nil || len(br.prev) != len(mod) {
+		br.acc = 0
+		return true
+	}
+	rel := RelL1(mod, br.prev)
+	br.x, br.hasX = rel, true
+	if tc.step == 0 || tc.step >= tc.Steps-1 || br.residual == nil {
+		br.acc = 0
+		return true
+	}
+	// A fitted polynomial may dip below zero near the edge of its data;
+	// a negative step would run the accumulator backwards.
+	br.acc += max(tc.Poly.Eval(rel), 0)
+	if br.acc < tc.Threshold {
+		return false
+	}
+	br.acc = 0
+	return true
+}
+
+// RelL1 is TeaCache's relative L1 distance Σ|a − b| / Σ|b| (+Inf when b
+// is all zeros and a is not).
+func RelL1(a, b []float32) float64 {
+	var num, den float64
+	for i := range a {
+		num += math.Abs(float64(a[i]) - float64(b[i]))
+		den += math.Abs(float64(b[i]))
+	}
+	if den == 0 {
+		if num == 0 {
+			return 0
+		}
+		return math.Inf(1)
+	}
+	return num / den
+}
+
+// apply runs the blocks of st for the branches compute marks (nb equal
+// branches of samples) and adds the cached residual for the others,
+// keeping each branch's modulated input and computed residual, and
+// returns the blocks' output stream.
+func (tc *TeaCache) apply(st *family.Stages[mat.Tensor], nb int, compute []bool) []float32 {
+	return applyStages(tc, st.Hidden, st.Width, st.Offsets, st.Modulated, st.Blocks, nb, compute)
+}
+
+// applyStages is apply over the fields of any Stages.
+func applyStages(tc *TeaCache, hidden []float32, W int, offsets []int, mod []float32, blocks func([]float32, int, int) []float32, nb int, compute []bool) []float32 {
+	S := len(offsets) - 1
+	per := S / nb
+	var out []float32
+	if !slices.Contains(compute, false) {
+		out = blocks(hidden, 0, S)
+	} else {
+		out = make([]float32, len(hidden))
+	}
+	skips := make([]bool, nb)
+	for b := range nb {
+		br := tc.branch(b)
+		r0, r1 := offsets[b*per]*W, offsets[(b+1)*per]*W
+		in, o := hidden[r0:r1], out[r0:r1]
+		if compute[b] {
+			if slices.Contains(compute, false) {
+				copy(o, blocks(in, b*per, (b+1)*per))
+			}
+			br.residual = make([]float32, len(in))
+			for i := range in {
+				br.residual[i] = o[i] - in[i]
+			}
+		} else {
+			for i := range in {
+				o[i] = in[i] + br.residual[i]
+			}
+			skips[b] = true
+		}
+		br.prev = slices.Clone(mod[r0:r1])
+	}
+	tc.Skips = append(tc.Skips, skips)
+	tc.step++
+	return out
+}
+
+// decideAll decides every branch of a forward from its modulated input.
+func (tc *TeaCache) decideAll(offsets []int, W int, mod []float32, nb int) []bool {
+	per := (len(offsets) - 1) / nb
+	compute := make([]bool, nb)
+	for b := range nb {
+		compute[b] = tc.decide(b, mod[offsets[b*per]*W:offsets[(b+1)*per]*W])
+	}
+	return compute
+}
+
+// Teacher is Teacher(t, c, rows, cols) under the cache.
+func (tc *TeaCache) Teacher(t family.StagedTeacher, c Conditions, rows, cols int) diffusion.Model {
+	return func(x, tm []float32, guided bool) ([]float32, error) {
+		in, err := c.Input(tm, guided)
+		if err != nil {
+			return nil, err
+		}
+		st, err := t.PredictStages(x, in, rows, cols)
+		if err != nil {
+			return nil, err
+		}
+		nb := 1
+		if guided {
+			nb = 2
+		}
+		compute := tc.decideAll(st.Offsets, st.Width, st.Modulated, nb)
+		out, err := st.Finish(applyStages(tc, st.Hidden, st.Width, st.Offsets, st.Modulated, st.Blocks, nb, compute))
+		if err == nil {
+			tc.observe(out, nb)
+		}
+		return out, err
+	}
+}
+
+// TeacherFLOPs is what the run cost a teacher whose one forward of one
+// sample costs forward, split as f, over samples samples per branch:
+// skipped branch steps without the blocks, every step with the cache's
+// modulation.
+func (tc *TeaCache) TeacherFLOPs(forward float64, f family.StepFLOPs, samples int) float64 {
+	var total float64
+	for _, s := range tc.Skips {
+		for _, skipped := range s {
+			cost := forward + f.Modulation
+			if skipped {
+				cost -= f.Blocks
+			}
+			total += cost * float64(samples)
+		}
+	}
+	return total
+}
+
+// Staged returns the step-cache seam of a teacher, or an error naming
+// the kind that has none.
+func Staged(t family.Teacher, kind string) (family.StagedTeacher, error) {
+	s, ok := t.(family.StagedTeacher)
+	if !ok {
+		return nil, fmt.Errorf("teacache: a %s model does not split its forward around its blocks (family.StagedTeacher), so its steps cannot be cached", kind)
+	}
+	return s, nil
+}
+
+// forDC prepares the cache for a DC model's run: the model with its
+// backbone wrapped, whose forward the cache splits.
+func (tc *TeaCache) forDC(m *dc.Model) (*dc.Model, error) {
+	if tc.dc != nil {
+		return tc.dc, nil
+	}
+	staged, ok := m.Backbone.(family.StagedBackbone)
+	if !ok {
+		return nil, fmt.Errorf("teacache: a DC model's %s backbone does not split its forward around its blocks (family.StagedBackbone), so its steps cannot be cached", family.KindOf(m.Backbone))
+	}
+	c := *m
+	c.Backbone = &cachedBackbone{Backbone: m.Backbone, tc: tc}
+	tc.dc, tc.staged = &c, staged
+	return tc.dc, nil
+}
+
+// cachedBackbone is a DC model's backbone under the cache.
+type cachedBackbone struct {
+	family.Backbone
+	tc *TeaCache
+}
+
+// Condition keeps the conditioning, which the plan's probe reads.
+func (b *cachedBackbone) Condition(in cond.Input) (cond.Value, error) {
+	cv, err := b.Backbone.Condition(in)
+	b.tc.cv = cv
+	return cv, err
+}
+
+// Forward runs the backbone's stages, its blocks only for the branches
+// the plan computes.
+func (b *cachedBackbone) Forward(x mat.Tensor, cv cond.Value, offsets []int, pos []float64) (mat.Tensor, error) {
+	tc := b.tc
+	nb := len(tc.pending)
+	st := tc.probe
+	if st == nil {
+		var err error
+		if st, err = tc.staged.ForwardStages(x, cv, offsets, pos); err != nil {
+			return nil, err
+		}
+	}
+	return st.Finish(tc.apply(st, nb, tc.pending))
+}
+
+// plan is the dc.Planner of a forward of nb branches: it measures each
+// branch's change on the cells of its last computed step and keeps them
+// for the branches it skips.
+func (tc *TeaCache) plan(nb int) dc.Planner {
+	return func(enc mat.Tensor, kept []bool, batch int) ([]bool, error) {
+		tc.probe, tc.adjust = nil, 0
+		tc.pending = slices.Repeat([]bool{true}, nb)
+		last := make([]bool, 0, len(kept))
+		for b := range nb {
+			br := tc.branch(b)
+			if len(br.kept) != len(kept)/nb {
+				return kept, nil
+			}
+			last = append(last, br.kept...)
+		}
+		if tc.step == 0 || tc.step >= tc.Steps-1 {
+			for b := range nb {
+				tc.branch(b).acc = 0
+			}
+			return kept, nil
+		}
+		ch, err := tc.dc.Config.Pack(last, batch)
+		if err != nil {
+			return nil, err
+		}
+		st, err := tc.staged.ForwardStages(ops.GatherRows(enc, ch.Index), tc.cv, ch.Offsets, ch.Pos)
+		if err != nil {
+			return nil, err
+		}
+		tc.pending = tc.decideAll(st.Offsets, st.Width, st.Modulated, nb)
+		if !slices.Contains(tc.pending, true) {
+			tc.probe = st
+			return last, nil
+		}
+		// The computing branches take the router's new cells: the
+		// stages run again over them, the skipped ones' included.
+		f := tc.staged.StepFLOPs(ch.NumKept)
+		tc.adjust += f.Before + f.Modulation
+		out := slices.Clone(kept)
+		per := len(kept) / nb
+		for b, compute := range tc.pending {
+			if !compute {
+				copy(out[b*per:(b+1)*per], last[b*per:(b+1)*per])
+			}
+		}
+		return out, nil
+	}
+}
+
+// afterDC records a DC forward's computed cells and returns what its
+// FLOPs differ by from dc.Model.ForwardFLOPs of the cells it kept.
+func (tc *TeaCache) afterDC(res *dc.Result, nb int) float64 {
+	kept := res.Chunks.Kept
+	per := len(kept) / nb
+	n := len(res.Chunks.NumKept) / nb
+	skips := tc.Skips[len(tc.Skips)-1]
+	adjust := tc.adjust + tc.staged.StepFLOPs(res.Chunks.NumKept).Modulation
+	for b := range nb {
+		if skips[b] {
+			adjust -= tc.staged.StepFLOPs(res.Chunks.NumKept[b*n : (b+1)*n]).Blocks
+		} else {
+			tc.branch(b).kept = slices.Clone(kept[b*per : (b+1)*per])
+		}
+	}
+	tc.probe, tc.pending, tc.adjust = nil, nil, 0
+	return adjust
+}
