@@ -14,6 +14,7 @@ import (
 	"github.com/dcdit/dcdit/dc/checkpoint"
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dc/hnet/official"
+	_ "github.com/dcdit/dcdit/families"
 	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
