@@ -305,7 +305,9 @@ var _ family.Saver = trainee{}
 func (trainee) ModelFile() string { return "model" }
 
 // FileFormat describes the saved folder for model cards.
-func (trainee) FileFormat() string { return "a folder: ComfyUI-named weights and diffusers' config.json" }
+func (trainee) FileFormat() string {
+	return "a folder: ComfyUI-named weights and diffusers' config.json"
+}
 
 // SaveModel writes the model folder (Save), always in F32.
 func (t trainee) SaveModel(path string, metadata map[string]string, _ dtype.DType) error {
