@@ -357,3 +357,59 @@ func TestDetachedLogits(t *testing.T) {
 		}
 	}
 }
+
+// ForwardKeptGate predicts what Forward predicts, and its gate's gradient
+// differs from Forward's at the boundaries the tail drop removed, with the
+// opposite sign, and nowhere else.
+func TestForwardKeptGate(t *testing.T) {
+	m := scaffoldAround(t, randomDiT(t, 2, 7), nil)
+	// The final layer starts at zero, which no gradient passes, and the
+	// router with few boundaries: most cells a boundary instead.
+	lo, hi, _ := m.Params.Range("final_layer.linear.weight")
+	copy(m.Params.Data[lo:hi], randn(8, hi-lo))
+	lo, _, _ = m.Params.Range("hnet.routing_module.residual_scorer.3.bias")
+	m.Params.Data[lo] = 2
+	cfg := m.Config
+	x := randn(6, 2*cfg.InChannels*cfg.Tokens())
+	in := cond.Input{T: []float32{10, 600}, Labels: []int{1, 2}}
+	tokens := dc.ToTokens(x, 2, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
+	w := randn(7, 2*cfg.Cells()*cfg.CellOut()) // a random linear loss on the output
+	run := func(forward func(mat.Tensor, cond.Value, []float32) (*dc.Result, error)) (*dc.Result, []float32) {
+		cv, err := m.Backbone.Condition(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := mat.NewDense[float32](mat.WithShape(2*cfg.Cells(), cfg.CellIn()), mat.WithBacking(slices.Clone(tokens)))
+		x.SetRequiresGrad(false)
+		res, err := forward(x, cv, []float32{0.5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		loss := ops.Sum(ops.Mul(res.Out, mat.NewDense[float32](mat.WithShape(res.Out.Shape()...), mat.WithBacking(w))))
+		if err := ops.Backward(loss); err != nil {
+			t.Fatal(err)
+		}
+		return res, slices.Clone(mat.Data[float32](res.Routing.Logit.Value().Grad()))
+	}
+	natural, gn := run(m.Forward)
+	kept, gk := run(m.ForwardKeptGate)
+	if !slices.Equal(mat.Data[float32](natural.Out.Value()), mat.Data[float32](kept.Out.Value())) {
+		t.Fatal("the gate on the kept cells changed the prediction")
+	}
+	removed := 0
+	for i := range gn {
+		if natural.Routing.Natural[i] && !natural.Chunks.Kept[i] {
+			if gn[i] != 0 {
+				removed++
+			}
+			if gk[i] != -gn[i] {
+				t.Errorf("cell %d, removed by the tail drop: gradient %g natural, %g kept; want opposite ones", i, gn[i], gk[i])
+			}
+		} else if gn[i] != gk[i] {
+			t.Errorf("cell %d: gradient %g natural, %g kept; want the same", i, gn[i], gk[i])
+		}
+	}
+	if removed == 0 {
+		t.Fatal("no boundary the tail drop removed has a gradient: nothing tested")
+	}
+}

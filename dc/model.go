@@ -64,13 +64,28 @@ type Result struct {
 // frac of each sample's boundaries (one value, one per sample, or none for
 // ρ = 0). Gradients flow to x, c and every parameter.
 func (m *Model) Forward(x mat.Tensor, cv cond.Value, frac []float32) (*Result, error) {
-	return m.forward(x, cv, frac, nil, nil)
+	return m.forward(x, cv, frac, nil, nil, false)
+}
+
+// ForwardKeptGate is Forward with the straight-through gate on the
+// router's decision after tail dropping: p at a boundary it kept, 1 − p
+// at every other cell, where Forward gates on its natural decision (H-Net's, which
+// knows no tail dropping). The prediction is the same — the gate's value
+// is 1 either way — but not what its gradient tells the router about a
+// boundary the tail drop removed: on the natural decision, that keeping
+// it sure would help whenever its copied features serve, which raises the
+// logits tail dropping ranks lowest and flattens the router's order; on
+// the kept decision, that dropping it sure would, which lowers them and
+// keeps the order.
+func (m *Model) ForwardKeptGate(x mat.Tensor, cv cond.Value, frac []float32) (*Result, error) {
+	return m.forward(x, cv, frac, nil, nil, true)
 }
 
 // forward is Forward with the kept cells, when choose is set, chosen by
 // choose instead of the router (Chooser), and then, when plan is set,
-// replaced by plan's (Planner).
-func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Chooser, plan Planner) (*Result, error) {
+// replaced by plan's (Planner), and with the gate on the kept cells when
+// keptGate is set (ForwardKeptGate).
+func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Chooser, plan Planner, keptGate bool) (*Result, error) {
 	cfg := m.Config
 	L := cfg.Cells()
 	xs := x.Shape()
@@ -156,7 +171,18 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 		// No bias: it would cancel.
 		residual = ops.Linear(ops.Sub(enc, ops.GatherRows(enc, tokenCell)), m.p("hnet.residual_proj.weight"), nil)
 	}
-	h = ops.Add(ops.ScaleRows(back, ops.STE(res.Routing.Confidence)), residual)
+	gate := res.Routing.Confidence
+	if keptGate {
+		// The router's decision after tail dropping: a boundary it kept.
+		// A cell kept only because its sample runs dense stays the
+		// router's non-boundary.
+		marked := make([]bool, len(kept))
+		for i, k := range kept {
+			marked[i] = k && res.Routing.Natural[i]
+		}
+		gate = confidence(res.Routing.P, marked)
+	}
+	h = ops.Add(ops.ScaleRows(back, ops.STE(gate)), residual)
 	var wide mat.Tensor
 	if cfg.WideHead {
 		wide = finalLayer(m.Params, "wide_head.", h, c, g)
@@ -229,7 +255,7 @@ func (m *Model) predict(x []float32, in cond.Input, frac []float32, choose Choos
 		return nil, nil, fmt.Errorf("dc: backbone conditioning: %w", err)
 	}
 	tokens := ToTokens(x, B, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
-	res, err := m.forward(constant(B*cfg.Cells(), cfg.CellIn(), tokens), c, frac, choose, plan)
+	res, err := m.forward(constant(B*cfg.Cells(), cfg.CellIn(), tokens), c, frac, choose, plan, false)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -59,19 +59,29 @@ func route(p *params.Set, enc mat.Tensor, g grid, routerGroups int) *Routing {
 	prob := ops.Add(ops.Mul(sig, constant(N, 1, keep)), constant(N, 1, force))
 
 	r := &Routing{Logit: logit, P: prob, Natural: make([]bool, N), NumNatural: make([]int, g.batch)}
-	pv := r.Prob()
-	sign, offset := make([]float32, N), make([]float32, N)
-	for i, v := range pv {
+	for i, v := range r.Prob() {
 		if v > 0.5 {
 			r.Natural[i] = true
 			r.NumNatural[i/L]++
+		}
+	}
+	r.Confidence = confidence(prob, r.Natural)
+	return r
+}
+
+// confidence is the router's confidence in a decision marked [B·L]: p
+// where a cell is marked a token, 1 − p elsewhere, [B·L, 1].
+func confidence(prob mat.Tensor, marked []bool) mat.Tensor {
+	N := len(marked)
+	sign, offset := make([]float32, N), make([]float32, N)
+	for i, m := range marked {
+		if m {
 			sign[i] = 1
 		} else {
 			sign[i], offset[i] = -1, 1
 		}
 	}
-	r.Confidence = ops.Add(ops.Mul(prob, constant(N, 1, sign)), constant(N, 1, offset))
-	return r
+	return ops.Add(ops.Mul(prob, constant(N, 1, sign)), constant(N, 1, offset))
 }
 
 // constant wraps data as a matrix that takes no gradient.

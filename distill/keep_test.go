@@ -3,6 +3,7 @@ package distill
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -111,5 +112,105 @@ func TestKeepLossGradient(t *testing.T) {
 	}
 	if l := keepLoss(grad, []float32{float32(math.NaN()), 0}, []bool{true, false}, []bool{true, true}); !math.IsNaN(l) {
 		t.Fatalf("NaN logit gave loss %g", l)
+	}
+}
+
+// rankLoss's gradient is the derivative of its Plackett–Luce likelihood,
+// the forced cells and unordered samples get none, and a shift of a
+// sample's logits leaves the loss as it was.
+func TestRankLossGradient(t *testing.T) {
+	const L = 6
+	logit := []float32{9, -1, 0.5, 2, -0.3, 9, 1, 1, 1, 1, 1, 1, 4, 30, -30, 0.1, 2, 7}
+	orders := [][]int{{0, 5, 3, 2, 1, 4}, nil, {0, 5, 2, 1, 4, 3}}
+	grad := make([]float32, len(logit))
+	loss := rankLoss(grad, logit, orders)
+	const h = 1e-3
+	for i := range logit {
+		up, down := append([]float32(nil), logit...), append([]float32(nil), logit...)
+		up[i] += h
+		down[i] -= h
+		g := make([]float32, len(logit))
+		num := (rankLoss(g, up, orders) - rankLoss(g, down, orders)) / (2 * h)
+		if !(math.Abs(num-float64(grad[i])) <= 1e-3) {
+			t.Errorf("logit %d: gradient %g, finite difference %g", i, grad[i], num)
+		}
+	}
+	for _, i := range []int{0, 5, 6, 7, 8, 9, 10, 11, 12, 17} {
+		if grad[i] != 0 {
+			t.Errorf("logit %d (forced or unordered) got gradient %g", i, grad[i])
+		}
+	}
+	shifted := append([]float32(nil), logit...)
+	for i := range shifted {
+		shifted[i] += 3
+	}
+	if got := rankLoss(make([]float32, len(logit)), shifted, orders); !(math.Abs(got-loss) <= 1e-6) {
+		t.Errorf("shifted logits: loss %g, want %g", got, loss)
+	}
+}
+
+// spreadOrders keeps cells far apart first and follows the router's
+// logits among equally far cells: every cell once, the forced ones
+// first, the cells picked before any at less than spreadCap pairwise that
+// far apart, the router's favourite third when no kept cell is near it.
+func TestSpreadOrders(t *testing.T) {
+	const rows, cols = 8, 8
+	L := rows * cols
+	rng := rand.New(rand.NewPCG(5, 6))
+	tests := []struct {
+		name string
+		top  int // a cell given the largest logit, or −1
+	}{
+		{"random logits", -1},
+		{"a favourite in the middle", 3*cols + 4},
+		{"a favourite next to a forced cell", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logit := make([]float32, 2*L)
+			for i := range logit {
+				logit[i] = float32(rng.NormFloat64())
+			}
+			if tt.top >= 0 {
+				logit[tt.top] = 10
+			}
+			orders := spreadOrders(logit, rows, cols, []bool{true, false})
+			if orders[1] != nil {
+				t.Errorf("a sample not routed got an order %v", orders[1])
+			}
+			order := orders[0]
+			seen := map[int]bool{}
+			for _, l := range order {
+				seen[l] = true
+			}
+			if len(order) != L || len(seen) != L || order[0] != 0 || order[1] != L-1 {
+				t.Fatalf("order %v: want every cell once, the forced ones first", order)
+			}
+			d2 := func(a, b int) int { dr, dc := a/cols-b/cols, a%cols-b%cols; return dr*dr + dc*dc }
+			spaced := 0 // the prefix whose cells are pairwise spreadCap apart
+			for i, c := range order {
+				ok := true
+				for _, j := range order[:i] {
+					ok = ok && d2(c, j) >= spreadCap
+				}
+				if !ok {
+					break
+				}
+				spaced++
+			}
+			if spaced < L/9 {
+				t.Errorf("only the first %d cells spaced %d apart: %v", spaced, spreadCap, order)
+			}
+			switch tt.top {
+			case 3*cols + 4:
+				if order[2] != tt.top {
+					t.Errorf("third cell %d, want the favourite %d", order[2], tt.top)
+				}
+			case 1:
+				if slices.Index(order, 1) < spaced {
+					t.Errorf("the favourite next to a forced cell kept at %d, before the spaced prefix of %d ends", slices.Index(order, 1), spaced)
+				}
+			}
+		})
 	}
 }

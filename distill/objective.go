@@ -160,6 +160,16 @@ func (b Budget) fracs(rho float64, ts []float32) []float32 {
 	return f
 }
 
+// routed reports, per sample at timestep ts, whether sampling routes
+// there: every sample without DenseBelow.
+func (b Budget) routed(ts []float32) []bool {
+	r := make([]bool, len(ts))
+	for i, t := range ts {
+		r[i] = !(float64(t) < b.DenseBelow)
+	}
+	return r
+}
+
 // rho picks the step's fraction.
 func (b Budget) rho(step int, rng *rand.Rand) float64 {
 	if step < b.Warmup {
@@ -253,7 +263,24 @@ type DCObjective struct {
 	// scaled, not which cells lose most when dropped; the targets say
 	// that, on every sample, dense ones included. Distillation only.
 	RouterTargetWeight float64
+	// RouterTargets selects the targets RouterTargetWeight fits:
+	// TargetsEdges (the default) or TargetsSpread.
+	RouterTargets RouterTargets
+	// KeptGate trains through dc.Model.ForwardKeptGate: the gate's
+	// gradient ranks a boundary the tail drop removed lower, not higher.
+	KeptGate bool
 }
+
+// RouterTargets names what the router is fitted to (DCObjective).
+type RouterTargets string
+
+// The router targets: the 1/N of the cells of largest drop cost, by
+// binary cross-entropy (keepTargets), or an order for tail dropping, by
+// a ranking loss on the samples sampling routes (spreadOrders).
+const (
+	TargetsEdges  RouterTargets = "edges"
+	TargetsSpread RouterTargets = "spread"
+)
 
 // timestepWeights returns each sample's distillation weight (nil: all 1).
 func (o *DCObjective) timestepWeights(t []int) []float64 {
@@ -373,7 +400,11 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 	if err != nil {
 		return Metrics{}, err
 	}
-	res, err := o.Model.Forward(x, cv, o.Budget.fracs(rho, steps))
+	forward := o.Model.Forward
+	if o.KeptGate {
+		forward = o.Model.ForwardKeptGate
+	}
+	res, err := forward(x, cv, o.Budget.fracs(rho, steps))
 	if err != nil {
 		return Metrics{}, err
 	}
@@ -392,14 +423,22 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 			if err != nil {
 				return Metrics{}, err
 			}
-			keep := int(math.Round(float64(cfg.Cells()) / cfg.TargetN))
-			label, mask := keepTargets(target, tokens, cfg.CellOut(), cfg.CellIn(), a, c, cfg.CellRows(), cfg.CellCols(), keep)
 			// The targets train the router alone (DetachedLogits): through
 			// the encoder too they pulled its features from the prediction
 			// (FD 24.9 at ρ 0.8 against 7.9 detached; docs/results.md).
 			logit := o.Model.DetachedLogits(res)
 			g := make([]float32, B*cfg.Cells())
-			m.Router = keepLoss(g, mat.Data[float32](logit.Value()), label, mask)
+			switch o.RouterTargets {
+			case "", TargetsEdges:
+				keep := int(math.Round(float64(cfg.Cells()) / cfg.TargetN))
+				label, mask := keepTargets(target, tokens, cfg.CellOut(), cfg.CellIn(), a, c, cfg.CellRows(), cfg.CellCols(), keep)
+				m.Router = keepLoss(g, mat.Data[float32](logit.Value()), label, mask)
+			case TargetsSpread:
+				z := mat.Data[float32](logit.Value())
+				m.Router = rankLoss(g, z, spreadOrders(z, cfg.CellRows(), cfg.CellCols(), o.Budget.routed(steps)))
+			default:
+				return Metrics{}, fmt.Errorf("distill: router targets %q, want %s or %s", o.RouterTargets, TargetsEdges, TargetsSpread)
+			}
 			routerTerm = ops.Sum(ops.Mul(logit, mat.NewDense[float32](mat.WithShape(B*cfg.Cells(), 1), mat.WithBacking(g))))
 		}
 		if o.EpsOnly {
@@ -634,6 +673,12 @@ func (o *DCObjective) Settings() map[string]string {
 	// Only when on, so that run folders made before it existed resume.
 	if o.RouterTargetWeight != 0 {
 		s["router_target_weight"] = num(o.RouterTargetWeight)
+	}
+	if o.RouterTargets != "" && o.RouterTargets != TargetsEdges {
+		s["router_targets"] = string(o.RouterTargets)
+	}
+	if o.KeptGate {
+		s["router_gate"] = "kept"
 	}
 	return o.P2.settings(s)
 }

@@ -519,7 +519,8 @@ func (m *model) objective(r *recipes.Recipe, st *recipes.Stage, teacher *base, s
 	}
 	o := &distill.DCObjective{Model: m.dc, Schedule: sched, NullClass: m.numClasses, Loss: distill.DCLoss(st.Loss),
 		Budget: distill.Budget{Rhos: st.Rho, Warmup: st.MultiBudgetStart, Dense: st.DenseFraction, DenseBelow: st.DenseBelow}, RatioWeight: st.RatioLossWeight,
-		EpsOnly: st.Target == "eps", WeightCap: st.TimestepWeightCap, GuidedScale: st.GuidedScale, RouterTargetWeight: st.RouterTargetWeight, P2: distill.P2{K: st.P2K, Gamma: st.P2Gamma}}
+		EpsOnly: st.Target == "eps", WeightCap: st.TimestepWeightCap, GuidedScale: st.GuidedScale, RouterTargetWeight: st.RouterTargetWeight,
+		RouterTargets: distill.RouterTargets(st.RouterTargets), KeptGate: st.RouterGate == "kept", P2: distill.P2{K: st.P2K, Gamma: st.P2Gamma}}
 	if st.Kind == recipes.KindDistill && teacher == nil {
 		return nil, fmt.Errorf("pipeline: stage %s: distillation needs a [base] teacher", st.Name)
 	}
@@ -581,11 +582,18 @@ func (m *model) paramGroups(name string) []string {
 func stageIdentity(r *recipes.Recipe, i int, teacher string) map[string]string {
 	id := map[string]string{"teacher": teacher}
 	for _, s := range r.Settings() {
-		if trajectoryKey(s.Key, i) {
+		if trajectoryKey(s.Key, i) && !(s.Default && lateKey(s.Key)) {
 			id[s.Key] = s.Value
 		}
 	}
 	return id
+}
+
+// lateKey says whether a recipe setting came after run folders recorded
+// their stages' identities: at its default it stays out of them, so that
+// those folders resume.
+func lateKey(key string) bool {
+	return strings.HasSuffix(key, "].router_targets") || strings.HasSuffix(key, "].router_gate")
 }
 
 // trajectoryKey says whether a recipe setting shapes stage i's trajectory.

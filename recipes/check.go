@@ -244,6 +244,9 @@ func checkStages(p *problems, r *Recipe) {
 			} else if st.RouterTargetWeight > 0 && r.Scaffold == nil {
 				p.bad(k("router_target_weight"), st.RouterTargetWeight, "0 without [scaffold] (a fixed-patch DiT has no router)")
 			}
+			if oneOf(p, k("router_targets"), st.RouterTargets, "edges", "spread") && st.RouterTargets != "edges" && !(st.RouterTargetWeight > 0) {
+				p.add(k("router_targets"), "found %q with router_target_weight 0, expected a weight > 0 to fit them with", st.RouterTargets)
+			}
 			for _, key := range []string{"p2_gamma", "p2_k"} {
 				if p.lines.has(k(key)) {
 					p.add(k(key), "found in a distill stage, expected P2 weighting only in stages with the hybrid loss (train, finetune)")
@@ -258,6 +261,9 @@ func checkStages(p *problems, r *Recipe) {
 			}
 			if st.RouterTargetWeight != 0 {
 				p.add(k("router_target_weight"), "found %v in a %s stage, expected it only in distill stages (the targets are the teacher's)", st.RouterTargetWeight, st.Kind)
+			}
+			if p.lines.has(k("router_targets")) {
+				p.add(k("router_targets"), "found in a %s stage, expected it only in distill stages (the targets are the teacher's)", st.Kind)
 			}
 			if !(st.P2Gamma >= 0) || math.IsInf(st.P2Gamma, 0) {
 				p.bad(k("p2_gamma"), st.P2Gamma, "a finite number ≥ 0 (0: uniform)")
@@ -313,6 +319,9 @@ func checkStages(p *problems, r *Recipe) {
 		}
 		if r.Scaffold != nil && r.Scaffold.Router.RatioBatchSize > 0 && st.BatchSize > 0 && st.BatchSize%r.Scaffold.Router.RatioBatchSize != 0 {
 			p.bad(k("batch_size"), st.BatchSize, "a multiple of scaffold.router.ratio_batch_size = %d (the ratio loss groups the batch)", r.Scaffold.Router.RatioBatchSize)
+		}
+		if oneOf(p, k("router_gate"), st.RouterGate, "natural", "kept") && st.RouterGate != "natural" && r.Scaffold == nil {
+			p.add(k("router_gate"), "found %q, expected \"natural\" without [scaffold] (the model has no router)", st.RouterGate)
 		}
 		if !(st.ClassDropout >= 0 && st.ClassDropout < 1) {
 			p.bad(k("class_dropout"), st.ClassDropout, "a probability in [0, 1)")

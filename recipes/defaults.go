@@ -182,6 +182,8 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 		setDefault(d, k("timestep_weight_cap"), &st.TimestepWeightCap, 0)
 		setDefault(d, k("guided_scale"), &st.GuidedScale, 0)
 		setDefault(d, k("router_target_weight"), &st.RouterTargetWeight, 0)
+		setDefault(d, k("router_targets"), &st.RouterTargets, "edges")
+		setDefault(d, k("router_gate"), &st.RouterGate, "natural")
 		setDefault(d, k("p2_gamma"), &st.P2Gamma, 0)
 		setDefault(d, k("p2_k"), &st.P2K, 1)
 		if st.Kind == KindDistill {

@@ -487,6 +487,22 @@ type Stage struct {
 	// this weight): where a dropped cell's token and the latent skip
 	// cannot carry its prediction. Distill only. Default: 0 (off).
 	RouterTargetWeight float64 `toml:"router_target_weight"`
+	// RouterTargets is what router_target_weight fits the router to:
+	// "edges" (the cells above, by binary cross-entropy) or "spread" (an
+	// order for tail dropping, on the samples at the routed timesteps, by
+	// a ranking loss: first the cells farthest, up to two cells, from
+	// those ranked before them, in the router's own order among equally
+	// far ones, so that every budget keeps cells spread over the
+	// picture). Distill only. Default: "edges".
+	RouterTargets string `toml:"router_targets"`
+	// RouterGate is the decision the straight-through gate reads in
+	// training: "natural" (the router's own, H-Net's) or "kept" (after
+	// tail dropping, so that the gate's gradient ranks a boundary the
+	// tail drop removed lower, where on the natural decision it ranks it
+	// higher and flattens the order tail dropping reads;
+	// dc.Model.ForwardKeptGate). The prediction is the same. DC stages
+	// only. Default: "natural".
+	RouterGate string `toml:"router_gate"`
 	// P2Gamma and P2K weigh the hybrid loss's ε term by 1/(k + SNR_t)^γ
 	// (P2 weighting, Choi et al. 2022): γ = 1, k = 1 keeps the weight of
 	// the noisy steps that decide what a sample shows and fades the
