@@ -96,17 +96,7 @@ func TestKeepLossGradient(t *testing.T) {
 	mask := []bool{true, true, true, false, true, true}
 	grad := make([]float32, len(logit))
 	keepLoss(grad, logit, label, mask)
-	const h = 1e-3
-	for i := range logit {
-		up, down := append([]float32(nil), logit...), append([]float32(nil), logit...)
-		up[i] += h
-		down[i] -= h
-		g := make([]float32, len(logit))
-		num := (keepLoss(g, up, label, mask) - keepLoss(g, down, label, mask)) / (2 * h)
-		if !(math.Abs(num-float64(grad[i])) <= 1e-3) {
-			t.Errorf("logit %d: gradient %g, finite difference %g", i, grad[i], num)
-		}
-	}
+	checkLogitGradient(t, func(g, z []float32) float64 { return keepLoss(g, z, label, mask) }, logit, grad)
 	if grad[3] != 0 {
 		t.Errorf("a masked-out cell got gradient %g", grad[3])
 	}
@@ -119,22 +109,11 @@ func TestKeepLossGradient(t *testing.T) {
 // the forced cells and unordered samples get none, and a shift of a
 // sample's logits leaves the loss as it was.
 func TestRankLossGradient(t *testing.T) {
-	const L = 6
 	logit := []float32{9, -1, 0.5, 2, -0.3, 9, 1, 1, 1, 1, 1, 1, 4, 30, -30, 0.1, 2, 7}
 	orders := [][]int{{0, 5, 3, 2, 1, 4}, nil, {0, 5, 2, 1, 4, 3}}
 	grad := make([]float32, len(logit))
 	loss := rankLoss(grad, logit, orders)
-	const h = 1e-3
-	for i := range logit {
-		up, down := append([]float32(nil), logit...), append([]float32(nil), logit...)
-		up[i] += h
-		down[i] -= h
-		g := make([]float32, len(logit))
-		num := (rankLoss(g, up, orders) - rankLoss(g, down, orders)) / (2 * h)
-		if !(math.Abs(num-float64(grad[i])) <= 1e-3) {
-			t.Errorf("logit %d: gradient %g, finite difference %g", i, grad[i], num)
-		}
-	}
+	checkLogitGradient(t, func(g, z []float32) float64 { return rankLoss(g, z, orders) }, logit, grad)
 	for _, i := range []int{0, 5, 6, 7, 8, 9, 10, 11, 12, 17} {
 		if grad[i] != 0 {
 			t.Errorf("logit %d (forced or unordered) got gradient %g", i, grad[i])
@@ -212,5 +191,22 @@ func TestSpreadOrders(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkLogitGradient compares grad, a loss's gradient at logit, with the
+// loss's central differences.
+func checkLogitGradient(t *testing.T, loss func(grad, logit []float32) float64, logit, grad []float32) {
+	t.Helper()
+	const h = 1e-3
+	for i := range logit {
+		up, down := append([]float32(nil), logit...), append([]float32(nil), logit...)
+		up[i] += h
+		down[i] -= h
+		g := make([]float32, len(logit))
+		num := (loss(g, up) - loss(g, down)) / (2 * h)
+		if !(math.Abs(num-float64(grad[i])) <= 1e-3) {
+			t.Errorf("logit %d: gradient %g, finite difference %g", i, grad[i], num)
+		}
 	}
 }
