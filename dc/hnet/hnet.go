@@ -146,18 +146,37 @@ func (n *Network) Condition(in cond.Input) (cond.Value, error) {
 // the packed tokens x [N, D] and runs the blocks (DiT's, adaln.ApplyBlock)
 // under the conditioning vector c.Vector() and the final RMSNorm.
 func (n *Network) Forward(x mat.Tensor, cv cond.Value, offsets []int, pos []float64) (mat.Tensor, error) {
+	h, c, err := n.embed(x, cv, offsets, pos)
+	if err != nil {
+		return nil, err
+	}
+	return n.finish(n.blocks(h, c, offsets)), nil
+}
+
+// embed checks the packing and adds the position embedding: Forward up to
+// the blocks, which run under the returned conditioning vector.
+func (n *Network) embed(x mat.Tensor, cv cond.Value, offsets []int, pos []float64) (h, c mat.Tensor, err error) {
 	D := n.Config.Width
 	N := x.Shape()[0]
-	c := cv.Vector()
+	c = cv.Vector()
 	if err := family.CheckPacked(N, c.Shape()[0], offsets, pos); err != nil {
-		return nil, fmt.Errorf("hnet: %w", err)
+		return nil, nil, fmt.Errorf("hnet: %w", err)
 	}
 	pe := posembed.Packed(pos, D, n.Config.PatchSize)
-	h := ops.Add(x, mat.NewDense[float32](mat.WithShape(N, D), mat.WithBacking(pe)))
+	return ops.Add(x, mat.NewDense[float32](mat.WithShape(N, D), mat.WithBacking(pe))), c, nil
+}
+
+// blocks runs the blocks over h under the per-sample conditioning c.
+func (n *Network) blocks(h, c mat.Tensor, offsets []int) mat.Tensor {
 	for i := range n.Config.Depth {
 		h = adaln.ApplyBlock(n.Params, fmt.Sprintf("%slayers.%d.", Prefix, i), n.Config.Heads, h, c, offsets)
 	}
-	return ops.RMSNorm(h, n.Params.Get(Prefix+"rmsnorm.weight"), rmsNormEps), nil
+	return h
+}
+
+// finish is the final RMSNorm.
+func (n *Network) finish(h mat.Tensor) mat.Tensor {
+	return ops.RMSNorm(h, n.Params.Get(Prefix+"rmsnorm.weight"), rmsNormEps)
 }
 
 // Parameters returns the arena of the main network's tensors, under the
