@@ -193,18 +193,42 @@ type Options struct {
 	// Progress, if set, is called after each forward batch with the work
 	// done and the total (in forward batches).
 	Progress func(done, total int)
-	// TeaCache, when set, samples every row with TeaCache's step cache
-	// and adds a row of the teacher sampled with it (Report.
-	// TeacherTeaCache); the random-router baseline is left out.
+	// TeaCache, when set, sweeps TeaCache's step cache: at each of its
+	// thresholds the teacher and every ρ are sampled again with the cache
+	// (Report.TeaCache), beside the uncached rows.
 	TeaCache *TeaCache
 }
 
-// TeaCache is the step cache an evaluation samples with: one threshold,
-// each model under its own calibration (sample.TeaCache).
+// TeaCache is the step-cache sweep of an evaluation: its thresholds, each
+// model under its own calibration (sample.TeaCache).
 type TeaCache struct {
-	Threshold float64
+	Thresholds []float64
 	// Teacher and Model are the teacher's and the DC model's rescalings.
 	Teacher, Model sample.Poly
+}
+
+// TeaCacheRun is one threshold of the sweep: the teacher and the DC model
+// at each ρ, sampled with the step cache from the uncached rows' noise.
+// GFLOPs per image count the steps as they ran: a skipped branch step
+// costs what runs outside the blocks and the cache's signal.
+type TeaCacheRun struct {
+	Threshold float64     `json:"threshold"`
+	Teacher   CachedRow   `json:"teacher"`
+	Rows      []CachedRow `json:"rows"`
+}
+
+// CachedRow is one model setting sampled with the step cache: the
+// teacher (Rho nil) or the DC model at a ρ. SamplePSNR compares its
+// samples with the uncached teacher's.
+type CachedRow struct {
+	Rho            *float64 `json:"rho,omitempty"`
+	GFLOPsPerImage float64  `json:"gflops_per_image"`
+	SamplePSNR     float64  `json:"sample_psnr_db"`
+	Quality
+	// KeptPerStep is a DC row's mean kept tokens per image of the
+	// conditional branch at each sampling step.
+	KeptPerStep []float64     `json:"kept_per_step,omitempty"`
+	TeaCache    TeaCacheStats `json:"teacache"`
 }
 
 // TeaCacheStats is what a row's step cache did: its threshold and the
@@ -213,15 +237,6 @@ type TeaCacheStats struct {
 	Threshold    float64 `json:"threshold"`
 	SkippedSteps int     `json:"skipped_steps"`
 	BranchSteps  int     `json:"branch_steps"`
-}
-
-// teaCacheStats is what tc did (nil without one).
-func teaCacheStats(tc *sample.TeaCache) *TeaCacheStats {
-	if tc == nil {
-		return nil
-	}
-	s, n := tc.Skipped()
-	return &TeaCacheStats{Threshold: tc.Threshold, SkippedSteps: s, BranchSteps: n}
 }
 
 // Row is one tail-drop fraction's results (the JSON row schema). With
@@ -242,9 +257,6 @@ type Row struct {
 	// branch at each sampling step, first (noisiest) to last; the steps'
 	// timesteps are Report.SamplingTimesteps.
 	KeptPerStep []float64 `json:"kept_per_step"`
-	// TeaCache is what the step cache did (Options.TeaCache): GFLOPs per
-	// image count the steps as they ran.
-	TeaCache *TeaCacheStats `json:"teacache,omitempty"`
 }
 
 // Quality scores samples as a distribution (with Options.Features; null
@@ -320,8 +332,6 @@ type LiteRow struct {
 	TeacherGFLOPsPerImage float64 `json:"teacher_gflops_per_image"`
 	// TeacherQuality scores the teacher's samples at this row's scale.
 	TeacherQuality Quality `json:"teacher_quality"`
-	// TeaCache is what the step cache did (Options.TeaCache).
-	TeaCache *TeaCacheStats `json:"teacache,omitempty"`
 }
 
 // TeacherRow is the fixed-patch teacher's cost on the same inputs, in the
@@ -331,8 +341,6 @@ type TeacherRow struct {
 	GFLOPsPerImage float64 `json:"gflops_per_image"`
 	MsPerImage     float64 `json:"ms_per_image"`
 	Quality
-	// TeaCache is what the step cache did (Report.TeacherTeaCache).
-	TeaCache *TeaCacheStats `json:"teacache,omitempty"`
 }
 
 // EdgeStats are the counts behind the edge density ratio.
@@ -354,9 +362,9 @@ type Report struct {
 	Rows    []Row      `json:"rows"`
 	LiteCFG *LiteRow   `json:"lite_cfg,omitempty"`
 	Teacher TeacherRow `json:"teacher"`
-	// TeacherTeaCache is the teacher sampled with Options.TeaCache (its
-	// GFLOPs per image as run; no time measured).
-	TeacherTeaCache *TeacherRow `json:"teacher_teacache,omitempty"`
+	// TeaCache is the step-cache sweep (Options.TeaCache), one run per
+	// threshold.
+	TeaCache []TeaCacheRun `json:"teacache,omitempty"`
 	// EdgeDensityRatio is null when the router kept no flat cell or there
 	// is no edge cell.
 	EdgeDensityRatio *float64   `json:"edge_density_ratio"`
@@ -613,7 +621,6 @@ func (s setting) name() string {
 type measured struct {
 	keptCond, keptUncond float64 // mean kept tokens per image of each branch
 	gflops, ms           float64 // per (guided) image: both branches
-	teaCache             *TeaCacheStats
 	epsRelMSE, psnr      float64
 	samples              []float32
 	quality              Quality
@@ -642,8 +649,8 @@ func (e *evaluator) work() int {
 	if e.randomRouter() {
 		w += settings * smp
 	}
-	if e.o.TeaCache != nil {
-		w += smp // the teacher with the cache
+	if tc := e.o.TeaCache; tc != nil {
+		w += len(tc.Thresholds) * (1 + len(e.o.Rhos)) * smp
 	}
 	w += (len(e.o.EdgeTimesteps) + len(e.o.ProbeTimesteps)) * in
 	return w + len(e.o.BoundaryTimesteps)*e.batches(min(e.o.NumBoundary, e.data.N))
@@ -659,7 +666,7 @@ func (e *evaluator) step() {
 // randomRouter says whether the rows get the random-router baseline:
 // asked for, and a feature network to score it.
 func (e *evaluator) randomRouter() bool {
-	return !e.o.NoRandomRouter && e.o.Features != nil && e.o.TeaCache == nil
+	return !e.o.NoRandomRouter && e.o.Features != nil
 }
 
 // noise draws standard normal values from a stream of the run's seed.
@@ -905,20 +912,11 @@ func (e *evaluator) measure(s setting, masks bool) (*measured, error) {
 	// The DC model guides itself (Lite-CFG inside): the process samples
 	// it unguided.
 	stats := &sample.Stats{RecordMasks: masks}
-	d := e.dc(s, stats)
-	if tc := e.o.TeaCache; tc != nil {
-		if d.Cache, err = sample.NewTeaCache(tc.Threshold, tc.Model, len(e.r.SamplingTimesteps)); err != nil {
-			return nil, err
-		}
-	}
-	if m.samples, err = e.sample(d.Denoiser(c), 0); err != nil {
+	if m.samples, err = e.sample(e.dc(s, stats).Denoiser(c), 0); err != nil {
 		return nil, err
 	}
-	m.teaCache = teaCacheStats(d.Cache)
 	m.keptPerStep, m.masks = stats.Kept, stats.Masks
-	for _, f := range stats.FLOPs {
-		m.stepGFLOPs = append(m.stepGFLOPs, f/float64(e.o.NumSamples)/1e9)
-	}
+	m.stepGFLOPs = e.perImage(stats.FLOPs)
 	// What an image costs is what its sampling run spends: the router
 	// (and DenseBelow) spend differently at each step.
 	m.gflops = mean(m.stepGFLOPs)
@@ -944,6 +942,15 @@ func (e *evaluator) measure(s setting, masks bool) (*measured, error) {
 	return m, nil
 }
 
+// perImage turns a sampling run's FLOPs per step into GFLOPs per image.
+func (e *evaluator) perImage(flops []float64) []float64 {
+	g := make([]float64, len(flops))
+	for i, f := range flops {
+		g[i] = f / float64(e.o.NumSamples) / 1e9
+	}
+	return g
+}
+
 // scaleName is a guidance scale in grid row names.
 func scaleName(scale float64) string { return strconv.FormatFloat(scale, 'g', -1, 64) }
 
@@ -962,11 +969,6 @@ func (e *evaluator) rows() error {
 	}
 	e.r.GridRows = append(e.r.GridRows, name)
 	e.r.pics.grid = append(e.r.pics.grid, e.gridOf(ref.samples))
-	if e.o.TeaCache != nil {
-		if err := e.teacherTeaCache(scale); err != nil {
-			return err
-		}
-	}
 	for i, rho := range e.o.Rhos {
 		// The first row's sampling run is the trajectory picture's.
 		m, err := e.measure(setting{cond: rho, uncond: rho, scale: scale}, i == 0)
@@ -981,42 +983,80 @@ func (e *evaluator) rows() error {
 			kept = (m.keptCond + m.keptUncond) / 2
 		}
 		e.r.Rows = append(e.r.Rows, Row{Rho: rho, KeptTokens: kept, GFLOPsPerImage: m.gflops, MsPerImage: m.ms, EpsRelMSE: m.epsRelMSE, SamplePSNR: m.psnr,
-			Quality: m.quality, RandomRouter: m.random, KeptPerStep: m.keptPerStep, TeaCache: m.teaCache})
+			Quality: m.quality, RandomRouter: m.random, KeptPerStep: m.keptPerStep})
 		e.r.GridRows = append(e.r.GridRows, "rho="+strconv.FormatFloat(rho, 'g', -1, 64))
 		e.r.pics.grid = append(e.r.pics.grid, e.gridOf(m.samples))
 	}
 	e.r.pics.trajT = e.r.SamplingTimesteps
+	if tc := e.o.TeaCache; tc != nil {
+		for _, th := range tc.Thresholds {
+			if err := e.teaCache(th, ref); err != nil {
+				return fmt.Errorf("eval: TeaCache %g: %w", th, err)
+			}
+		}
+	}
 	return nil
 }
 
-// teacherTeaCache samples the teacher at scale with the step cache.
-func (e *evaluator) teacherTeaCache(scale float64) error {
-	o := e.o.TeaCache
-	tc, err := sample.NewTeaCache(o.Threshold, o.Teacher, len(e.r.SamplingTimesteps))
+// teaCache samples the teacher and every ρ with the step cache at
+// threshold th, at the rows' guidance scale, whose uncached teacher
+// samples are ref's.
+func (e *evaluator) teaCache(th float64, ref *reference) error {
+	o, scale, steps := e.o.TeaCache, e.o.CFG, len(e.r.SamplingTimesteps)
+	run := TeaCacheRun{Threshold: th}
+	c, err := e.tc.conditions(e.tc.sampleKeys(e.o.NumSamples))
 	if err != nil {
 		return err
 	}
-	c, err := e.tc.conditions(e.tc.sampleKeys(e.o.NumSamples))
+	tc, err := sample.NewTeaCache(th, o.Teacher, steps)
 	if err != nil {
-		return fmt.Errorf("eval: teacher: %w", err)
+		return err
 	}
-	model, steps, err := e.tc.cached(c, tc)
+	model, f, err := e.tc.cached(c, tc)
 	if err != nil {
-		return fmt.Errorf("eval: teacher: %w", err)
+		return fmt.Errorf("teacher: %w", err)
 	}
 	samples, err := e.sample(model, scale)
 	if err != nil {
-		return fmt.Errorf("eval: teacher with TeaCache: %w", err)
+		return fmt.Errorf("teacher: %w", err)
 	}
-	q, err := e.score("teacher-teacache", samples)
-	if err != nil {
-		return fmt.Errorf("eval: teacher with TeaCache: %w", err)
+	gflops := tc.TeacherFLOPs(e.tc.forwardGFLOPs()*1e9, f, e.o.NumSamples) / float64(e.o.NumSamples*steps) / 1e9
+	if run.Teacher, err = e.cachedRow(fmt.Sprintf("teacher teacache=%g", th), "teacher-teacache"+scaleName(th), nil, gflops, samples, ref, tc); err != nil {
+		return fmt.Errorf("teacher: %w", err)
 	}
-	gflops := tc.TeacherFLOPs(e.tc.forwardGFLOPs()*1e9, steps, e.o.NumSamples) / float64(e.o.NumSamples*len(e.r.SamplingTimesteps)) / 1e9
-	e.r.TeacherTeaCache = &TeacherRow{Tokens: e.tc.tokens(), GFLOPsPerImage: gflops, Quality: q, TeaCache: teaCacheStats(tc)}
-	e.r.GridRows = append(e.r.GridRows, fmt.Sprintf("teacher teacache=%g", o.Threshold))
-	e.r.pics.grid = append(e.r.pics.grid, e.gridOf(samples))
+	for _, rho := range e.o.Rhos {
+		stats := &sample.Stats{}
+		d := e.dc(setting{cond: rho, uncond: rho, scale: scale}, stats)
+		if d.Cache, err = sample.NewTeaCache(th, o.Model, steps); err != nil {
+			return err
+		}
+		if samples, err = e.sample(d.Denoiser(c), 0); err != nil {
+			return fmt.Errorf("ρ = %v: %w", rho, err)
+		}
+		name := fmt.Sprintf("rho=%g teacache=%g", rho, th)
+		row, err := e.cachedRow(name, "rho"+scaleName(rho)+"-teacache"+scaleName(th), &rho, mean(e.perImage(stats.FLOPs)), samples, ref, d.Cache)
+		if err != nil {
+			return fmt.Errorf("ρ = %v: %w", rho, err)
+		}
+		row.KeptPerStep = stats.Kept
+		run.Rows = append(run.Rows, row)
+	}
+	e.r.TeaCache = append(e.r.TeaCache, run)
 	return nil
+}
+
+// cachedRow scores one cached sampling run's samples: grid names its row
+// of the elastic grid, file its pictures.
+func (e *evaluator) cachedRow(grid, file string, rho *float64, gflops float64, samples []float32, ref *reference, tc *sample.TeaCache) (CachedRow, error) {
+	q, err := e.score(file, samples)
+	if err != nil {
+		return CachedRow{}, err
+	}
+	skipped, total := tc.Skipped()
+	e.r.GridRows = append(e.r.GridRows, grid)
+	e.r.pics.grid = append(e.r.pics.grid, e.gridOf(samples))
+	return CachedRow{Rho: rho, GFLOPsPerImage: gflops, SamplePSNR: psnr(samples, ref.samples, e.r.DataRange[1]-e.r.DataRange[0]),
+		Quality: q, TeaCache: TeaCacheStats{Threshold: tc.Threshold, SkippedSteps: skipped, BranchSteps: total}}, nil
 }
 
 // lite evaluates the Lite-CFG pair against the teacher at its scale.
@@ -1029,7 +1069,7 @@ func (e *evaluator) lite() error {
 	e.r.LiteCFG = &LiteRow{
 		RhoCond: l.Cond, RhoUncond: l.Uncond, Scale: l.Scale,
 		KeptTokens: (m.keptCond + m.keptUncond) / 2, KeptTokensCond: m.keptCond, KeptTokensUncond: m.keptUncond,
-		GFLOPsPerImage: m.gflops, MsPerImage: m.ms, EpsRelMSE: m.epsRelMSE, SamplePSNR: m.psnr, Quality: m.quality, RandomRouter: m.random, TeaCache: m.teaCache,
+		GFLOPsPerImage: m.gflops, MsPerImage: m.ms, EpsRelMSE: m.epsRelMSE, SamplePSNR: m.psnr, Quality: m.quality, RandomRouter: m.random,
 		TeacherGFLOPsPerImage: 2 * e.tc.forwardGFLOPs(),
 		TeacherQuality:        e.refs[l.Scale].quality,
 	}

@@ -30,6 +30,7 @@ const (
 	paretoMarginFraction = 0.08
 	paretoLabelOffset    = 7
 	paretoLegendGap      = 24 // between one legend entry's text and the next marker
+	paretoLegendLine     = 16 // between the legend's lines
 	paretoDash           = 5  // on and off pixels of a dashed line
 	glyphWidth           = 7  // basicfont.Face7x13's advance
 )
@@ -41,6 +42,9 @@ var (
 	plotDC      = color.RGBA{31, 119, 180, 255}
 	plotTeacher = color.RGBA{214, 39, 40, 255}
 	plotLite    = color.RGBA{44, 160, 44, 255}
+	// The step-cache sweep's curves.
+	plotTeacherCache = color.RGBA{255, 127, 14, 255}
+	plotDCCache      = color.RGBA{148, 103, 189, 255}
 )
 
 // paretoPoint is one model setting on the plot.
@@ -56,7 +60,10 @@ type paretoPoint struct {
 // square and Lite-CFG as a green triangle. The random router, when the
 // report has it, is a dashed curve of rings at the same FLOPs (it keeps
 // as many cells), and for Lite-CFG a green ring joined to its triangle by
-// a dashed line. It needs an evaluation with a feature network.
+// a dashed line. A TeaCache sweep adds the teacher + TeaCache as an
+// orange curve from the teacher through each threshold (labelled "T=…")
+// and, for each ρ, DC + TeaCache as a purple curve from that ρ's point
+// through the thresholds. It needs an evaluation with a feature network.
 func (r *Report) WriteParetoPNG(path string) error {
 	var dc, random []paretoPoint
 	for _, row := range r.Rows {
@@ -82,6 +89,14 @@ func (r *Report) WriteParetoPNG(path string) error {
 			all = append(all, *liteRandom)
 		}
 	}
+	teacherCache, dcCache, err := r.teaCacheCurves(teacher, dc)
+	if err != nil {
+		return err
+	}
+	all = append(all, teacherCache...)
+	for _, c := range dcCache {
+		all = append(all, c...)
+	}
 	for _, p := range all {
 		if math.IsNaN(p.x) || math.IsInf(p.x, 0) || math.IsNaN(p.y) || math.IsInf(p.y, 0) {
 			return fmt.Errorf("eval: pareto plot: %s at (%v GFLOPs, FD %v) is not finite", p.label, p.x, p.y)
@@ -93,7 +108,37 @@ func (r *Report) WriteParetoPNG(path string) error {
 	// below, to values no FD can have).
 	ylo := 0.0
 
-	img := image.NewRGBA(image.Rect(0, 0, plotW, plotH))
+	type entry struct {
+		name   string
+		c      color.RGBA
+		marker func(*image.RGBA, int, int, color.RGBA)
+	}
+	legend := []entry{{"DC model across rho", plotDC, disc}}
+	if len(random) > 0 {
+		legend = append(legend, entry{"random router", plotDC, ring})
+	}
+	legend = append(legend, entry{"teacher (fixed patches)", plotTeacher, square})
+	if len(teacherCache) > 0 {
+		legend = append(legend, entry{"teacher + TeaCache", plotTeacherCache, square}, entry{"DC + TeaCache", plotDCCache, triangle})
+	}
+	if lite != nil {
+		legend = append(legend, entry{"Lite-CFG", plotLite, triangle})
+	}
+	// The legend sits under the axis title, where no point can fall, in
+	// as many lines as it needs.
+	var legendAt []image.Point
+	lx, lines := plotLeft, 1
+	for _, l := range legend {
+		w := 10 + glyphWidth*len(l.name)
+		if lx > plotLeft && lx+w > plotW {
+			lx, lines = plotLeft, lines+1
+		}
+		legendAt = append(legendAt, image.Point{lx, lines})
+		lx += w + paretoLegendGap
+	}
+	height := plotH + (lines-1)*paretoLegendLine
+
+	img := image.NewRGBA(image.Rect(0, 0, plotW, height))
 	draw.Draw(img, img.Bounds(), &image.Uniform{plotBG}, image.Point{}, draw.Src)
 	x0, x1, y0, y1 := plotLeft, plotW-plotRight, plotTop, plotH-plotBottom
 	px := func(v float64) int { return x0 + int(math.Round((v-xlo)/(xhi-xlo)*float64(x1-x0))) }
@@ -111,6 +156,18 @@ func (r *Report) WriteParetoPNG(path string) error {
 	text(img, (x0+x1)/2-60, y1+32, "GFLOPs per image", plotAxis)
 	text(img, 8, 18, "Frechet distance to held-out data (lower is better)", plotAxis)
 
+	for _, c := range dcCache {
+		for i := 1; i < len(c); i++ {
+			line(img, px(c[i-1].x), py(c[i-1].y), px(c[i].x), py(c[i].y), plotDCCache)
+			triangle(img, px(c[i].x), py(c[i].y), plotDCCache)
+		}
+	}
+	for i := 1; i < len(teacherCache); i++ {
+		p := teacherCache[i]
+		line(img, px(teacherCache[i-1].x), py(teacherCache[i-1].y), px(p.x), py(p.y), plotTeacherCache)
+		square(img, px(p.x), py(p.y), plotTeacherCache)
+		text(img, px(p.x)+paretoLabelOffset, py(p.y)+2*paretoLabelOffset, p.label, plotTeacherCache)
+	}
 	for i := 1; i < len(random); i++ {
 		dashed(img, px(random[i-1].x), py(random[i-1].y), px(random[i].x), py(random[i].y), plotDC)
 	}
@@ -126,16 +183,6 @@ func (r *Report) WriteParetoPNG(path string) error {
 	}
 	square(img, px(teacher.x), py(teacher.y), plotTeacher)
 	text(img, px(teacher.x)+paretoLabelOffset, py(teacher.y)+2*paretoLabelOffset, teacher.label, plotTeacher)
-	type entry struct {
-		name   string
-		c      color.RGBA
-		marker func(*image.RGBA, int, int, color.RGBA)
-	}
-	legend := []entry{{"DC model across rho", plotDC, disc}}
-	if len(random) > 0 {
-		legend = append(legend, entry{"random router", plotDC, ring})
-	}
-	legend = append(legend, entry{"teacher (fixed patches)", plotTeacher, square})
 	if lite != nil {
 		if liteRandom != nil {
 			dashed(img, px(lite.x), py(lite.y), px(liteRandom.x), py(liteRandom.y), plotLite)
@@ -143,16 +190,40 @@ func (r *Report) WriteParetoPNG(path string) error {
 		}
 		triangle(img, px(lite.x), py(lite.y), plotLite)
 		text(img, px(lite.x)+paretoLabelOffset, py(lite.y)+2*paretoLabelOffset, lite.label, plotLite)
-		legend = append(legend, entry{"Lite-CFG", plotLite, triangle})
 	}
-	// The legend sits under the axis title, where no point can fall.
-	x, y := x0, plotH-10
-	for _, l := range legend {
+	for i, l := range legend {
+		x, y := legendAt[i].X, plotH-10+(legendAt[i].Y-1)*paretoLegendLine
 		l.marker(img, x, y-4, l.c)
 		text(img, x+10, y, l.name, l.c)
-		x += 10 + glyphWidth*len(l.name) + paretoLegendGap
 	}
 	return atomicfile.Write(path, func(w io.Writer) error { return png.Encode(w, img) })
+}
+
+// teaCacheCurves are the sweep's curves: the teacher's from the uncached
+// teacher through the thresholds, and one per ρ from that ρ's uncached
+// point (dc, in the rows' order).
+func (r *Report) teaCacheCurves(teacher paretoPoint, dc []paretoPoint) ([]paretoPoint, [][]paretoPoint, error) {
+	if len(r.TeaCache) == 0 {
+		return nil, nil, nil
+	}
+	tc := []paretoPoint{teacher}
+	dcc := make([][]paretoPoint, len(dc))
+	for i, p := range dc {
+		dcc[i] = []paretoPoint{p}
+	}
+	for _, run := range r.TeaCache {
+		if run.Teacher.FD == nil || len(run.Rows) != len(dc) {
+			return nil, nil, fmt.Errorf("eval: pareto plot: the TeaCache run at %g has no Fréchet distances or not one row per ρ", run.Threshold)
+		}
+		tc = append(tc, paretoPoint{run.Teacher.GFLOPsPerImage, *run.Teacher.FD, fmt.Sprintf("T=%g", run.Threshold)})
+		for i, row := range run.Rows {
+			if row.FD == nil {
+				return nil, nil, fmt.Errorf("eval: pareto plot: the TeaCache run at %g has no Fréchet distances", run.Threshold)
+			}
+			dcc[i] = append(dcc[i], paretoPoint{row.GFLOPsPerImage, *row.FD, fmt.Sprintf("rho=%g T=%g", *row.Rho, run.Threshold)})
+		}
+	}
+	return tc, dcc, nil
 }
 
 // span is the range of a coordinate over the points with a margin on both

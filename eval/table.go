@@ -58,10 +58,6 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "teacher\t%d / %d\t%.4g\t%.3g\t\t\t%s%s\t%s\t%s%s%s\t\n", r.Teacher.Tokens, r.Tokens, r.Teacher.GFLOPsPerImage, r.Teacher.MsPerImage,
 		fid(r.Teacher.Quality), optional(r.Teacher.FD, "%.2f"), optional(r.Teacher.ClassAccuracy, "%.3f"), prompt(r.Teacher.Quality), random(RandomRouter{}), optional(r.Teacher.RMS, "%.3f"))
-	if t := r.TeacherTeaCache; t != nil {
-		fmt.Fprintf(tw, "teacher, TeaCache %g\t%d / %d\t%.4g\t\t\t\t%s%s\t%s\t%s%s%s\t\n", t.TeaCache.Threshold, t.Tokens, r.Tokens, t.GFLOPsPerImage,
-			fid(t.Quality), optional(t.FD, "%.2f"), optional(t.ClassAccuracy, "%.3f"), prompt(t.Quality), random(RandomRouter{}), optional(t.RMS, "%.3f"))
-	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -85,6 +81,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 			}
 		}
 		fmt.Fprintln(w)
+	}
+	if err := r.writeTeaCache(w, prompt); err != nil {
+		return err
 	}
 	if f := r.FeatureNet; f != nil {
 		fmt.Fprintf(w, "feature network: accuracy %.4f on %d data samples, %d features; data FD floor %s (two sets of %d); data RMS %.3f\n",
@@ -122,6 +121,31 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	_, err := fmt.Fprintf(w, "%d held-out inputs over t ∈ [0, 1000); %d samples per row, %d %s steps, seed %d\n", r.NumInputs, r.NumSamples, r.Steps, process, r.Seed)
 	return err
+}
+
+// writeTeaCache prints the step-cache sweep: one line per threshold and
+// model, its cost also against the uncached teacher's.
+func (r *Report) writeTeaCache(w io.Writer, prompt func(Quality) string) error {
+	if len(r.TeaCache) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "TeaCache\tmodel\tGFLOPs/img\t× teacher\tsample PSNR dB\tFD\tclass acc\t"
+	if r.Teacher.PromptFollowing != nil {
+		head += "prompt\t"
+	}
+	fmt.Fprintln(tw, head+"skipped\t")
+	for _, run := range r.TeaCache {
+		for _, row := range append([]CachedRow{run.Teacher}, run.Rows...) {
+			model := "teacher"
+			if row.Rho != nil {
+				model = fmt.Sprintf("ρ %g", *row.Rho)
+			}
+			fmt.Fprintf(tw, "%g\t%s\t%.4g\t%.3f\t%.2f\t%s\t%s\t%s%d / %d\t\n", run.Threshold, model, row.GFLOPsPerImage, row.GFLOPsPerImage/r.Teacher.GFLOPsPerImage,
+				row.SamplePSNR, optional(row.FD, "%.2f"), optional(row.ClassAccuracy, "%.3f"), prompt(row.Quality), row.TeaCache.SkippedSteps, row.TeaCache.BranchSteps)
+		}
+	}
+	return tw.Flush()
 }
 
 // HasRandomRouter says whether the rows carry the random-router baseline.

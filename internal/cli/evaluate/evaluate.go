@@ -64,11 +64,9 @@ type Options struct {
 	VAE, Inception, Ref string
 	// Device and Precision choose where the models run (cmdutil.OnDevice).
 	Device, Precision string
-	// TeaCache samples every row and an extra teacher row with the step
-	// cache at this threshold, when TeaCacheGiven (each model under its
-	// own calibration sidecar).
-	TeaCache      float64
-	TeaCacheGiven bool
+	// TeaCache are the step cache's thresholds to sweep (each model under
+	// its own calibration sidecar); none: no sweep.
+	TeaCache []float64
 
 	// unset names the sampling flags left at their defaults, which a DC
 	// checkpoint's sampling record fills in. The command sets it; a
@@ -182,12 +180,13 @@ reference DC-DiT state_dict (AMD-AGI/DynamicChunkingDiT: safetensors or
 PyTorch), which stores neither its head count (--num-heads) nor its de-chunk
 σ (--dechunk-sigma) unless its YAML config sits beside it (model.pt,
 model.yaml) or a training checkpoint pickles it.
---teacache T samples every row with TeaCache's step cache at threshold T
-(see 'dcdit sample --help'), each model under its own calibration
-(CHECKPOINT.teacache.json and the teacher's, from 'dcdit teacache fit'), and
-adds "teacher_teacache": the teacher sampled with it. Each row's "teacache"
-records the threshold and the branch steps skipped; GFLOPs per image count
-the steps as they ran. The random router is left out.
+--teacache T1,T2,… sweeps TeaCache's step cache (see 'dcdit sample --help'):
+at each threshold the teacher and every ρ are sampled again with the cache,
+each model under its own calibration (CHECKPOINT.teacache.json and the
+teacher's, from 'dcdit teacache fit'), into "teacache": one run per threshold
+with the teacher's row and the ρ rows, each recording the branch steps it
+skipped; GFLOPs per image count the steps as they ran. The table adds the
+sweep, and pareto.png its curves: teacher + TeaCache and, per ρ, DC + TeaCache.
 
 The teacher is any DiT checkpoint 'dcdit sample' reads.
 
@@ -207,9 +206,8 @@ caption's. --data must carry captions ('dcdit data shapes --captions').`,
 		Args: cmdutil.ExactArgs(1, "the DC CHECKPOINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Checkpoint = args[0]
-			opts.TeaCacheGiven = cmd.Flags().Changed("teacache")
 			if isCaptioned(opts.Checkpoint) {
-				if opts.TeaCacheGiven {
+				if len(opts.TeaCache) > 0 {
 					return cmdutil.Usagef(cmd, "--teacache: %s is scored on its own, without a DC model; sample it with 'dcdit sample --teacache'", opts.Checkpoint)
 				}
 				if err := validateCaptioned(cmd, opts); err != nil {
@@ -257,7 +255,7 @@ caption's. --data must carry captions ('dcdit data shapes --captions').`,
 	f.StringVar(&opts.VAE, "vae", "", "VAE that decodes the pictures (see 'dcdit decode --help'); with --inception and --ref also FID per row")
 	f.StringVar(&opts.Inception, "inception", "", "FID Inception weights (pytorch-fid's .pth or a safetensors copy), with --vae and --ref")
 	f.StringVar(&opts.Ref, "ref", "", "FID reference: a folder of pictures, an .npz sample batch or statistics (mu, sigma)")
-	f.Float64Var(&opts.TeaCache, "teacache", 0, "sample the rows, and the teacher in a row of its own, with TeaCache's step cache at this threshold, each model under its calibration ('dcdit teacache fit'); leaves out the random router")
+	f.Float64SliceVar(&opts.TeaCache, "teacache", nil, "TeaCache thresholds to sweep: the teacher and every ρ sampled again with the step cache at each, each model under its calibration ('dcdit teacache fit')")
 	cmdutil.DeviceFlags(cmd, &opts.Device, &opts.Precision)
 	return cmd
 }
@@ -268,8 +266,8 @@ func validate(cmd *cobra.Command, o *Options) error {
 	switch {
 	case o.Teacher == "":
 		return cmdutil.Usagef(cmd, "--teacher: want the teacher DiT checkpoint")
-	case o.TeaCacheGiven && (!(o.TeaCache >= 0) || math.IsInf(o.TeaCache, 0)):
-		return cmdutil.Usagef(cmd, "--teacache %v: want a finite threshold ≥ 0", o.TeaCache)
+	case slices.ContainsFunc(o.TeaCache, func(t float64) bool { return !(t >= 0) || math.IsInf(t, 0) }):
+		return cmdutil.Usagef(cmd, "--teacache %v: want finite thresholds ≥ 0", o.TeaCache)
 	case o.Data == "":
 		return cmdutil.Usagef(cmd, "--data: want a data set file (e.g. from 'dcdit data shapes')")
 	case len(o.Rhos) == 0:
@@ -393,7 +391,7 @@ func Run(opts *Options) error {
 	if !opts.NoLite {
 		eo.Lite = &eval.Lite{Cond: opts.Lite[0], Uncond: opts.Lite[1], Scale: opts.LiteCFG}
 	}
-	if opts.TeaCacheGiven {
+	if len(opts.TeaCache) > 0 {
 		if eo.TeaCache, err = teaCache(opts); err != nil {
 			return err
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/dcdit/dcdit/sample"
 )
 
-// teaCache is --teacache's setting: the threshold, the teacher's and the
+// teaCache is --teacache's sweep: the thresholds, the teacher's and the
 // DC model's calibrations, read from their sidecars.
 func teaCache(opts *Options) (*eval.TeaCache, error) {
 	if opts.Device != "" && opts.Device != accel.CPU {
@@ -23,5 +23,5 @@ func teaCache(opts *Options) (*eval.TeaCache, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &eval.TeaCache{Threshold: opts.TeaCache, Teacher: teacher.Coefficients, Model: model.Coefficients}, nil
+	return &eval.TeaCache{Thresholds: opts.TeaCache, Teacher: teacher.Coefficients, Model: model.Coefficients}, nil
 }
