@@ -63,7 +63,7 @@ type paretoPoint struct {
 // a dashed line. A TeaCache sweep adds the teacher + TeaCache as an
 // orange curve from the teacher through each threshold (labelled "T=…")
 // and, for each ρ, DC + TeaCache as a purple curve from that ρ's point
-// through the thresholds. It needs an evaluation with a feature network.
+// through the thresholds, named at its far end. It needs an evaluation with a feature network.
 func (r *Report) WriteParetoPNG(path string) error {
 	var dc, random []paretoPoint
 	for _, row := range r.Rows {
@@ -161,6 +161,9 @@ func (r *Report) WriteParetoPNG(path string) error {
 			line(img, px(c[i-1].x), py(c[i-1].y), px(c[i].x), py(c[i].y), plotDCCache)
 			triangle(img, px(c[i].x), py(c[i].y), plotDCCache)
 		}
+		// Each curve is named at its far end, the largest threshold.
+		end := c[len(c)-1]
+		text(img, px(end.x)-glyphWidth*len(c[0].label)-paretoLabelOffset, py(end.y)-paretoLabelOffset, c[0].label, plotDCCache)
 	}
 	for i := 1; i < len(teacherCache); i++ {
 		p := teacherCache[i]

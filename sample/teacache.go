@@ -25,7 +25,12 @@ import (
 // and empties the accumulator. The first and the last step always
 // compute. Each guidance branch (the conditional and the unconditional
 // half of a guided batch) keeps its own accumulator, previous input and
-// residual, and is skipped or computed on its own.
+// residual, but they decide together: a step computes every branch when
+// any branch's sum reaches the threshold. Guidance extrapolates from the
+// branches' difference, so one branch's stale residual beside the other's
+// fresh output comes out amplified by the guidance scale; decided apart,
+// the branches fall out of step near the end of a run, and samples
+// collapse.
 //
 // A DC model's cache (DC.Cache) holds the backbone's residual over the
 // branch's packed kept tokens; a skipped step keeps the cells of the
@@ -226,12 +231,20 @@ func applyStages(tc *TeaCache, hidden []float32, W int, offsets []int, mod []flo
 	return out
 }
 
-// decideAll decides every branch of a forward from its modulated input.
+// decideAll decides every branch of a forward from its modulated input:
+// all compute when one does (TeaCache's doc says why), emptying every
+// accumulator.
 func (tc *TeaCache) decideAll(offsets []int, W int, mod []float32, nb int) []bool {
 	per := (len(offsets) - 1) / nb
 	compute := make([]bool, nb)
 	for b := range nb {
 		compute[b] = tc.decide(b, mod[offsets[b*per]*W:offsets[(b+1)*per]*W])
+	}
+	if slices.Contains(compute, true) {
+		for b := range nb {
+			compute[b] = true
+			tc.branch(b).acc = 0
+		}
 	}
 	return compute
 }

@@ -107,6 +107,34 @@ func TestTeaCacheRule(t *testing.T) {
 	}
 }
 
+// The guidance branches decide together: the conditional branch's change
+// reaches the threshold at the second step while the unconditional one's
+// does not, and both compute, both sums emptied; at the third step both
+// stay under it and both skip.
+func TestTeaCacheBranchesTogether(t *testing.T) {
+	tc, err := NewTeaCache(0.5, Poly{1, 0}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offsets := []int{0, 1, 2} // two samples of one token, one per branch
+	mods := [][]float32{{1, 1}, {1.6, 1.1}, {1.92, 1.21}}
+	want := [][]bool{{true, true}, {true, true}, {false, false}}
+	for i, m := range mods {
+		compute := tc.decideAll(offsets, 1, m, 2)
+		if !slices.Equal(compute, want[i]) {
+			t.Errorf("step %d: compute %v, want %v", i, compute, want[i])
+		}
+		for b := range 2 {
+			br := tc.branch(b)
+			if compute[b] && br.acc != 0 {
+				t.Errorf("step %d: branch %d computed with %v accumulated, want an empty sum", i, b, br.acc)
+			}
+			br.prev, br.residual = m[b:b+1], []float32{0}
+		}
+		tc.step++
+	}
+}
+
 // A DC model under a cache at threshold 0 samples as without it, bit for
 // bit, with the same kept tokens and FLOPs but the cache's modulation; a
 // large threshold skips, keeps the cells of the computed step, and costs

@@ -236,8 +236,8 @@ of the first block's modulated input, rescaled by the model's calibration
 (CHECKPOINT.teacache.json, written by 'dcdit teacache fit'; there is no
 default), is accumulated, and while the sum stays under T the blocks are
 skipped and the residual of the last computed step is added instead; the
-first and last steps always compute, and each guidance branch caches on its
-own. A DC model's skipped step keeps the cells of the branch's last computed
+first and last steps always compute. Each guidance branch keeps its own sum
+and residual, but a step computes both when either's sum reaches T. A DC model's skipped step keeps the cells of the branch's last computed
 step. The metadata adds dcdit.teacache and dcdit.teacache_skipped (branch
 steps skipped / run), and the FLOPs count the steps as they ran.
 --teacache 0 samples exactly as without it.
