@@ -379,6 +379,12 @@ func (tc *TeaCache) plan(nb int) dc.Planner {
 			tc.probe = st
 			return last, nil
 		}
+		if slices.Equal(kept, last) {
+			// The router keeps the cells the probe ran over (every cell
+			// at a dense step): the blocks run on the probe's stages.
+			tc.probe = st
+			return kept, nil
+		}
 		// The computing branches take the router's new cells: the
 		// stages run again over them, the skipped ones' included.
 		f := tc.staged.StepFLOPs(ch.NumKept)

@@ -15,6 +15,7 @@ import (
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/internal/testckpt"
 	"github.com/dcdit/dcdit/loaders/arch"
 )
@@ -133,6 +134,41 @@ func TestTeaCacheBranchesTogether(t *testing.T) {
 		}
 		tc.step++
 	}
+}
+
+// A DC model that runs dense at every step (its kept cells never change)
+// under a cache at threshold 0 samples as without it, bit for bit, and
+// costs only the signal's modulation more: the blocks run on the stages
+// the signal was measured on, not on a second run of them.
+func TestTeaCacheDCDense(t *testing.T) {
+	forEachModel(t, func(t *testing.T, m *dc.Model, nullClass int) {
+		m.Params.SetRequiresGrad(false)
+		m.Backbone.Parameters().SetRequiresGrad(false)
+		cfg := m.Config
+		c := Conditions{Labels: []int{3, 0}, Null: nullClass}
+		const steps = 4
+		run := func(cache *TeaCache) ([]float32, *Stats) {
+			stats := &Stats{}
+			d := &DC{Model: m, Rho: 0.3, Rule: liteRule(cfg.OutChannels), Scale: 3, DenseBelow: 1e9, Stats: stats, Cache: cache}
+			return ddpmRun(t, d.Denoiser(c), steps, 2, cfg.InChannels, cfg.Tokens(), 0), stats
+		}
+		want, ws := run(nil)
+		zero, err := NewTeaCache(0, testPoly, steps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, gs := run(zero)
+		if !slices.Equal(got, want) {
+			t.Fatal("threshold 0 differs from the uncached run")
+		}
+		lengths := slices.Repeat([]int{cfg.Cells()}, 4) // two samples, two branches
+		modulation := m.Backbone.(family.StagedBackbone).StepFLOPs(lengths).Modulation
+		for i := range ws.FLOPs {
+			if extra := gs.FLOPs[i] - ws.FLOPs[i]; !(math.Abs(extra-modulation) <= 1e-9*ws.FLOPs[i]) {
+				t.Errorf("step %d: %v FLOPs more than uncached, want the modulation's %v", i, extra, modulation)
+			}
+		}
+	})
 }
 
 // A DC model under a cache at threshold 0 samples as without it, bit for
