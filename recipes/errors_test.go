@@ -28,6 +28,18 @@ func TestValidRecipeHasNoProblems(t *testing.T) {
 	}
 }
 
+// A stage with DyDiT's keys validates, and the plan lists them.
+func TestDyDiTKeysValidate(t *testing.T) {
+	text := edit(validRecipe, "multi_budget_start = 5\n", "multi_budget_start = 5\ndydit_lambda = 0.7\ndydit_weight = 2.0\ndydit_lr_scale = 20.0\n", 1)
+	r, _, err := Check(recipeDir(t, text), LoadOptions{})
+	if err != nil {
+		t.Fatalf("recipe with dydit keys: %v", err)
+	}
+	if st := r.Stages[1]; st.DyDiTLambda != 0.7 || st.DyDiTWeight != 2 || st.DyDiTLRScale != 20 || r.Stages[0].DyDiTWeight != 1 {
+		t.Errorf("stages %+v", r.Stages)
+	}
+}
+
 // want is one expected problem: its key, a fragment of its message, and
 // the text whose line it must carry (the n-th occurrence; "" for none).
 type want struct {
@@ -129,6 +141,15 @@ func TestRecipeErrors(t *testing.T) {
 		{name: "router learning-rate scale not positive",
 			text: edit(validRecipe, "multi_budget_start = 5\n", "multi_budget_start = 5\nrouter_lr_scale = 0.0\n", 1),
 			want: []want{{"stage[1].router_lr_scale", "found 0.0, expected a finite factor > 0", "router_lr_scale", 1}}, only: true},
+		{name: "DyDiT's λ above 1",
+			text: edit(validRecipe, "multi_budget_start = 5\n", "multi_budget_start = 5\ndydit_lambda = 1.5\n", 1),
+			want: []want{{"stage[1].dydit_lambda", "found 1.5, expected a FLOPs ratio in (0, 1], or 0 (off)", "dydit_lambda", 1}}, only: true},
+		{name: "DyDiT's weight without λ",
+			text: edit(validRecipe, "multi_budget_start = 5\n", "multi_budget_start = 5\ndydit_weight = 2.0\n", 1),
+			want: []want{{"stage[1].dydit_weight", "found 2 with dydit_lambda = 0, expected dydit_lambda > 0", "dydit_weight", 1}}, only: true},
+		{name: "DyDiT on the GPU",
+			text: edit(edit(validRecipe, "multi_budget_start = 5\n", "multi_budget_start = 5\ndydit_lambda = 0.7\n", 1), "seed = 1\n", "seed = 1\ndevice = \"cuda\"\n", 1),
+			want: []want{{"stage[1].dydit_lambda", "expected 0 with device = \"cuda\"", "dydit_lambda", 1}}, only: true},
 		{name: "guided distillation on an odd batch",
 			text: edit(validRecipe, "batch_size = 16\n", "batch_size = 15\nguided_scale = 4.0\n", 1),
 			want: []want{{"stage[0].batch_size", "found 15, expected an even number with guided_scale", "batch_size", 1}}},
