@@ -33,23 +33,27 @@ func ApplyBlock(set *params.Set, prefix string, heads int, x, c mat.Tensor, offs
 // which is ApplyBlock): each sample's attention output multiplied head by
 // head by its head gates before attn.proj, and its MLP's hidden units
 // group by group by its channel gates after the GELU. When no gradient is
-// asked of the gates or of the block's weights and every sample has the
-// same gates (sampling: one timestep per step), the heads and groups that
-// are off are not computed at all (the weights' rows and columns of those
-// on are taken); with every gate on the block is ApplyBlock, bit for bit.
+// asked of the gates or of the block's weights (inference), the heads and
+// groups that are off are not computed at all: the weights' rows and
+// columns of those on are taken, for each run of consecutive samples with
+// the same gates (sampling: every sample of a step). With every gate on
+// the block is ApplyBlock, bit for bit.
 func ApplyGatedBlock(set *params.Set, prefix string, heads int, x, c mat.Tensor, offsets []int, g *Gates) mat.Tensor {
+	w := weightsOf(set, prefix)
+	mask := g
+	if g != nil && g.constant(w) {
+		if runs := g.runs(); len(runs) > 2 {
+			return g.applyRuns(set, prefix, heads, x, c, offsets, runs)
+		}
+		w, heads = g.slice(w, heads)
+		mask = nil
+	}
 	D := x.Shape()[1]
 	p := func(name string) mat.Tensor { return set.Get(prefix + name) }
 	mod := ops.Linear(ops.SiLU(c), p("adaLN_modulation.1.weight"), p("adaLN_modulation.1.bias")) // [S, 6D]
 	chunk := func(k int) mat.Tensor { return ops.SliceCols(mod, k*D, (k+1)*D) }
 	shiftMSA, scaleMSA, gateMSA := chunk(0), chunk(1), chunk(2)
 	shiftMLP, scaleMLP, gateMLP := chunk(3), chunk(4), chunk(5)
-	w := weightsOf(set, prefix)
-	mask := g
-	if g != nil && g.skippable(w) {
-		w, heads = g.slice(w, heads)
-		mask = nil
-	}
 
 	h := ops.Modulate(ops.LayerNorm(x, NormEps), shiftMSA, scaleMSA, offsets)
 	qkv := ops.Linear(h, w.qkv, w.qkvBias)  // [N, 3D]

@@ -2,6 +2,7 @@ package adaln
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/nlpodyssey/spago/mat"
 
@@ -105,28 +106,53 @@ func weightsOf(set *params.Set, prefix string) blockWeights {
 	return blockWeights{p("attn.qkv.weight"), p("attn.qkv.bias"), p("attn.proj.weight"), p("mlp.fc1.weight"), p("mlp.fc1.bias"), p("mlp.fc2.weight")}
 }
 
-// skippable reports whether the off heads and groups can be left out:
-// nothing asks a gradient of the gates or of the weights, and every
-// sample has the same gates.
-func (g *Gates) skippable(w blockWeights) bool {
+// constant reports whether the off heads and groups can be left out:
+// nothing asks a gradient of the gates or of the weights.
+func (g *Gates) constant(w blockWeights) bool {
 	for _, t := range []mat.Tensor{g.Heads, g.Groups, w.qkv, w.qkvBias, w.proj, w.fc1, w.fc1Bias, w.fc2} {
 		if t.RequiresGrad() {
 			return false
 		}
 	}
-	return shared(g.Heads) && shared(g.Groups)
+	return true
 }
 
-// shared reports whether every row of t equals the first.
-func shared(t mat.Tensor) bool {
-	sh := t.Shape()
-	v := mat.Data[float32](t.Value())
-	for i := sh[1]; i < len(v); i++ {
-		if v[i] != v[i%sh[1]] {
-			return false
+// runs splits the samples into runs of consecutive ones with the same
+// gates: the boundaries 0 = b₀ < b₁ < … < S (two entries when every
+// sample has the same gates).
+func (g *Gates) runs() []int {
+	h, q := mat.Data[float32](g.Heads.Value()), mat.Data[float32](g.Groups.Value())
+	H, G := g.Heads.Shape()[1], g.Groups.Shape()[1]
+	S := g.Heads.Shape()[0]
+	b := []int{0}
+	for s := 1; s < S; s++ {
+		if !slices.Equal(h[s*H:(s+1)*H], h[(s-1)*H:s*H]) || !slices.Equal(q[s*G:(s+1)*G], q[(s-1)*G:s*G]) {
+			b = append(b, s)
 		}
 	}
-	return true
+	return append(b, S)
+}
+
+// applyRuns runs the block over each run of samples with the same gates
+// (runs: their boundaries) on its own, skipping what its gates leave off,
+// and stacks the runs' rows back in order.
+func (g *Gates) applyRuns(set *params.Set, prefix string, heads int, x, c mat.Tensor, offsets, runs []int) mat.Tensor {
+	outs := make([]mat.Tensor, 0, len(runs)-1)
+	for i := 0; i+1 < len(runs); i++ {
+		lo, hi := runs[i], runs[i+1]
+		r0, r1 := offsets[lo], offsets[hi]
+		rows := make([]int, r1-r0)
+		for j := range rows {
+			rows[j] = r0 + j
+		}
+		off := make([]int, hi-lo+1)
+		for j := range off {
+			off[j] = offsets[lo+j] - r0
+		}
+		sub := Gates{Heads: SampleRows(g.Heads, lo, hi), Groups: SampleRows(g.Groups, lo, hi)}
+		outs = append(outs, ApplyGatedBlock(set, prefix, heads, ops.GatherRows(x, rows), SampleRows(c, lo, hi), off, &sub))
+	}
+	return ops.ConcatRows(outs...)
 }
 
 // onIndex lists the columns of the first row of t that are on.

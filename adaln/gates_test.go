@@ -91,7 +91,7 @@ func TestGatedBlockSkipsWhatIsOff(t *testing.T) {
 		t.Fatalf("heads %v and groups %v on, want 3 (head 0 forced, 1, 3) and 2 (group 0 forced, 2)", heads, groups)
 	}
 	skipped := ApplyGatedBlock(set, gPrefix, gHeads, x, c, offsets, &g)
-	if !g.skippable(weightsOf(set, gPrefix)) {
+	if !g.constant(weightsOf(set, gPrefix)) || len(g.runs()) != 2 {
 		t.Fatal("shared gates without gradients: want the sliced path")
 	}
 	if d := fixtures.RelErr(mat.Data[float32](skipped.Value()), mat.Data[float32](masked.Value())); !(d <= 1e-5) {
@@ -103,8 +103,8 @@ func TestGatedBlockSkipsWhatIsOff(t *testing.T) {
 	}
 }
 
-// Samples at different timesteps get gates of their own: the block masks
-// each with its own, as if each had run alone (sliced).
+// Samples at different timesteps get gates of their own: the block runs
+// each with its own, as each runs alone, and as it masks them in training.
 func TestGatedBlockPerSample(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	offsets := []int{0, 4, 10}
@@ -112,10 +112,16 @@ func TestGatedBlockPerSample(t *testing.T) {
 	set := gatedArena(t, make([]float32, gHeads), make([]float32, gHeads), 1)
 	set.SetRequiresGrad(false)
 	g := BlockGates(set, gPrefix, temb)
-	if shared(g.Heads) && shared(g.Groups) {
-		t.Fatal("the test wants samples with different gates")
+	if len(g.runs()) != 3 {
+		t.Fatalf("the test wants two samples with different gates, runs %v", g.runs())
 	}
 	both := mat.Data[float32](ApplyGatedBlock(set, gPrefix, gHeads, x, c, offsets, &g).Value())
+	set.SetRequiresGrad(true)
+	gm := BlockGates(set, gPrefix, temb)
+	if d := fixtures.RelErr(mat.Data[float32](ApplyGatedBlock(set, gPrefix, gHeads, x, c, offsets, &gm).Value()), both); !(d <= 1e-5) {
+		t.Errorf("masked in training, the batch differs from inference by %g", d)
+	}
+	set.SetRequiresGrad(false)
 	for s := range 2 {
 		rows := offsets[s+1] - offsets[s]
 		xs := mat.NewDense[float32](mat.WithShape(rows, gD), mat.WithBacking(slices.Clone(mat.Data[float32](x)[offsets[s]*gD:offsets[s+1]*gD])))

@@ -114,7 +114,11 @@ A DC model's cost depends on how many tokens its router keeps, which only a
 run can tell. Here each sample is assumed to have floor(R·L) natural
 boundaries among its L latent tokens (R = --kept-ratio, default 1/N), of
 which tail dropping at ρ removes floor(n·ρ) (in float32, truncated, as the
-reference does) — the same count at every step.
+reference does) — the same count at every step. A DC checkpoint whose main
+network has DyDiT's width gates (a recipe stage's dydit_lambda) is read
+whole: its routers choose the heads and MLP channel groups each step runs
+from the step's timestep (DDPM's 1000 respaced to --steps), and the forward
+FLOPs are their mean over the steps.
 
 Against the paper: every step is counted, so the fixed-patch DiT baselines
 at 256 px and 250 steps give 3.03 (DiT-S/2), 11.51 (B/2), 40.37 (L/2) and
