@@ -65,6 +65,9 @@ type WidthGatedSpec interface {
 	// routers, whose choices only its tensors know: a count from the
 	// Spec alone has every gate on.
 	WidthGates() bool
+	// WithWidthGates describes the backbone with its width routers, as
+	// WidthGated.WithWidthGates makes it.
+	WithWidthGates() Spec
 }
 
 // SpecGated reports whether s describes a backbone with width gates.

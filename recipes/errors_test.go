@@ -16,6 +16,7 @@ import (
 	"github.com/dcdit/dcdit/internal/testckpt"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
+	"github.com/dcdit/dcdit/params"
 )
 
 func TestValidRecipeHasNoProblems(t *testing.T) {
@@ -28,15 +29,29 @@ func TestValidRecipeHasNoProblems(t *testing.T) {
 	}
 }
 
-// A stage with DyDiT's keys validates, and the plan lists them.
+// A stage with DyDiT's keys validates, and the plan adds the width
+// routers, new, from that stage on.
 func TestDyDiTKeysValidate(t *testing.T) {
 	text := edit(validRecipe, "multi_budget_start = 5\n", "multi_budget_start = 5\ndydit_lambda = 0.7\ndydit_weight = 2.0\ndydit_lr_scale = 20.0\n", 1)
-	r, _, err := Check(recipeDir(t, text), LoadOptions{})
+	r, pl, err := Check(recipeDir(t, text), LoadOptions{})
 	if err != nil {
 		t.Fatalf("recipe with dydit keys: %v", err)
 	}
 	if st := r.Stages[1]; st.DyDiTLambda != 0.7 || st.DyDiTWeight != 2 || st.DyDiTLRScale != 20 || r.Stages[0].DyDiTWeight != 1 {
 		t.Errorf("stages %+v", r.Stages)
+	}
+	var routers int64
+	for _, prm := range pl.Params {
+		if strings.Contains(prm.Name, ".dydit.") {
+			routers += prm.Numel()
+			if prm.From != "" || prm.Group != params.GroupWidthRouter {
+				t.Errorf("router %s: from %q, group %q", prm.Name, prm.From, prm.Group)
+			}
+		}
+	}
+	s0, s1 := pl.Stages[0], pl.Stages[1]
+	if !(routers > 0) || s0.Trainable+s0.Frozen+routers != pl.Parameters.Total || s1.Trainable+s1.Frozen != pl.Parameters.Total {
+		t.Errorf("%d router values; stage 0 counts %d + %d, stage 1 %d + %d, of %d", routers, s0.Trainable, s0.Frozen, s1.Trainable, s1.Frozen, pl.Parameters.Total)
 	}
 }
 

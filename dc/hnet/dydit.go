@@ -136,6 +136,13 @@ func (n *Network) TimedFLOPs(t float32, lengths []int) float64 {
 // WidthGates reports whether the described network has width routers.
 func (s Spec) WidthGates() bool { return s.Config.WidthGates }
 
+// WithWidthGates describes the network with its width routers.
+func (s Spec) WithWidthGates() family.Spec {
+	c := *s.Config
+	c.WidthGates = true
+	return Spec{Config: &c}
+}
+
 // WidthRatio is the batch's attention and MLP FLOPs under cv's gates over
 // the same with every gate on (adaln.WidthRatio), with the gates'
 // gradient.
