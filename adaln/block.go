@@ -26,6 +26,28 @@ const NormEps = 1e-6
 // DiT stores them under "blocks.i.", DC-DiT's main network under its own
 // prefix.
 func ApplyBlock(set *params.Set, prefix string, heads int, x, c mat.Tensor, offsets []int) mat.Tensor {
+	return ApplyGatedBlock(set, prefix, heads, x, c, offsets, nil)
+}
+
+// ApplyGatedBlock is ApplyBlock under DyDiT's width gates g (nil: none,
+// which is ApplyBlock): each sample's attention output multiplied head by
+// head by its head gates before attn.proj, and its MLP's hidden units
+// group by group by its channel gates after the GELU. When no gradient is
+// asked of the gates or of the block's weights (inference), the heads and
+// groups that are off are not computed at all: the weights' rows and
+// columns of those on are taken, for each run of consecutive samples with
+// the same gates (sampling: every sample of a step). With every gate on
+// the block is ApplyBlock, bit for bit.
+func ApplyGatedBlock(set *params.Set, prefix string, heads int, x, c mat.Tensor, offsets []int, g *Gates) mat.Tensor {
+	w := weightsOf(set, prefix)
+	mask := g
+	if g != nil && g.constant(w) {
+		if runs := g.runs(); len(runs) > 2 {
+			return g.applyRuns(set, prefix, heads, x, c, offsets, runs)
+		}
+		w, heads = g.slice(w, heads)
+		mask = nil
+	}
 	D := x.Shape()[1]
 	p := func(name string) mat.Tensor { return set.Get(prefix + name) }
 	mod := ops.Linear(ops.SiLU(c), p("adaLN_modulation.1.weight"), p("adaLN_modulation.1.bias")) // [S, 6D]
@@ -34,14 +56,20 @@ func ApplyBlock(set *params.Set, prefix string, heads int, x, c mat.Tensor, offs
 	shiftMLP, scaleMLP, gateMLP := chunk(3), chunk(4), chunk(5)
 
 	h := ops.Modulate(ops.LayerNorm(x, NormEps), shiftMSA, scaleMSA, offsets)
-	qkv := ops.Linear(h, p("attn.qkv.weight"), p("attn.qkv.bias")) // [N, 3D]
-	a := ops.Attention(qkv, offsets, heads)                        // [N, D]
-	a = ops.Linear(a, p("attn.proj.weight"), p("attn.proj.bias"))
+	qkv := ops.Linear(h, w.qkv, w.qkvBias)  // [N, 3D]
+	a := ops.Attention(qkv, offsets, heads) // [N, D]
+	if mask != nil {
+		a = ops.GateGroups(a, mask.Heads, offsets)
+	}
+	a = ops.Linear(a, w.proj, p("attn.proj.bias"))
 	x = ops.GatedResidual(x, gateMSA, a, offsets)
 
 	h = ops.Modulate(ops.LayerNorm(x, NormEps), shiftMLP, scaleMLP, offsets)
-	h = ops.GELU(ops.Linear(h, p("mlp.fc1.weight"), p("mlp.fc1.bias")))
-	h = ops.Linear(h, p("mlp.fc2.weight"), p("mlp.fc2.bias"))
+	h = ops.GELU(ops.Linear(h, w.fc1, w.fc1Bias)) // [N, hidden]
+	if mask != nil {
+		h = ops.GateGroups(h, mask.Groups, offsets)
+	}
+	h = ops.Linear(h, w.fc2, p("mlp.fc2.bias"))
 	return ops.GatedResidual(x, gateMLP, h, offsets)
 }
 
@@ -68,15 +96,25 @@ func BlockShapes(D, mlpHidden int) map[string][]int {
 // frequencySize the width of their sinusoidal features, y the labels; a
 // label outside the table panics in the ops.
 func Embedders(set *params.Set, prefix string, frequencySize int, t []float32, y []int) mat.Tensor {
+	return EmbeddersFrom(set, prefix, TimestepEmbedding(set, prefix, frequencySize, t), y)
+}
+
+// TimestepEmbedding is t_embedder(t), [B, D], the timestep's part of
+// Embedders (DyDiT's width routers read it alone).
+func TimestepEmbedding(set *params.Set, prefix string, frequencySize int, t []float32) mat.Tensor {
 	f := frequencySize
 	freq := make([]float32, len(t)*f)
 	posembed.TimestepFrequencies(freq, t, f)
 	p := func(name string) mat.Tensor { return set.Get(prefix + name) }
 	features := mat.NewDense[float32](mat.WithShape(len(t), f), mat.WithBacking(freq))
 	h := ops.Linear(features, p("t_embedder.mlp.0.weight"), p("t_embedder.mlp.0.bias"))
-	temb := ops.Linear(ops.SiLU(h), p("t_embedder.mlp.2.weight"), p("t_embedder.mlp.2.bias"))
-	yemb := ops.GatherRows(p("y_embedder.embedding_table.weight"), y)
-	return ops.Add(temb, yemb)
+	return ops.Linear(ops.SiLU(h), p("t_embedder.mlp.2.weight"), p("t_embedder.mlp.2.bias"))
+}
+
+// EmbeddersFrom is Embedders from the timestep embedding temb
+// (TimestepEmbedding) already computed: temb + y_embedder(y).
+func EmbeddersFrom(set *params.Set, prefix string, temb mat.Tensor, y []int) mat.Tensor {
+	return ops.Add(temb, ops.GatherRows(set.Get(prefix+"y_embedder.embedding_table.weight"), y))
 }
 
 // EmbedderShapes lists the tensors Embedders reads, for width D, timestep

@@ -7,10 +7,15 @@ import (
 )
 
 // BlockParamGroups returns the groups of a block parameter named
-// prefix + "<index>." + one of BlockShapes' names, or nil for another
-// name (params.BlockGroups).
+// prefix + "<index>." + one of BlockShapes' or RouterShapes' names, or
+// nil for another name (params.BlockGroups; the width routers also in
+// params.GroupWidthRouter).
 func BlockParamGroups(name, prefix string) []string {
-	return params.BlockGroups(name, prefix, "attn.", "mlp.")
+	g := params.BlockGroups(name, prefix, "attn.", "mlp.")
+	if _, inner, _ := strings.Cut(strings.TrimPrefix(name, prefix), "."); g != nil && strings.HasPrefix(inner, RouterPrefix) {
+		return append(g, params.GroupWidthRouter)
+	}
+	return g
 }
 
 // EmbedderParamGroups returns the groups of one of the embedders'

@@ -1,5 +1,11 @@
 package dc
 
+import (
+	"fmt"
+
+	"github.com/dcdit/dcdit/family"
+)
+
 // FLOPs is the cost of one DC-DiT forward pass over a batch, in
 // floating-point operations, split by part. The convention is the DC-DiT
 // reference counter's (flop_counter.py): 2 FLOPs per multiply-add of every
@@ -76,4 +82,19 @@ func (m *Model) ForwardFLOPs(numKept []int) FLOPs {
 		f.KeptRatio = kept / N
 	}
 	return f
+}
+
+// ResultFLOPs counts the forward that made res as it ran: ForwardFLOPs of
+// the tokens it kept, with a width-gated backbone (family.WidthGated) at
+// the width its gates chose for each sample.
+func (m *Model) ResultFLOPs(res *Result) (FLOPs, error) {
+	f := m.ForwardFLOPs(res.Chunks.NumKept)
+	if g, ok := family.GatedWidth(m.Backbone); ok {
+		b, err := g.GatedFLOPs(res.cond, res.Chunks.NumKept)
+		if err != nil {
+			return FLOPs{}, fmt.Errorf("dc: FLOPs as run: %w", err)
+		}
+		f.Backbone = b
+	}
+	return f, nil
 }

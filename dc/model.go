@@ -56,6 +56,7 @@ type Result struct {
 	DeChunked mat.Tensor
 
 	batch int
+	cond  cond.Value // what the backbone ran under
 }
 
 // Forward runs the model on cell-major latents x [B·L, InChannels·p²] (see
@@ -97,7 +98,7 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 	if cs := c.Shape(); cs[0] != g.batch || cs[1] != cfg.CondDim {
 		return nil, fmt.Errorf("dc: forward: conditioning is [%d %d], want [%d %d]", cs[0], cs[1], g.batch, cfg.CondDim)
 	}
-	res := &Result{batch: g.batch}
+	res := &Result{batch: g.batch, cond: cv}
 	// The vector the scaffold's own blocks read: through the adaptor
 	// when there is one (a [B, CondDim] tensor is B groups of one row).
 	cScaffold := c

@@ -15,6 +15,7 @@ import (
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/ops"
 )
 
@@ -31,8 +32,11 @@ type Metrics struct {
 	// Router is the cross-entropy of the router against the keep targets
 	// (DCObjective.RouterTargetWeight).
 	Router float64 `json:"router,omitempty"`
-	Rho    float64 `json:"rho"`            // tail-drop fraction used (dc.Dense: every cell kept)
-	Kept   float64 `json:"kept,omitempty"` // kept tokens / grid tokens (DC models)
+	// Width is the FLOPs ratio the backbone's width gates ran the batch
+	// at (DCObjective.WidthTarget).
+	Width float64 `json:"width,omitempty"`
+	Rho   float64 `json:"rho"`            // tail-drop fraction used (dc.Dense: every cell kept)
+	Kept  float64 `json:"kept,omitempty"` // kept tokens / grid tokens (DC models)
 }
 
 // Objective computes one step's loss on a batch and accumulates its
@@ -269,6 +273,12 @@ type DCObjective struct {
 	// KeptGate trains through dc.Model.ForwardKeptGate: the gate's
 	// gradient ranks a boundary the tail drop removed lower, not higher.
 	KeptGate bool
+	// WidthTarget, when > 0, is DyDiT's target FLOPs ratio λ for a
+	// width-gated backbone (family.WidthGated, which the model's must be):
+	// the loss adds WidthWeight·(r − λ)², r the batch's FLOPs ratio of the
+	// gated blocks as the gates ran them (WidthRatio), whose gradient
+	// reaches the routers through the straight-through gates.
+	WidthTarget, WidthWeight float64
 }
 
 // RouterTargets names what the router is fitted to (DCObjective).
@@ -484,6 +494,13 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 		m.Loss += o.RatioWeight * m.Ratio
 		total = ops.Add(total, ops.Scale(ratio, o.RatioWeight))
 	}
+	if o.WidthTarget > 0 {
+		pen, err := o.widthPenalty(cv, res.Chunks.NumKept, &m)
+		if err != nil {
+			return Metrics{}, err
+		}
+		total = ops.Add(total, pen)
+	}
 	err = ops.Backward(total)
 	// The graph is done with: its buffers serve the next step.
 	ops.Release(total)
@@ -493,6 +510,25 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 	m.Rho = rho
 	m.Kept = float64(res.Chunks.Offsets[len(res.Chunks.Offsets)-1]) / float64(B*cfg.Cells())
 	return m, nil
+}
+
+// widthPenalty is WidthWeight·(r − WidthTarget)² of the batch's FLOPs
+// ratio r under cv over packed lengths; it records r and adds the
+// penalty to m's loss.
+func (o *DCObjective) widthPenalty(cv cond.Value, lengths []int, m *Metrics) (mat.Tensor, error) {
+	g, ok := family.GatedWidth(o.Model.Backbone)
+	if !ok {
+		return nil, fmt.Errorf("distill: a width target of %v needs a backbone with width gates; the %s backbone has none", o.WidthTarget, family.KindOf(o.Model.Backbone))
+	}
+	r, err := g.WidthRatio(cv, lengths)
+	if err != nil {
+		return nil, fmt.Errorf("distill: width ratio: %w", err)
+	}
+	d := ops.Sub(r, mat.NewDense[float32](mat.WithShape(1, 1), mat.WithBacking([]float32{float32(o.WidthTarget)})))
+	pen := ops.Scale(ops.Mul(d, d), o.WidthWeight)
+	m.Width = float64(mat.Data[float32](r.Value())[0])
+	m.Loss += float64(mat.Data[float32](pen.Value())[0])
+	return pen, nil
 }
 
 // teacher returns the frozen teacher's prediction at (x_t, in) in the DC
@@ -679,6 +715,9 @@ func (o *DCObjective) Settings() map[string]string {
 	}
 	if o.KeptGate {
 		s["router_gate"] = "kept"
+	}
+	if o.WidthTarget > 0 {
+		s["dydit_lambda"], s["dydit_weight"] = num(o.WidthTarget), num(o.WidthWeight)
 	}
 	return o.P2.settings(s)
 }

@@ -10,7 +10,9 @@ import (
 	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/distill"
 	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders/arch"
+	"github.com/dcdit/dcdit/params"
 	"github.com/dcdit/dcdit/upcycle"
 )
 
@@ -129,5 +131,49 @@ func TestDCObjectives(t *testing.T) {
 				t.Fatalf("dense steps drawn: %v, want %v (budget %+v)", dense, tt.budget.Dense > 0, tt.budget)
 			}
 		})
+	}
+}
+
+// DyDiT's penalty trains the width routers: from every gate on (ratio 1)
+// the routers turn gates off toward the target, and the objective's
+// settings record the target and weight.
+func TestWidthPenaltyTurnsGatesOff(t *testing.T) {
+	teacher, g := graftPair(t)
+	bb, err := g.Model.Backbone.(family.WidthGated).WithWidthGates()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Model.Backbone = bb
+	joint, err := upcycle.JoinParams(g.Model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := &distill.DCObjective{Model: g.Model, Teacher: dit.Teacher{Model: teacher}, NullClass: teacher.Config.NumClasses, Schedule: ddpm.Linear(1000),
+		Loss: distill.DistillL1, WidthTarget: 0.5, WidthWeight: 1}
+	if s := obj.Settings(); s["dydit_lambda"] != "0.5" || s["dydit_weight"] != "1" {
+		t.Errorf("settings %v: want dydit_lambda and dydit_weight", s)
+	}
+	rng := rand.New(rand.NewPCG(6, 6))
+	B := 4
+	x0 := make([]float32, B*4*8*8)
+	for i := range x0 {
+		x0[i] = float32(rng.NormFloat64())
+	}
+	router := func(name string) bool { return params.InGroup(params.GroupWidthRouter, g.Model.ParamGroups(name)) }
+	tr := &distill.Trainer{
+		Config: distill.Config{Stage: "dydit", Steps: 30, BatchSize: B, LR: 2e-3, Seed: 1, NullClass: 3, Keep: 1,
+			Groups: []distill.LRGroup{{Name: params.GroupWidthRouter, Scale: 100, Match: router}}},
+		Params: joint, Objective: obj, Dir: t.TempDir(),
+	}
+	if tr.Data, err = distill.NewDataset(x0, []int{0, 1, 2, 0}, 4, 8, 8); err != nil {
+		t.Fatal(err)
+	}
+	var widths []float64
+	tr.OnStep = func(p distill.Progress) { widths = append(widths, p.Metrics.Width) }
+	if _, err := tr.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if widths[0] != 1 || !(widths[len(widths)-1] < 1) {
+		t.Errorf("FLOPs ratio %v → %v over %d steps: want 1, then lower", widths[0], widths[len(widths)-1], len(widths))
 	}
 }

@@ -32,6 +32,7 @@ const (
 	GroupWideHead         = "wide_head"
 	GroupLatentSkip       = "latent_skip"
 	GroupCondNorm         = "cond_norm"
+	GroupWidthRouter      = "width_router"
 )
 
 // GroupInfo is one parameter group: its name and what it holds.
@@ -67,6 +68,7 @@ func Groups() []GroupInfo {
 		{GroupWideHead, "the wide output head (wide_head.*; scaffold.head = \"wide\")"},
 		{GroupLatentSkip, "the latent skip (latent_skip.*; scaffold.latent_skip)"},
 		{GroupCondNorm, "the conditioning adaptor (cond_norm.*; scaffold.cond_norm)"},
+		{GroupWidthRouter, "the blocks' DyDiT width routers (*.dydit.*; added by a stage's dydit_lambda, also in backbone)"},
 	}
 }
 

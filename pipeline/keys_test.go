@@ -119,6 +119,7 @@ func TestEveryRecipeKeyIsUsedOrRefused(t *testing.T) {
 		"stage.router_lr_scale": e(`2.0`, changes), "stage.class_embedder_lr_scale": e(`10.0`, changes), "stage.ema_decay": e(`0.9`, changes), "stage.weight_decay": e(`0.01`, changes),
 		"stage.betas": e(`[0.8, 0.99]`, changes), "stage.eps": e(`1e-6`, changes),
 		"stage.timestep_weight_cap": d0(`5.0`, changes), "stage.guided_scale": d0(`2.0`, changes), "stage.router_target_weight": d0(`0.5`, changes), "stage.router_targets": d0(`"spread"`, rejected), "stage.router_gate": e(`"kept"`, changes), "stage.p2_gamma": e(`1.0`, changes), "stage.p2_k": e(`2.0`, rejected),
+		"stage.dydit_lambda": e(`0.7`, changes), "stage.dydit_weight": e(`2.0`, rejected), "stage.dydit_lr_scale": e(`5.0`, rejected),
 
 		"save.dir": e(`"elsewhere"`, changes), "save.every": e(`3`, changes), "save.keep": e(`2`, changes), "save.dtype": e(`"bf16"`, changes),
 

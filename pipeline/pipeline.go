@@ -151,6 +151,9 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 		return nil, err
 	}
 	logf("model: %s, %d parameters", m.describe(), m.params.Len())
+	if err := m.checkWidthGates(r); err != nil {
+		return nil, err
+	}
 	if teacher != nil && teacher.teacher.Conditioning().CaptionWidth > 0 && acc != nil {
 		return nil, fmt.Errorf("pipeline: %s: device = %q: a caption-conditioned base (%s) does not run on the device yet", r.File, r.Device, summary(teacher.teacher))
 	}
@@ -214,6 +217,11 @@ func Run(r *recipes.Recipe, opts Options) (_ *Summary, err error) {
 	for i := range r.Stages {
 		st := &r.Stages[i]
 		logf("stage %s: %s, %d steps of %d", st.Name, st.Kind, st.Steps, st.BatchSize)
+		if st.DyDiTLambda > 0 {
+			if err := m.gateWidth(); err != nil {
+				return nil, err
+			}
+		}
 		obj, err := m.objective(r, st, teacher, sched)
 		if err != nil {
 			return nil, err
@@ -498,6 +506,42 @@ func (m *model) checkData(d *distill.Dataset, classes int) error {
 	return nil
 }
 
+// checkWidthGates refuses, before any work, a stage with dydit_lambda on
+// a model whose backbone takes no width gates.
+func (m *model) checkWidthGates(r *recipes.Recipe) error {
+	for i, st := range r.Stages {
+		if !(st.DyDiTLambda > 0) {
+			continue
+		}
+		if m.dc == nil {
+			return fmt.Errorf("pipeline: %s: stage[%d].dydit_lambda: the width gates go into a DC model's main network; this recipe trains a fixed-patch model", r.File, i)
+		}
+		if _, ok := m.dc.Backbone.(family.WidthGated); !ok {
+			return fmt.Errorf("pipeline: %s: stage[%d].dydit_lambda: the %s backbone takes no width gates (DC-DiT's main network does)", r.File, i, family.KindOf(m.dc.Backbone))
+		}
+	}
+	return nil
+}
+
+// gateWidth gives the DC model's backbone its width routers, every gate
+// on (family.WidthGated), unless it has them, and joins the arena again
+// around them.
+func (m *model) gateWidth() error {
+	g, ok := m.dc.Backbone.(family.WidthGated)
+	if !ok || g.WidthGates() {
+		return nil
+	}
+	bb, err := g.WithWidthGates()
+	if err != nil {
+		return fmt.Errorf("pipeline: %w", err)
+	}
+	m.dc.Backbone = bb
+	if m.params, err = upcycle.JoinParams(m.dc); err != nil {
+		return fmt.Errorf("pipeline: %w", err)
+	}
+	return nil
+}
+
 // objective builds a stage's loss.
 func (m *model) objective(r *recipes.Recipe, st *recipes.Stage, teacher *base, sched *ddpm.Schedule) (distill.Objective, error) {
 	if m.fixed != nil && m.fixed.Process() == family.ProcessFlowMatching {
@@ -520,7 +564,8 @@ func (m *model) objective(r *recipes.Recipe, st *recipes.Stage, teacher *base, s
 	o := &distill.DCObjective{Model: m.dc, Schedule: sched, NullClass: m.numClasses, Loss: distill.DCLoss(st.Loss),
 		Budget: distill.Budget{Rhos: st.Rho, Warmup: st.MultiBudgetStart, Dense: st.DenseFraction, DenseBelow: st.DenseBelow}, RatioWeight: st.RatioLossWeight,
 		EpsOnly: st.Target == "eps", WeightCap: st.TimestepWeightCap, GuidedScale: st.GuidedScale, RouterTargetWeight: st.RouterTargetWeight,
-		RouterTargets: distill.RouterTargets(st.RouterTargets), KeptGate: st.RouterGate == "kept", P2: distill.P2{K: st.P2K, Gamma: st.P2Gamma}}
+		RouterTargets: distill.RouterTargets(st.RouterTargets), KeptGate: st.RouterGate == "kept", P2: distill.P2{K: st.P2K, Gamma: st.P2Gamma},
+		WidthTarget: st.DyDiTLambda, WidthWeight: st.DyDiTWeight}
 	if st.Kind == recipes.KindDistill && teacher == nil {
 		return nil, fmt.Errorf("pipeline: stage %s: distillation needs a [base] teacher", st.Name)
 	}
@@ -549,11 +594,18 @@ func stageConfig(r *recipes.Recipe, st *recipes.Stage, m *model, seed uint64) di
 	if len(st.Betas) == 2 {
 		c.Beta1, c.Beta2 = st.Betas[0], st.Betas[1]
 	}
-	c.Frozen = func(name string) bool { return !st.Trains(name, m.paramGroups(name)) }
+	c.Frozen = func(name string) bool {
+		groups := m.paramGroups(name)
+		// A DyDiT stage trains the width routers whatever it trains besides.
+		if st.DyDiTLambda > 0 && params.InGroup(params.GroupWidthRouter, groups) {
+			return false
+		}
+		return !st.Trains(name, groups)
+	}
 	for _, g := range []struct {
 		name  string
 		scale float64
-	}{{params.GroupRouter, st.RouterLRScale}, {params.GroupClassEmbedder, st.ClassEmbedderLRScale}} {
+	}{{params.GroupRouter, st.RouterLRScale}, {params.GroupClassEmbedder, st.ClassEmbedderLRScale}, {params.GroupWidthRouter, st.DyDiTLRScale}} {
 		if g.scale != 1 {
 			c.Groups = append(c.Groups, distill.LRGroup{Name: g.name, Scale: g.scale,
 				Match: func(name string) bool { return params.InGroup(g.name, m.paramGroups(name)) }})
@@ -593,7 +645,12 @@ func stageIdentity(r *recipes.Recipe, i int, teacher string) map[string]string {
 // their stages' identities: at its default it stays out of them, so that
 // those folders resume.
 func lateKey(key string) bool {
-	return strings.HasSuffix(key, "].router_targets") || strings.HasSuffix(key, "].router_gate")
+	for _, k := range []string{"router_targets", "router_gate", "dydit_lambda", "dydit_weight", "dydit_lr_scale"} {
+		if strings.HasSuffix(key, "]."+k) {
+			return true
+		}
+	}
+	return false
 }
 
 // trajectoryKey says whether a recipe setting shapes stage i's trajectory.

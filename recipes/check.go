@@ -323,6 +323,7 @@ func checkStages(p *problems, r *Recipe) {
 		if oneOf(p, k("router_gate"), st.RouterGate, "natural", "kept") && st.RouterGate != "natural" && r.Scaffold == nil {
 			p.add(k("router_gate"), "found %q, expected \"natural\" without [scaffold] (the model has no router)", st.RouterGate)
 		}
+		checkDyDiT(p, r, st, k)
 		if !(st.ClassDropout >= 0 && st.ClassDropout < 1) {
 			p.bad(k("class_dropout"), st.ClassDropout, "a probability in [0, 1)")
 		}
@@ -638,4 +639,27 @@ func configurerKinds() []string {
 		}
 	}
 	return kinds
+}
+
+// checkDyDiT checks a stage's DyDiT keys: λ in [0, 1], on only in a DC
+// stage on the CPU, and its weight and learning-rate factor only with it.
+func checkDyDiT(p *problems, r *Recipe, st *Stage, k func(string) string) {
+	switch {
+	case !(st.DyDiTLambda >= 0 && st.DyDiTLambda <= 1):
+		p.bad(k("dydit_lambda"), st.DyDiTLambda, "a FLOPs ratio in (0, 1], or 0 (off)")
+	case st.DyDiTLambda > 0 && r.Scaffold == nil:
+		p.bad(k("dydit_lambda"), st.DyDiTLambda, "0 without [scaffold] (the width gates go into a DC model's main network)")
+	case st.DyDiTLambda > 0 && r.Device == "cuda":
+		p.bad(k("dydit_lambda"), st.DyDiTLambda, "0 with device = \"cuda\" (DyDiT's width gates run on the CPU only for now)")
+	}
+	if !(st.DyDiTWeight >= 0) || math.IsInf(st.DyDiTWeight, 0) {
+		p.bad(k("dydit_weight"), st.DyDiTWeight, "a finite weight ≥ 0")
+	} else if p.lines.has(k("dydit_weight")) && st.DyDiTLambda == 0 {
+		p.add(k("dydit_weight"), "found %v with dydit_lambda = 0, expected dydit_lambda > 0 (the penalty it weighs is off)", st.DyDiTWeight)
+	}
+	if !(st.DyDiTLRScale > 0) || math.IsInf(st.DyDiTLRScale, 0) {
+		p.bad(k("dydit_lr_scale"), st.DyDiTLRScale, "a finite factor > 0")
+	} else if p.lines.has(k("dydit_lr_scale")) && st.DyDiTLambda == 0 {
+		p.add(k("dydit_lr_scale"), "found %v with dydit_lambda = 0, expected dydit_lambda > 0 (the routers it scales train with it)", st.DyDiTLRScale)
+	}
 }

@@ -184,6 +184,9 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 		setDefault(d, k("router_target_weight"), &st.RouterTargetWeight, 0)
 		setDefault(d, k("router_targets"), &st.RouterTargets, "edges")
 		setDefault(d, k("router_gate"), &st.RouterGate, "natural")
+		setDefault(d, k("dydit_lambda"), &st.DyDiTLambda, 0.0)
+		setDefault(d, k("dydit_weight"), &st.DyDiTWeight, 1.0)
+		setDefault(d, k("dydit_lr_scale"), &st.DyDiTLRScale, 1.0)
 		setDefault(d, k("p2_gamma"), &st.P2Gamma, 0)
 		setDefault(d, k("p2_k"), &st.P2K, 1)
 		if st.Kind == KindDistill {

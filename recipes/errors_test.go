@@ -16,6 +16,7 @@ import (
 	"github.com/dcdit/dcdit/internal/testckpt"
 	"github.com/dcdit/dcdit/loaders/arch"
 	"github.com/dcdit/dcdit/loaders/dtype"
+	"github.com/dcdit/dcdit/params"
 )
 
 func TestValidRecipeHasNoProblems(t *testing.T) {
@@ -25,6 +26,32 @@ func TestValidRecipeHasNoProblems(t *testing.T) {
 	}
 	if r.Name != "t" || len(pl.Stages) != 2 || pl.DC == nil || pl.DC.EncDecDim != 16 {
 		t.Errorf("unexpected plan: name %q, %d stages, dc %+v", r.Name, len(pl.Stages), pl.DC)
+	}
+}
+
+// A stage with DyDiT's keys validates, and the plan adds the width
+// routers, new, from that stage on.
+func TestDyDiTKeysValidate(t *testing.T) {
+	text := edit(validRecipe, "multi_budget_start = 5\n", "multi_budget_start = 5\ndydit_lambda = 0.7\ndydit_weight = 2.0\ndydit_lr_scale = 20.0\n", 1)
+	r, pl, err := Check(recipeDir(t, text), LoadOptions{})
+	if err != nil {
+		t.Fatalf("recipe with dydit keys: %v", err)
+	}
+	if st := r.Stages[1]; st.DyDiTLambda != 0.7 || st.DyDiTWeight != 2 || st.DyDiTLRScale != 20 || r.Stages[0].DyDiTWeight != 1 {
+		t.Errorf("stages %+v", r.Stages)
+	}
+	var routers int64
+	for _, prm := range pl.Params {
+		if strings.Contains(prm.Name, ".dydit.") {
+			routers += prm.Numel()
+			if prm.From != "" || prm.Group != params.GroupWidthRouter {
+				t.Errorf("router %s: from %q, group %q", prm.Name, prm.From, prm.Group)
+			}
+		}
+	}
+	s0, s1 := pl.Stages[0], pl.Stages[1]
+	if !(routers > 0) || s0.Trainable+s0.Frozen+routers != pl.Parameters.Total || s1.Trainable+s1.Frozen != pl.Parameters.Total {
+		t.Errorf("%d router values; stage 0 counts %d + %d, stage 1 %d + %d, of %d", routers, s0.Trainable, s0.Frozen, s1.Trainable, s1.Frozen, pl.Parameters.Total)
 	}
 }
 
@@ -129,6 +156,15 @@ func TestRecipeErrors(t *testing.T) {
 		{name: "router learning-rate scale not positive",
 			text: edit(validRecipe, "multi_budget_start = 5\n", "multi_budget_start = 5\nrouter_lr_scale = 0.0\n", 1),
 			want: []want{{"stage[1].router_lr_scale", "found 0.0, expected a finite factor > 0", "router_lr_scale", 1}}, only: true},
+		{name: "DyDiT's λ above 1",
+			text: edit(validRecipe, "multi_budget_start = 5\n", "multi_budget_start = 5\ndydit_lambda = 1.5\n", 1),
+			want: []want{{"stage[1].dydit_lambda", "found 1.5, expected a FLOPs ratio in (0, 1], or 0 (off)", "dydit_lambda", 1}}, only: true},
+		{name: "DyDiT's weight without λ",
+			text: edit(validRecipe, "multi_budget_start = 5\n", "multi_budget_start = 5\ndydit_weight = 2.0\n", 1),
+			want: []want{{"stage[1].dydit_weight", "found 2 with dydit_lambda = 0, expected dydit_lambda > 0", "dydit_weight", 1}}, only: true},
+		{name: "DyDiT on the GPU",
+			text: edit(edit(validRecipe, "multi_budget_start = 5\n", "multi_budget_start = 5\ndydit_lambda = 0.7\n", 1), "seed = 1\n", "seed = 1\ndevice = \"cuda\"\n", 1),
+			want: []want{{"stage[1].dydit_lambda", "expected 0 with device = \"cuda\"", "dydit_lambda", 1}}, only: true},
 		{name: "guided distillation on an odd batch",
 			text: edit(validRecipe, "batch_size = 16\n", "batch_size = 15\nguided_scale = 4.0\n", 1),
 			want: []want{{"stage[0].batch_size", "found 15, expected an even number with guided_scale", "batch_size", 1}}},

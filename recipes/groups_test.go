@@ -11,6 +11,7 @@ import (
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/dit"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/internal/dctest"
 	"github.com/dcdit/dcdit/internal/testckpt"
 	"github.com/dcdit/dcdit/internal/zimagetest"
@@ -54,6 +55,8 @@ func patternSelects(group, name string, dc bool) bool {
 		return inBlock("attn.", "attention.")
 	case params.GroupMLP:
 		return inBlock("mlp.", "feed_forward.")
+	case params.GroupWidthRouter:
+		return inBlock("dydit.")
 	}
 	if pretrained {
 		return false
@@ -155,6 +158,11 @@ func groupCases(t *testing.T) []groupCase {
 
 	ref, _ := dctest.Model(t, dctest.Cases(t)[0])
 	cases = append(cases, dcCase("DC-DiT (hnet), the reference fixture", ref))
+	gated, _ := dctest.Model(t, dctest.Cases(t)[0])
+	if gated.Backbone, err = gated.Backbone.(family.WidthGated).WithWidthGates(); err != nil {
+		t.Fatal(err)
+	}
+	cases = append(cases, dcCase("DC-DiT (hnet), width-gated", gated))
 
 	bb, err := dit.Init(tinyDiT(), 3)
 	if err != nil {

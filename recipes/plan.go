@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -163,6 +164,9 @@ type Param struct {
 	// groups are its groups, as the planned model's ParamGroups would
 	// answer them; the stages select by them.
 	groups []string
+	// fromStage is the stage that adds it (a width router: the first
+	// stage with dydit_lambda); 0 for the model's own.
+	fromStage int
 }
 
 // newParam is a parameter of the planned model whose groups are groups.
@@ -362,6 +366,7 @@ func NewPlan(r *Recipe) (pl *Plan, err error) {
 		}
 	}
 	pl.Params = modelParams(pl, m, r.Base != nil, r.Scaffold)
+	addWidthRouters(p, r, pl)
 	countParams(pl, m, r.Base != nil)
 	planFLOPs(pl, r, m)
 	planData(p, r, pl, m)
@@ -669,6 +674,31 @@ func modelParams(pl *Plan, m *planned, fromBase bool, s *Scaffold) []Param {
 	return out
 }
 
+// addWidthRouters adds to a DC model's parameters the width routers the
+// first stage with dydit_lambda gives its main network, new from that
+// stage on; a main network that takes none refuses the key.
+func addWidthRouters(p *problems, r *Recipe, pl *Plan) {
+	first := slices.IndexFunc(r.Stages, func(st Stage) bool { return st.DyDiTLambda > 0 })
+	if first < 0 || pl.DC == nil {
+		return
+	}
+	g, ok := pl.mainSpec.(family.WidthGatedSpec)
+	if !ok {
+		p.add(indexKey("stage", first)+".dydit_lambda", "found %v, expected 0: the %s main network takes no width gates (DC-DiT's does)", r.Stages[first].DyDiTLambda, pl.mainSpec.Kind())
+		return
+	}
+	gated, have := g.WithWidthGates(), pl.mainSpec.Shapes()
+	shapes := gated.Shapes()
+	for _, name := range slices.Sorted(maps.Keys(shapes)) {
+		if _, ok := have[name]; ok {
+			continue
+		}
+		prm := newParam(name, shapes[name], dc.ParamGroups(name, gated.ParamGroups))
+		prm.fromStage = first
+		pl.Params = append(pl.Params, prm)
+	}
+}
+
 // forward is one forward of a base or model of config cfg over a rows×cols
 // latent with captions of captionLen tokens, as its family prices it
 // (family.BaseCosted); NaN when the family cannot.
@@ -699,7 +729,7 @@ func samplingFLOPs(forward float64, steps int, guided bool) float64 {
 func groupOrder() []string {
 	return []string{
 		params.GroupTimestepEmbedder, params.GroupClassEmbedder, params.GroupLatentEmbedder, params.GroupEncoder,
-		params.GroupRouter, params.GroupResidual, params.GroupBackbone, params.GroupBackboneNorm, params.GroupDecoder,
+		params.GroupRouter, params.GroupResidual, params.GroupWidthRouter, params.GroupBackbone, params.GroupBackboneNorm, params.GroupDecoder,
 		params.GroupFinalLayer, params.GroupWideHead, params.GroupLatentSkip, params.GroupCondNorm, "other",
 	}
 }
@@ -913,7 +943,7 @@ func planStages(p *problems, r *Recipe, pl *Plan, m *planned) {
 	}
 	for i := range r.Stages {
 		st := &r.Stages[i]
-		sp := newStagePlan(p, pl, st, indexKey("stage", i), isDC)
+		sp := newStagePlan(p, pl, i, st, isDC)
 
 		sp.setCompute(st, meanForward(pl, m, st, r.Diffusion.Steps), teacherFwd)
 		sp.Memory = memoryWith(pl, st, sp.Trainable, activationFloats(pl, m, st.Rho[0], 0))
@@ -921,11 +951,12 @@ func planStages(p *problems, r *Recipe, pl *Plan, m *planned) {
 	}
 }
 
-// newStagePlan plans what a stage trains — its schedule, budgets,
+// newStagePlan plans what stage i trains — its schedule, budgets,
 // optimiser and the parameters its trainable and frozen lists select
-// (every entry must select something) — for any backbone; key is the
-// stage's recipe key.
-func newStagePlan(p *problems, pl *Plan, st *Stage, key string, isDC bool) StagePlan {
+// (every entry must select something; the width routers of a stage with
+// dydit_lambda whatever they say) — for any backbone.
+func newStagePlan(p *problems, pl *Plan, i int, st *Stage, isDC bool) StagePlan {
+	key := indexKey("stage", i)
 	sp := StagePlan{Name: st.Name, Kind: st.Kind, Steps: st.Steps, BatchSize: st.BatchSize,
 		SamplesSeen: int64(st.Steps) * int64(st.BatchSize), Loss: st.Loss, Target: st.Target,
 		Rho: st.Rho, MultiBudgetStart: st.MultiBudgetStart, RatioLossWeight: st.RatioLossWeight,
@@ -951,7 +982,10 @@ func newStagePlan(p *problems, pl *Plan, st *Stage, key string, isDC bool) Stage
 	}
 	trainG, frozenG := map[string]bool{}, map[string]bool{}
 	for _, prm := range pl.Params {
-		if st.Trains(prm.Name, prm.groups) {
+		if prm.fromStage > i {
+			continue
+		}
+		if st.Trains(prm.Name, prm.groups) || (st.DyDiTLambda > 0 && params.InGroup(params.GroupWidthRouter, prm.groups)) {
 			sp.Trainable += prm.Numel()
 			trainG[prm.Group] = true
 		} else {
@@ -1040,6 +1074,9 @@ func budgets(st *Stage, isDC bool) string {
 	}
 	if st.MultiBudgetStart > 0 {
 		s = fmt.Sprintf("ρ = 0 for steps 1–%d, then %s", st.MultiBudgetStart, s)
+	}
+	if st.DyDiTLambda > 0 {
+		s = fmt.Sprintf("%s; the main network's width gates toward %g of its blocks' FLOPs (DyDiT, weight %g)", s, st.DyDiTLambda, st.DyDiTWeight)
 	}
 	return s
 }

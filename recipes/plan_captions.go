@@ -28,6 +28,7 @@ func planCaptioned(p *problems, r *Recipe, pl *Plan, m *planned) {
 		pl.Warnings = append(pl.Warnings, fmt.Sprintf("eval.dense_below = %g: the FLOPs assume every step at its ρ (the dense steps below it are not counted)", r.Eval.DenseBelow))
 	}
 	pl.Params = modelParams(pl, m, true, r.Scaffold)
+	addWidthRouters(p, r, pl)
 	countParams(pl, m, true)
 
 	// FLOPs: the teacher on its patch grid, the DC model at each ρ.
@@ -65,7 +66,7 @@ func planCaptioned(p *problems, r *Recipe, pl *Plan, m *planned) {
 	// activations at the family's typical caption).
 	for i := range r.Stages {
 		st := &r.Stages[i]
-		sp := newStagePlan(p, pl, st, indexKey("stage", i), true)
+		sp := newStagePlan(p, pl, i, st, true)
 		var fwd float64
 		for _, rho := range st.Rho {
 			fwd += at(keptTokens(c, rho)).Total() / float64(len(st.Rho))
@@ -98,7 +99,7 @@ func planCaptionedModel(p *problems, r *Recipe, pl *Plan, m *planned) {
 		TFLOPsPerImage: fwd * float64(steps) / 1e12, RelativeToBase: 1})
 	for i := range r.Stages {
 		st := &r.Stages[i]
-		sp := newStagePlan(p, pl, st, indexKey("stage", i), false)
+		sp := newStagePlan(p, pl, i, st, false)
 		sp.Loss = r.Diffusion.Process
 		sp.setCompute(st, fwd, 0)
 		sp.Memory = memoryWith(pl, st, sp.Trainable, activationFloats(pl, m, 0, 0))

@@ -503,6 +503,26 @@ type Stage struct {
 	// dc.Model.ForwardKeptGate). The prediction is the same. DC stages
 	// only. Default: "natural".
 	RouterGate string `toml:"router_gate"`
+	// DyDiTLambda, when > 0, finetunes with DyDiT's timestep-wise dynamic
+	// width (Zhao et al. 2024): the stage gives the DC model's main
+	// network a width router per block when it has none (every gate
+	// starting on, so that the model starts as it was), trains the
+	// routers whatever trainable says, and adds dydit_weight·(r − λ)² to
+	// the loss, r the batch's FLOPs of the blocks' attention and MLP as
+	// the gates run them over the same ungated. The model then keeps its
+	// routers (the stages after, its file). In [0, 1]; DC stages around a
+	// backbone that takes width gates (DC-DiT's main network, a grafted
+	// DiT's included), on the CPU. Default: 0 (off).
+	DyDiTLambda float64 `toml:"dydit_lambda"`
+	// DyDiTWeight weighs the FLOPs-ratio penalty (with dydit_lambda > 0
+	// only). Default: 1.
+	DyDiTWeight float64 `toml:"dydit_weight"`
+	// DyDiTLRScale multiplies the learning rate of the width routers
+	// (group width_router): they start at bias 2, and AdamW moves a
+	// parameter by about the learning rate per step, so a short finetune
+	// needs a larger factor to turn gates off (with dydit_lambda > 0
+	// only). Default: 1.
+	DyDiTLRScale float64 `toml:"dydit_lr_scale"`
 	// P2Gamma and P2K weigh the hybrid loss's ε term by 1/(k + SNR_t)^γ
 	// (P2 weighting, Choi et al. 2022): γ = 1, k = 1 keeps the weight of
 	// the noisy steps that decide what a sample shows and fades the

@@ -116,7 +116,9 @@ func (d *DC) Forward(x, t []float32, c Conditions, guided bool) ([]float32, *dc.
 		guide(out, n, d.Model.Config.Tokens(), d.Rule, d.Scale)
 	}
 	if s := d.Stats; s != nil {
-		s.record(d.Model, res, n)
+		if err := s.record(d.Model, res, n); err != nil {
+			return nil, nil, err
+		}
 		s.FLOPs[len(s.FLOPs)-1] += adjust
 	}
 	return out, res, nil
@@ -144,19 +146,24 @@ func (d *DC) cached(x []float32, in cond.Input, frac []float32, guided bool) ([]
 	return out, res, d.Cache.afterDC(res, nb), nil
 }
 
-// record appends a forward of n conditional samples.
-func (s *Stats) record(m *dc.Model, res *dc.Result, n int) {
+// record appends a forward of n conditional samples, its FLOPs as it ran.
+func (s *Stats) record(m *dc.Model, res *dc.Result, n int) error {
+	f, err := m.ResultFLOPs(res)
+	if err != nil {
+		return err
+	}
 	kept := res.Chunks.NumKept
 	s.Kept = append(s.Kept, mean(kept[:n]))
 	if n < len(kept) {
 		s.KeptUncond = append(s.KeptUncond, mean(kept[n:]))
 	}
-	s.FLOPs = append(s.FLOPs, m.ForwardFLOPs(kept).Total())
+	s.FLOPs = append(s.FLOPs, f.Total())
 	if s.RecordMasks {
 		cfg := m.Config
 		// LatentMask may hand back its input, which the result owns.
 		s.Masks = append(s.Masks, append([]bool(nil), cfg.LatentMask(res.Chunks.Kept[:n*cfg.Cells()])...))
 	}
+	return nil
 }
 
 // Denoiser is d as a sampler calls it for the conditions c: a guided

@@ -3,12 +3,14 @@ package sample
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/hnet"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/internal/dctest"
 )
 
@@ -220,4 +222,58 @@ func TestFlowMatchingTimestep(t *testing.T) {
 			t.Errorf("%d steps, model time %v: timestep %v, want %v", tt.steps, tt.modelTime, got, tt.want)
 		}
 	}
+}
+
+// A DC model whose main network was given width routers, every gate on,
+// samples as before, bit for bit, with the same kept tokens and FLOPs
+// but the routers'; with gates off it skips heads and channel groups and
+// records fewer FLOPs at every step.
+func TestWidthGatedSampling(t *testing.T) {
+	forEachModel(t, func(t *testing.T, m *dc.Model, nullClass int) {
+		cfg := m.Config
+		c := Conditions{Labels: []int{3, 0}, Null: nullClass}
+		const steps = 5
+		run := func() ([]float32, *Stats) {
+			m.Params.SetRequiresGrad(false)
+			m.Backbone.Parameters().SetRequiresGrad(false)
+			stats := &Stats{}
+			d := &DC{Model: m, Rho: 0.3, RhoUncond: 0.6, Rule: liteRule(cfg.OutChannels), Scale: 3, Stats: stats}
+			return ddpmRun(t, d.Denoiser(c), steps, 2, cfg.InChannels, cfg.Tokens(), 0), stats
+		}
+		want, ws := run()
+		g, ok := m.Backbone.(family.WidthGated)
+		if !ok {
+			t.Fatal("the main network takes no width gates")
+		}
+		bb, err := g.WithWidthGates()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Backbone = bb
+		got, gs := run()
+		if !slices.Equal(got, want) || !slices.Equal(gs.Kept, ws.Kept) || !slices.Equal(gs.KeptUncond, ws.KeptUncond) {
+			t.Fatal("every gate on: the samples or kept tokens differ from the ungated model's")
+		}
+		for i, f := range gs.FLOPs {
+			if !(f > ws.FLOPs[i]) || !(f < 1.01*ws.FLOPs[i]) {
+				t.Errorf("step %d: %v FLOPs every gate on, %v ungated: want the routers' few more", i, f, ws.FLOPs[i])
+			}
+		}
+		for _, p := range bb.Parameters().List() {
+			if strings.HasSuffix(p.Name, "_router.bias") {
+				for j := range p.Values() {
+					p.Values()[j] = -5 // head 0 and group 0 alone
+				}
+			}
+		}
+		off, os := run()
+		if slices.Equal(off, want) {
+			t.Error("gates off: the samples did not change")
+		}
+		for i, f := range os.FLOPs {
+			if !(f < ws.FLOPs[i]) {
+				t.Errorf("step %d: %v FLOPs with gates off, %v ungated", i, f, ws.FLOPs[i])
+			}
+		}
+	})
 }

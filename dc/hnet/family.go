@@ -95,6 +95,9 @@ func (s Spec) Validate() error {
 	if c.Width%c.Heads != 0 || c.Width%4 != 0 {
 		return fmt.Errorf("backbone config: width %d with %d heads: want heads dividing the width and a width divisible by 4", c.Width, c.Heads)
 	}
+	if c.WidthGates && c.MLPHidden%c.Heads != 0 {
+		return fmt.Errorf("backbone config: width_gates with mlp_hidden %d and %d heads: want the heads dividing the MLP into as many channel groups", c.MLPHidden, c.Heads)
+	}
 	if c.FrequencySize%2 != 0 {
 		return fmt.Errorf("backbone config: frequency_size = %d, want an even number", c.FrequencySize)
 	}

@@ -8,6 +8,7 @@ package hnet
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -51,6 +52,10 @@ type Config struct {
 	// ((r + ½)/p − ½, (c + ½)/p − ½), so the pretrained frequencies keep
 	// their meaning. 0 means 1.
 	PatchSize int `json:"patch_size,omitempty"`
+	// WidthGates adds DyDiT's timestep-wise width routers to every block
+	// (adaln.RouterShapes; as many MLP channel groups as heads), which a
+	// finetune with the stage key dydit_lambda trains.
+	WidthGates bool `json:"width_gates,omitempty"`
 }
 
 // gridPos maps a latent-grid coordinate to the position embedding's grid.
@@ -69,6 +74,9 @@ func Shapes(c *Config) map[string][]int {
 	s := adaln.EmbedderShapes(c.Width, c.FrequencySize, c.NumClasses)
 	s[Prefix+"rmsnorm.weight"] = []int{c.Width}
 	block := adaln.BlockShapes(c.Width, c.MLPHidden)
+	if c.WidthGates {
+		maps.Copy(block, adaln.RouterShapes(c.Width, c.Heads))
+	}
 	for i := range c.Depth {
 		for name, shape := range block {
 			s[fmt.Sprintf("%slayers.%d.%s", Prefix, i, name)] = slices.Clone(shape)
@@ -139,6 +147,9 @@ func (n *Network) Condition(in cond.Input) (cond.Value, error) {
 	if err := in.CheckLabels(n.Config.NumClasses); err != nil {
 		return nil, fmt.Errorf("hnet: %w", err)
 	}
+	if n.Config.WidthGates {
+		return n.gatedCondition(in), nil
+	}
 	return cond.Plain{V: adaln.Embedders(n.Params, "", n.Config.FrequencySize, in.T, in.Labels)}, nil
 }
 
@@ -150,7 +161,11 @@ func (n *Network) Forward(x mat.Tensor, cv cond.Value, offsets []int, pos []floa
 	if err != nil {
 		return nil, err
 	}
-	return n.finish(n.blocks(h, c, offsets)), nil
+	gates, err := n.gates(cv)
+	if err != nil {
+		return nil, err
+	}
+	return n.finish(n.blocks(h, c, offsets, gates)), nil
 }
 
 // embed checks the packing and adds the position embedding: Forward up to
@@ -166,13 +181,21 @@ func (n *Network) embed(x mat.Tensor, cv cond.Value, offsets []int, pos []float6
 	return ops.Add(x, mat.NewDense[float32](mat.WithShape(N, D), mat.WithBacking(pe))), c, nil
 }
 
-// blocks runs the blocks over h under the per-sample conditioning c.
-func (n *Network) blocks(h, c mat.Tensor, offsets []int) mat.Tensor {
+// blocks runs the blocks over h under the per-sample conditioning c and,
+// when the network is width-gated, each block's gates.
+func (n *Network) blocks(h, c mat.Tensor, offsets []int, gates []adaln.Gates) mat.Tensor {
 	for i := range n.Config.Depth {
-		h = adaln.ApplyBlock(n.Params, fmt.Sprintf("%slayers.%d.", Prefix, i), n.Config.Heads, h, c, offsets)
+		var g *adaln.Gates
+		if gates != nil {
+			g = &gates[i]
+		}
+		h = adaln.ApplyGatedBlock(n.Params, layerPrefix(i), n.Config.Heads, h, c, offsets, g)
 	}
 	return h
 }
+
+// layerPrefix is the name prefix of block i.
+func layerPrefix(i int) string { return fmt.Sprintf("%slayers.%d.", Prefix, i) }
 
 // finish is the final RMSNorm.
 func (n *Network) finish(h mat.Tensor) mat.Tensor {
@@ -215,7 +238,18 @@ func (n *Network) Spec() family.Spec {
 // FLOPs counts the conditioning (timestep MLP) and the blocks over packed
 // sequences of the given lengths, in dc.FLOPs' convention
 // (adaln.PackedFLOPs); the final RMSNorm, like every norm, is not counted.
+// A width-gated network is counted with every gate on (GatedFLOPs
+// counts a batch as run).
 func (n *Network) FLOPs(lengths []int) float64 {
+	f := adaln.PackedFLOPs(n.sizes(), lengths)
+	if n.Config.WidthGates {
+		f += adaln.RouterFLOPs(n.sizes(), len(lengths))
+	}
+	return f
+}
+
+// sizes are the block stack's sizes.
+func (n *Network) sizes() adaln.Sizes {
 	c := n.Config
-	return adaln.PackedFLOPs(adaln.Sizes{Width: c.Width, Depth: c.Depth, Heads: c.Heads, MLPHidden: c.MLPHidden, FrequencySize: c.FrequencySize}, lengths)
+	return adaln.Sizes{Width: c.Width, Depth: c.Depth, Heads: c.Heads, MLPHidden: c.MLPHidden, FrequencySize: c.FrequencySize}
 }

@@ -1,6 +1,8 @@
 package hnet
 
 import (
+	"fmt"
+
 	"github.com/nlpodyssey/spago/mat"
 
 	"github.com/dcdit/dcdit/adaln"
@@ -14,12 +16,15 @@ var _ family.StagedBackbone = (*Network)(nil)
 // position embedding before them, the final RMSNorm after. The
 // parameters must not track gradients.
 func (n *Network) ForwardStages(x mat.Tensor, cv cond.Value, offsets []int, pos []float64) (*family.Stages[mat.Tensor], error) {
+	if n.Config.WidthGates {
+		return nil, fmt.Errorf("hnet: a width-gated network (DyDiT's routers) does not split its forward for a step cache yet")
+	}
 	h, c, err := n.embed(x, cv, offsets, pos)
 	if err != nil {
 		return nil, err
 	}
 	blocks := func(x mat.Tensor, lo, hi int, offsets []int) mat.Tensor {
-		return n.blocks(x, adaln.SampleRows(c, lo, hi), offsets)
+		return n.blocks(x, adaln.SampleRows(c, lo, hi), offsets, nil)
 	}
 	finish := func(x mat.Tensor) (mat.Tensor, error) { return n.finish(x), nil }
 	mod := adaln.ModulatedInput(n.Params, Prefix+"layers.0.", h, c, offsets)

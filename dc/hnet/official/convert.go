@@ -71,6 +71,7 @@ func ConfigOf(meta *checkpoint.Meta, force bool) (_ *Config, warnings []string, 
 	no(s.EncDecDim < 1 || s.ModelDim%s.EncDecDim != 0, "an encoder width %d that does not divide the model width %d", s.EncDecDim, s.ModelDim)
 	no(h.FrequencySize != frequencySize, "a %d-wide timestep sinusoid (official: %d)", h.FrequencySize, frequencySize)
 	no(h.MLPHidden < 1, "blocks without an MLP")
+	no(h.WidthGates, "DyDiT's width gates (the official blocks have no routers)")
 	if len(why) > 0 {
 		return nil, nil, fmt.Errorf("official: the official DC-DiT cannot hold this model: %s", strings.Join(append(why, warnings...), "; "))
 	}

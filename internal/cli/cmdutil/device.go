@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dcdit/dcdit/dc"
+	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/gpu/accel"
 	"github.com/dcdit/dcdit/params"
 )
@@ -37,4 +39,17 @@ func OnDevice(device, precision string, log io.Writer, sets ...*params.Set) (rel
 		fmt.Fprintf(log, "device: %s\n", acc)
 	}
 	return func() error { return errors.Join(bound.Close(), acc.Close()) }, nil
+}
+
+// OnDeviceDC is OnDevice for a DC model's parameters (scaffold and
+// backbone) and any others, refusing first, naming the tensor, a
+// backbone that runs on the CPU only (family.HostOnly) when a device is
+// asked for.
+func OnDeviceDC(device, precision string, log io.Writer, m *dc.Model, others ...*params.Set) (release func() error, err error) {
+	if device != "" && device != accel.CPU {
+		if err := family.DeviceCheck(m.Backbone); err != nil {
+			return nil, fmt.Errorf("--device %s: %w", device, err)
+		}
+	}
+	return OnDevice(device, precision, log, append([]*params.Set{m.Params, m.Backbone.Parameters()}, others...)...)
 }

@@ -371,7 +371,7 @@ func Run(opts *Options) error {
 	if opts.Quiet {
 		log = nil
 	}
-	release, err := cmdutil.OnDevice(opts.Device, opts.Precision, log, m.Params, m.Backbone.Parameters(), teacherParams)
+	release, err := cmdutil.OnDeviceDC(opts.Device, opts.Precision, log, m, teacherParams)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/dcfile"
+	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/internal/cli/cmdutil"
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
@@ -113,7 +114,11 @@ A DC model's cost depends on how many tokens its router keeps, which only a
 run can tell. Here each sample is assumed to have floor(R·L) natural
 boundaries among its L latent tokens (R = --kept-ratio, default 1/N), of
 which tail dropping at ρ removes floor(n·ρ) (in float32, truncated, as the
-reference does) — the same count at every step.
+reference does) — the same count at every step. A DC checkpoint whose main
+network has DyDiT's width gates (a recipe stage's dydit_lambda) is read
+whole: its routers choose the heads and MLP channel groups each step runs
+from the step's timestep (DDPM's 1000 respaced to --steps), and the forward
+FLOPs are their mean over the steps.
 
 Against the paper: every step is counted, so the fixed-patch DiT baselines
 at 256 px and 250 steps give 3.03 (DiT-S/2), 11.51 (B/2), 40.37 (L/2) and
@@ -270,6 +275,9 @@ type model struct {
 	coster   family.BaseCosted
 	scaffold *dc.Config
 	backbone family.Spec // a DC model's backbone: its description and FLOPs
+	// gated is a DC model's width-gated backbone, built from the file:
+	// its cost depends on each step's timestep.
+	gated family.WidthGated
 	// native is the model's own latent side.
 	native   int
 	warnings []string
@@ -360,6 +368,22 @@ func dcModel(ck *loaders.Checkpoint, opts *Options, m *model) (*model, error) {
 	}
 	m.warnings = append(m.warnings, h.Meta.Warnings...)
 	m.preset, m.scaffold, m.backbone, m.native = h.Preset, &cfg, spec, cfg.GridRows
+	if family.SpecGated(spec) {
+		if opts.NumHeads > 0 {
+			return nil, &cmdutil.UsageError{Err: fmt.Errorf("flops: %s: --num-heads cannot reprice a model with width gates (its routers gate its own heads)", opts.Model)}
+		}
+		// The gates' choices are in the routers' tensors, not the header.
+		dm, _, err := dcfile.Open(opts.Model, dcfile.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("flops: %s: %w", opts.Model, err)
+		}
+		g, ok := family.GatedWidth(dm.Backbone)
+		if !ok {
+			return nil, fmt.Errorf("flops: %s: the header describes width gates, and the %s backbone built from the file has none", opts.Model, family.KindOf(dm.Backbone))
+		}
+		dm.Backbone.Parameters().SetRequiresGrad(false)
+		m.gated = g
+	}
 	if cfg.GridRows != cfg.GridCols {
 		return nil, fmt.Errorf("flops: %s: grid %d×%d is not square; --resolution sets a square grid", opts.Model, cfg.GridRows, cfg.GridCols)
 	}
@@ -391,8 +415,17 @@ func count(m *model, opts *Options) (*Result, error) {
 	}
 	res.Architecture, res.Tokens, res.KeptRatio = string(arch.DCDiT), L, ratio
 	res.Config = &DCConfig{Scaffold: &cfg, Main: m.backbone.Settings(), Kind: m.backbone.Kind(), main: describe(m.backbone)}
-	// Counting needs only the configurations, no weights.
-	main := m.backbone
+	// Counting needs only the configurations, no weights, but for the
+	// width gates.
+	var main dc.BackboneFLOPs = m.backbone
+	if m.gated != nil {
+		times, err := ddpm.SpaceTimesteps(ddpmSteps, strconv.Itoa(opts.Steps))
+		if err != nil {
+			return nil, fmt.Errorf("flops: --steps: %w", err)
+		}
+		main = stepMean{m.gated, times}
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the main network's width gates (DyDiT) are counted as they run at each of the %d steps' timesteps; FLOPs per forward are the mean over the steps", opts.Steps))
+	}
 	rhos := opts.Rho
 	if len(rhos) == 0 {
 		rhos = []float64{0}
@@ -423,6 +456,25 @@ func count(m *model, opts *Options) (*Result, error) {
 	}
 	res.ForwardGFLOPs, res.TFLOPsPerImage = res.Budgets[0].ForwardGFLOPs, res.Budgets[0].TFLOPsPerImage
 	return res, nil
+}
+
+// ddpmSteps is the training diffusion --steps respaces (DiT's, DC-DiT's).
+const ddpmSteps = 1000
+
+// stepMean counts a width-gated backbone's forward as the mean over a
+// sampling run's timesteps, each step at the width its gates choose.
+type stepMean struct {
+	g     family.WidthGated
+	times []int
+}
+
+// FLOPs is the mean over the timesteps.
+func (s stepMean) FLOPs(lengths []int) float64 {
+	var f float64
+	for _, t := range s.times {
+		f += s.g.TimedFLOPs(float32(t), lengths)
+	}
+	return f / float64(len(s.times))
 }
 
 // finish fills the totals from one conditional and one unconditional

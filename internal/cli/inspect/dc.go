@@ -46,6 +46,9 @@ func describeDC(res *Result, ck *loaders.Checkpoint, numHeads int) {
 		res.FLOPsPerRho = m.FLOPsPerRho(steps)
 		res.FLOPsAssumption = fmt.Sprintf("per image, one forward; the router keeps 1/target_n = 1/%g of the %d tokens before tail dropping (assumed); tflops_per_image over %d steps without guidance",
 			m.Scaffold.TargetN, m.Scaffold.Cells(), steps)
+		if family.SpecGated(m.Backbone.Spec) {
+			res.FLOPsAssumption += "; the main network's width gates (DyDiT) all on, which the header alone cannot tell apart ('dcdit flops' counts each step's)"
+		}
 	}
 	accountDC(res, ck.Shapes(), h.Expected)
 }

@@ -93,7 +93,7 @@ func runDC(opts *Options) error {
 	if err != nil {
 		return err
 	}
-	release, err := cmdutil.OnDevice(opts.Device, opts.Precision, quietLog(opts), m.Params, m.Backbone.Parameters())
+	release, err := cmdutil.OnDeviceDC(opts.Device, opts.Precision, quietLog(opts), m)
 	if err != nil {
 		return err
 	}

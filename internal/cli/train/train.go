@@ -186,6 +186,9 @@ func stepReporter(ios *iostreams.IO) func(distill.Progress) {
 		case p.Metrics.Kept > 0:
 			note += fmt.Sprintf(" ρ %.2f kept %.2f", p.Metrics.Rho, p.Metrics.Kept)
 		}
+		if p.Metrics.Width > 0 {
+			note += fmt.Sprintf(" width %.2f", p.Metrics.Width)
+		}
 		bar.Note(note + fmt.Sprintf(" %.2f steps/s", p.StepsPerSec))
 		bar.Set(p.Step - base)
 		if p.Step == p.Steps {
