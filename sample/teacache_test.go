@@ -136,22 +136,30 @@ func TestTeaCacheBranchesTogether(t *testing.T) {
 	}
 }
 
+// cachedDCRun returns a sampler of two labels by d's model under a step
+// cache (nil: none), guided at scale 3 and recording its stats; d gives
+// the model and its fractions.
+func cachedDCRun(t *testing.T, d *DC, nullClass, steps int) func(*TeaCache) ([]float32, *Stats) {
+	m, cfg := d.Model, d.Model.Config
+	m.Params.SetRequiresGrad(false)
+	m.Backbone.Parameters().SetRequiresGrad(false)
+	c := Conditions{Labels: []int{3, 0}, Null: nullClass}
+	return func(cache *TeaCache) ([]float32, *Stats) {
+		run := *d
+		run.Rule, run.Scale, run.Stats, run.Cache = liteRule(cfg.OutChannels), 3, &Stats{}, cache
+		return ddpmRun(t, run.Denoiser(c), steps, 2, cfg.InChannels, cfg.Tokens(), 0), run.Stats
+	}
+}
+
 // A DC model that runs dense at every step (its kept cells never change)
 // under a cache at threshold 0 samples as without it, bit for bit, and
 // costs only the signal's modulation more: the blocks run on the stages
 // the signal was measured on, not on a second run of them.
 func TestTeaCacheDCDense(t *testing.T) {
 	forEachModel(t, func(t *testing.T, m *dc.Model, nullClass int) {
-		m.Params.SetRequiresGrad(false)
-		m.Backbone.Parameters().SetRequiresGrad(false)
 		cfg := m.Config
-		c := Conditions{Labels: []int{3, 0}, Null: nullClass}
 		const steps = 4
-		run := func(cache *TeaCache) ([]float32, *Stats) {
-			stats := &Stats{}
-			d := &DC{Model: m, Rho: 0.3, Rule: liteRule(cfg.OutChannels), Scale: 3, DenseBelow: 1e9, Stats: stats, Cache: cache}
-			return ddpmRun(t, d.Denoiser(c), steps, 2, cfg.InChannels, cfg.Tokens(), 0), stats
-		}
+		run := cachedDCRun(t, &DC{Model: m, Rho: 0.3, DenseBelow: 1e9}, nullClass, steps)
 		want, ws := run(nil)
 		zero, err := NewTeaCache(0, testPoly, steps)
 		if err != nil {
@@ -177,16 +185,8 @@ func TestTeaCacheDCDense(t *testing.T) {
 // less.
 func TestTeaCacheDC(t *testing.T) {
 	forEachModel(t, func(t *testing.T, m *dc.Model, nullClass int) {
-		m.Params.SetRequiresGrad(false)
-		m.Backbone.Parameters().SetRequiresGrad(false)
-		cfg := m.Config
-		c := Conditions{Labels: []int{3, 0}, Null: nullClass}
 		const steps = 6
-		run := func(cache *TeaCache) ([]float32, *Stats) {
-			stats := &Stats{}
-			d := &DC{Model: m, Rho: 0.3, RhoUncond: 0.6, Rule: liteRule(cfg.OutChannels), Scale: 3, Stats: stats, Cache: cache}
-			return ddpmRun(t, d.Denoiser(c), steps, 2, cfg.InChannels, cfg.Tokens(), 0), stats
-		}
+		run := cachedDCRun(t, &DC{Model: m, Rho: 0.3, RhoUncond: 0.6}, nullClass, steps)
 		want, ws := run(nil)
 		zero, err := NewTeaCache(0, testPoly, steps)
 		if err != nil {
