@@ -7,6 +7,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,6 +72,27 @@ func TestDataShapes(t *testing.T) {
 	want, _ := g.CaptionedSet(24)
 	if len(c.Captions) != 24 || len(c.Vocabulary) != len(shapes.Vocabulary) || fmt.Sprint(c.Captions) != fmt.Sprint(want.Captions) {
 		t.Errorf("captions %v over %d words, want the generator's", c.Captions, len(c.Vocabulary))
+	}
+
+	// --balanced draws the class-balanced sets a recipe's evaluation uses.
+	for _, captions := range []bool{false, true} {
+		path := filepath.Join(dir, fmt.Sprintf("b%v.safetensors", captions))
+		args := []string{"data", "shapes", "--num", "24", "--size", "12", "--seed", "5", "--balanced", "--out", path, "-q"}
+		want, _ := g.BalancedSet(24)
+		if captions {
+			args = append(args, "--captions")
+			want, _ = g.BalancedCaptionedSet(24)
+		}
+		if code, _, stderr := run(t, args...); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		b, err := datasets.Read(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(b.Labels, want.Labels) || !slices.Equal(b.Latents, want.Latents) || fmt.Sprint(b.Captions) != fmt.Sprint(want.Captions) {
+			t.Errorf("--balanced (captions %v): labels %v, want the generator's balanced set %v", captions, b.Labels, want.Labels)
+		}
 	}
 }
 

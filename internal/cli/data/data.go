@@ -29,6 +29,9 @@ type ShapesOptions struct {
 	Quiet bool
 	// Captions adds a caption per sample (shapes.CaptionedSet).
 	Captions bool
+	// Balanced draws sample i as class i mod the class count
+	// (shapes.BalancedSet), as a recipe's evaluation draws its data.
+	Balanced bool
 }
 
 // previewScale draws each latent cell as 8×8 pixels (the VAE's factor).
@@ -76,7 +79,10 @@ the router's edge-density measure), with metadata dcdit.dataset,
 dcdit.num_classes, dcdit.classes, dcdit.seed and dcdit.size. With
 --captions it also holds captions [N, T] (I64 indices into the metadata
 dcdit.vocabulary, padded with −1): "a [size] colour class [on colour]
-[position]", 3–7 words, the optional parts drawn per sample. It is written
+[position]", 3–7 words, the optional parts drawn per sample. --balanced draws
+sample i as class i mod 10, so every class has its share exactly: the data a
+recipe's evaluation draws (seed: the recipe's + 1; samples: max(held_out,
+2 × samples)), with which 'dcdit eval' reproduces a run's card. It is written
 atomically. --png writes a preview grid (10 columns) of the first samples,
 at most 100.`,
 		Example: `  dcdit data shapes --num 4096 --seed 0 --out shapes-train.safetensors
@@ -108,6 +114,7 @@ at most 100.`,
 	f.StringVar(&opts.PNG, "png", "", "also write a latent-to-RGB preview grid of the first samples (≤ 100) to this PNG")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "print nothing but errors")
 	f.BoolVar(&opts.Captions, "captions", false, "add a caption per sample (words over a fixed vocabulary)")
+	f.BoolVar(&opts.Balanced, "balanced", false, "draw sample i as class i mod the class count, as a recipe's evaluation does")
 	return cmd
 }
 
@@ -133,10 +140,11 @@ func RunShapes(opts *ShapesOptions) error {
 	if err != nil {
 		return err
 	}
-	set, err := g.Set(opts.Num)
-	if opts.Captions {
-		set, err = g.CaptionedSet(opts.Num)
-	}
+	draw := map[[2]bool]func(int) (*datasets.Set, error){
+		{false, false}: g.Set, {false, true}: g.CaptionedSet,
+		{true, false}: g.BalancedSet, {true, true}: g.BalancedCaptionedSet,
+	}[[2]bool{opts.Balanced, opts.Captions}]
+	set, err := draw(opts.Num)
 	if err != nil {
 		return err
 	}
