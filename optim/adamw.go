@@ -83,11 +83,21 @@ type AdamW struct {
 // base hyperparameters for every trainable element outside groups. Groups
 // must not overlap one another.
 func NewAdamW(mask *Mask, base Hyper, groups ...Group) (*AdamW, error) {
+	hyper, segs, err := cutSegments(mask, base, groups)
+	if err != nil {
+		return nil, err
+	}
+	return newAdamW(mask, hyper, segs), nil
+}
+
+// cutSegments validates NewAdamW's arguments and cuts the trainable
+// elements into single-group segments, in buffer order.
+func cutSegments(mask *Mask, base Hyper, groups []Group) ([]Hyper, []segment, error) {
 	if mask == nil {
-		return nil, errors.New("optim: NewAdamW: nil mask (use AllTrainable(n) to train everything)")
+		return nil, nil, errors.New("optim: NewAdamW: nil mask (use AllTrainable(n) to train everything)")
 	}
 	if err := base.validate(); err != nil {
-		return nil, fmt.Errorf("optim: AdamW: %w", err)
+		return nil, nil, fmt.Errorf("optim: AdamW: %w", err)
 	}
 	hyper := []Hyper{base}
 	// painted lists every group's ranges, sorted, to find overlaps and
@@ -99,11 +109,11 @@ func NewAdamW(mask *Mask, base Hyper, groups ...Group) (*AdamW, error) {
 	var painted []owned
 	for i, g := range groups {
 		if err := g.Hyper.validate(); err != nil {
-			return nil, fmt.Errorf("optim: AdamW: group %d %q: %w", i+1, g.Name, err)
+			return nil, nil, fmt.Errorf("optim: AdamW: group %d %q: %w", i+1, g.Name, err)
 		}
 		rs, err := normalise(mask.n, g.Ranges)
 		if err != nil {
-			return nil, fmt.Errorf("optim: AdamW: group %d %q: %w", i+1, g.Name, err)
+			return nil, nil, fmt.Errorf("optim: AdamW: group %d %q: %w", i+1, g.Name, err)
 		}
 		hyper = append(hyper, g.Hyper)
 		for _, r := range rs {
@@ -113,7 +123,7 @@ func NewAdamW(mask *Mask, base Hyper, groups ...Group) (*AdamW, error) {
 	slices.SortFunc(painted, func(a, b owned) int { return a.r.Lo - b.r.Lo })
 	for i := 1; i < len(painted); i++ {
 		if a, b := painted[i-1], painted[i]; b.r.Lo < a.r.Hi {
-			return nil, fmt.Errorf("optim: AdamW: groups %q and %q both hold %v",
+			return nil, nil, fmt.Errorf("optim: AdamW: groups %q and %q both hold %v",
 				groups[a.group-1].Name, groups[b.group-1].Name, Range{b.r.Lo, min(a.r.Hi, b.r.Hi)})
 		}
 	}
@@ -136,6 +146,12 @@ func NewAdamW(mask *Mask, base Hyper, groups ...Group) (*AdamW, error) {
 		}
 		emit(t.Hi, 0)
 	}
+	return hyper, segs, nil
+}
+
+// newAdamW returns an optimiser over mask's buffers stepping segs, which
+// cover mask's trainable elements, with group i's hyperparameters hyper[i].
+func newAdamW(mask *Mask, hyper []Hyper, segs []segment) *AdamW {
 	o := &AdamW{
 		mask:    mask,
 		hyper:   hyper,
@@ -147,7 +163,7 @@ func NewAdamW(mask *Mask, base Hyper, groups ...Group) (*AdamW, error) {
 		},
 	}
 	o.body = o.stepBlocks
-	return o, nil
+	return o
 }
 
 // Segment is a run of trainable elements in one hyperparameter group:
