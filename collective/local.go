@@ -184,10 +184,17 @@ func (c *local) AllGather(dst, src []float32) error {
 		return err
 	}
 	for k, q := range round {
-		lo, hi := Shard(len(dst), c.g.size, k)
-		copy(dst[lo:hi], q.b)
+		if k != c.rank {
+			lo, hi := Shard(len(dst), c.g.size, k)
+			copy(dst[lo:hi], q.b)
+		}
 	}
-	return c.done(op)
+	// src may be this shard of dst, which the others read until done.
+	if err := c.done(op); err != nil {
+		return err
+	}
+	copy(dst[lo:hi], src)
+	return nil
 }
 
 func (c *local) Broadcast(buf []float32, root int) error {

@@ -9,6 +9,34 @@ import (
 	"github.com/dcdit/dcdit/collective"
 )
 
+// onRanks runs f for every rank of a local group of n, each in its own
+// goroutine, and fails the test with the ranks' errors. A failing rank
+// closes the group so that the others do not wait for it.
+func onRanks(t *testing.T, n int, f func(rank int, c collective.Comm) error) {
+	t.Helper()
+	comms, err := collective.NewLocal(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for k, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[k] = f(k, c); errs[k] != nil {
+				c.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	for k, err := range errs {
+		if err != nil {
+			t.Fatalf("%d ranks: rank %d: %v", n, k, err)
+		}
+	}
+}
+
 // TestShardedAdamWMatchesMeanGradient checks that n ranks, each with its
 // own gradients, stepping a ShardedAdamW, end every step with the bits of
 // one AdamW stepping on the mean gradient (summed in rank order, as the
@@ -59,42 +87,23 @@ func TestShardedAdamWMatchesMeanGradient(t *testing.T) {
 					ref.Step(want, mean)
 				}
 
-				comms, err := collective.NewLocal(ranks)
-				if err != nil {
-					t.Fatal(err)
-				}
 				got := make([][]float32, ranks)
 				opts := make([]*ShardedAdamW, ranks)
-				errs := make([]error, ranks)
-				var wg sync.WaitGroup
-				for k, c := range comms {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						// A failing rank closes the group so the others do
-						// not wait for it.
-						defer func() {
-							if errs[k] != nil {
-								c.Close()
-							}
-						}()
-						if opts[k], errs[k] = NewShardedAdamW(c, mask, base, groups...); errs[k] != nil {
-							return
+				onRanks(t, ranks, func(k int, c collective.Comm) error {
+					var err error
+					if opts[k], err = NewShardedAdamW(c, mask, base, groups...); err != nil {
+						return err
+					}
+					got[k] = append([]float32(nil), init...)
+					for s := range steps {
+						if err := opts[k].Step(got[k], grads[s][k]); err != nil {
+							return err
 						}
-						got[k] = append([]float32(nil), init...)
-						for s := range steps {
-							if errs[k] = opts[k].Step(got[k], grads[s][k]); errs[k] != nil {
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
+					}
+					return nil
+				})
 				var moments State
 				for k := range ranks {
-					if errs[k] != nil {
-						t.Fatalf("%d ranks: rank %d: %v", ranks, k, errs[k])
-					}
 					if i := sameBits(got[k], want); i >= 0 {
 						t.Errorf("%d ranks: rank %d: param %d = %v, want %v", ranks, k, i, got[k][i], want[i])
 					}
@@ -131,5 +140,56 @@ func TestShardedAdamWStepErrors(t *testing.T) {
 	comms[0].Close()
 	if err := o.Step(make([]float32, 10), make([]float32, 10)); err == nil {
 		t.Error("Step on a closed group succeeded")
+	}
+}
+
+// TestShardedEMAMatchesEMA checks that the shards' averages, gathered, are
+// one EMA's bits, frozen elements and a change of decay included.
+func TestShardedEMAMatchesEMA(t *testing.T) {
+	const (
+		length = 1001
+		steps  = 3
+	)
+	mask, err := FreezeMask(length, Range{320, 350})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ranks := range []int{1, 2, 3} {
+		t.Run(fmt.Sprintf("%d ranks", ranks), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(ranks), 9))
+			init := randn(r, length, 1)
+			params := make([][]float32, steps)
+			for s := range params {
+				params[s] = randn(r, length, 1)
+			}
+			ref, err := NewEMA(mask, init, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for s := range steps {
+				ref.Update(params[s])
+				ref.Decay = 0.9
+			}
+			got := make([][]float32, ranks)
+			onRanks(t, ranks, func(k int, c collective.Comm) error {
+				e, err := NewShardedEMA(c, mask, init, 0)
+				if err != nil {
+					return err
+				}
+				for s := range steps {
+					if err := e.Update(params[s]); err != nil {
+						return err
+					}
+					e.Local().Decay = 0.9
+				}
+				got[k] = make([]float32, length)
+				return e.Gather(got[k])
+			})
+			for k := range ranks {
+				if i := sameBits(got[k], ref.Weights()); i >= 0 {
+					t.Errorf("rank %d: average %d = %v, want %v", k, i, got[k][i], ref.Weights()[i])
+				}
+			}
+		})
 	}
 }
