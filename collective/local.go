@@ -37,11 +37,11 @@ type group struct {
 
 // post is one rank's side of an operation.
 type post struct {
-	op   string
-	a, b []float32 // buf or dst; src
-	root int
-	n    int   // the length every rank must agree on
-	err  error // this rank's own objection to its arguments
+	op     string
+	shared []float32 // what the other ranks read
+	root   int
+	n      int   // the length every rank must agree on
+	err    error // this rank's own objection to its arguments
 }
 
 // wait posts p for rank and blocks until every rank has posted, returning
@@ -124,47 +124,19 @@ func (c *local) done(op string) error {
 	return nil
 }
 
-// sum adds every rank's src[lo:hi] into scratch, rank 0 first.
-func (c *local) sum(round []post, lo, hi int) []float32 {
+// sumInto adds every rank's shared[lo:hi], rank 0 first, and copies the
+// sum into dst once the others are done reading this rank's buffers.
+func (c *local) sumInto(dst []float32, round []post, lo, hi int, op string) error {
 	if cap(c.scratch) < hi-lo {
 		c.scratch = make([]float32, hi-lo)
 	}
 	s := c.scratch[:hi-lo]
-	copy(s, round[0].b[lo:hi])
+	copy(s, round[0].shared[lo:hi])
 	for _, q := range round[1:] {
-		for i, x := range q.b[lo:hi] {
+		for i, x := range q.shared[lo:hi] {
 			s[i] += x
 		}
 	}
-	return s
-}
-
-func (c *local) AllReduceSum(buf []float32) error {
-	const op = "AllReduceSum"
-	round, err := c.exchange(post{op: op, b: buf, n: len(buf)})
-	if err != nil {
-		return err
-	}
-	s := c.sum(round, 0, len(buf))
-	if err := c.done(op); err != nil {
-		return err
-	}
-	copy(buf, s)
-	return nil
-}
-
-func (c *local) ReduceScatterSum(dst, src []float32) error {
-	const op = "ReduceScatterSum"
-	lo, hi := Shard(len(src), c.g.size, c.rank)
-	p := post{op: op, a: dst, b: src, n: len(src)}
-	if len(dst) != hi-lo {
-		p.err = fmt.Errorf("dst has %d elements, want %d (shard [%d,%d) of %d)", len(dst), hi-lo, lo, hi, len(src))
-	}
-	round, err := c.exchange(p)
-	if err != nil {
-		return err
-	}
-	s := c.sum(round, lo, hi)
 	if err := c.done(op); err != nil {
 		return err
 	}
@@ -172,21 +144,46 @@ func (c *local) ReduceScatterSum(dst, src []float32) error {
 	return nil
 }
 
+// sharded posts an operation over a whole buffer of which part must be
+// this rank's shard; shared is what the other ranks read.
+func (c *local) sharded(op string, whole, part, shared []float32, partName string) (round []post, lo, hi int, err error) {
+	lo, hi = Shard(len(whole), c.g.size, c.rank)
+	p := post{op: op, shared: shared, n: len(whole)}
+	if len(part) != hi-lo {
+		p.err = fmt.Errorf("%s has %d elements, want %d (shard [%d,%d) of %d)", partName, len(part), hi-lo, lo, hi, len(whole))
+	}
+	round, err = c.exchange(p)
+	return round, lo, hi, err
+}
+
+func (c *local) AllReduceSum(buf []float32) error {
+	const op = "AllReduceSum"
+	round, err := c.exchange(post{op: op, shared: buf, n: len(buf)})
+	if err != nil {
+		return err
+	}
+	return c.sumInto(buf, round, 0, len(buf), op)
+}
+
+func (c *local) ReduceScatterSum(dst, src []float32) error {
+	const op = "ReduceScatterSum"
+	round, lo, hi, err := c.sharded(op, src, dst, src, "dst")
+	if err != nil {
+		return err
+	}
+	return c.sumInto(dst, round, lo, hi, op)
+}
+
 func (c *local) AllGather(dst, src []float32) error {
 	const op = "AllGather"
-	lo, hi := Shard(len(dst), c.g.size, c.rank)
-	p := post{op: op, a: dst, b: src, n: len(dst)}
-	if len(src) != hi-lo {
-		p.err = fmt.Errorf("src has %d elements, want %d (shard [%d,%d) of %d)", len(src), hi-lo, lo, hi, len(dst))
-	}
-	round, err := c.exchange(p)
+	round, lo, hi, err := c.sharded(op, dst, src, src, "src")
 	if err != nil {
 		return err
 	}
 	for k, q := range round {
 		if k != c.rank {
 			lo, hi := Shard(len(dst), c.g.size, k)
-			copy(dst[lo:hi], q.b)
+			copy(dst[lo:hi], q.shared)
 		}
 	}
 	// src may be this shard of dst, which the others read until done.
@@ -199,7 +196,7 @@ func (c *local) AllGather(dst, src []float32) error {
 
 func (c *local) Broadcast(buf []float32, root int) error {
 	const op = "Broadcast"
-	p := post{op: op, a: buf, n: len(buf), root: root}
+	p := post{op: op, shared: buf, n: len(buf), root: root}
 	if root < 0 || root >= c.g.size {
 		p.err = fmt.Errorf("root %d, want a rank in [0,%d)", root, c.g.size)
 	}
@@ -208,7 +205,7 @@ func (c *local) Broadcast(buf []float32, root int) error {
 		return err
 	}
 	if c.rank != root {
-		copy(buf, round[root].a)
+		copy(buf, round[root].shared)
 	}
 	return c.done(op)
 }
