@@ -52,14 +52,24 @@ func (m *Model) Condition(in cond.Input) (cond.Value, error) {
 // numbers, mapped to the patch grid the table was trained on (GridPos).
 // It returns the last block's output [N, D]; DiT has no norm there.
 func (m *Model) Forward(x mat.Tensor, c cond.Value, offsets []int, pos []float64) (mat.Tensor, error) {
-	v := c.Vector()
+	h, v, err := m.positioned(x, c, offsets, pos)
+	if err != nil {
+		return nil, err
+	}
+	return m.Blocks(h, v, offsets), nil
+}
+
+// positioned checks a packed batch and adds each token's position
+// embedding to x: the blocks' input, and the conditioning vector [S, D]
+// they read.
+func (m *Model) positioned(x mat.Tensor, c cond.Value, offsets []int, pos []float64) (h, v mat.Tensor, err error) {
+	v = c.Vector()
 	if err := family.CheckPacked(x.Shape()[0], v.Shape()[0], offsets, pos); err != nil {
-		return nil, fmt.Errorf("dit: %w", err)
+		return nil, nil, fmt.Errorf("dit: %w", err)
 	}
 	D := m.Config.HiddenSize
 	pe := posembed.Packed(pos, D, m.Config.PatchSize)
-	h := ops.Add(x, constant(len(pe)/D, D, pe))
-	return m.Blocks(h, v, offsets), nil
+	return ops.Add(x, constant(len(pe)/D, D, pe)), v, nil
 }
 
 // Parameters returns the arena of every trainable tensor under DiT's

@@ -8,8 +8,6 @@ import (
 	"github.com/dcdit/dcdit/adaln"
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/family"
-	"github.com/dcdit/dcdit/ops"
-	"github.com/dcdit/dcdit/posembed"
 )
 
 var _ family.StagedTeacher = Teacher{}
@@ -52,13 +50,10 @@ var _ family.StagedBackbone = (*Model)(nil)
 // ForwardStages is Forward split around the blocks (family.Stages); DiT
 // has nothing after them. The parameters must not track gradients.
 func (m *Model) ForwardStages(x mat.Tensor, c cond.Value, offsets []int, pos []float64) (*family.Stages[mat.Tensor], error) {
-	v := c.Vector()
-	if err := family.CheckPacked(x.Shape()[0], v.Shape()[0], offsets, pos); err != nil {
-		return nil, fmt.Errorf("dit: %w", err)
+	h, v, err := m.positioned(x, c, offsets, pos)
+	if err != nil {
+		return nil, err
 	}
-	D := m.Config.HiddenSize
-	pe := posembed.Packed(pos, D, m.Config.PatchSize)
-	h := ops.Add(x, constant(len(pe)/D, D, pe))
 	blocks := func(x mat.Tensor, lo, hi int, offsets []int) mat.Tensor {
 		return m.Blocks(x, adaln.SampleRows(v, lo, hi), offsets)
 	}
