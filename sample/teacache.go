@@ -53,11 +53,13 @@ type TeaCache struct {
 	// Skips records, per model call, which branches were skipped.
 	Skips [][]bool
 
-	// A DC model's run: its conditioning, the plan's decisions and probe.
+	// A DC model's run: its conditioning, and the plan's branch count,
+	// decision and probe.
 	dc      *dc.Model
 	staged  family.StagedBackbone
 	cv      cond.Value
-	pending []bool
+	nb      int
+	compute bool
 	probe   *family.Stages[mat.Tensor]
 	adjust  float64
 
@@ -187,33 +189,24 @@ func RelL1(a, b []float32) float64 {
 	return num / den
 }
 
-// apply runs the blocks of st for the branches compute marks (nb equal
-// branches of samples) and adds the cached residual for the others,
-// keeping each branch's modulated input and computed residual, and
-// returns the blocks' output stream.
-func (tc *TeaCache) apply(st *family.Stages[mat.Tensor], nb int, compute []bool) []float32 {
-	return applyStages(tc, st.Hidden, st.Width, st.Offsets, st.Modulated, st.Blocks, nb, compute)
-}
-
-// applyStages is apply over the fields of any Stages.
-func applyStages(tc *TeaCache, hidden []float32, W int, offsets []int, mod []float32, blocks func([]float32, int, int) []float32, nb int, compute []bool) []float32 {
-	S := len(offsets) - 1
+// applyStages runs the blocks of st over its nb equal branches of
+// samples when compute, else adds each branch's cached residual, keeping
+// each branch's modulated input and computed residual, and returns the
+// blocks' output stream.
+func applyStages[O any](tc *TeaCache, st *family.Stages[O], nb int, compute bool) []float32 {
+	S, W := len(st.Offsets)-1, st.Width
 	per := S / nb
 	var out []float32
-	if !slices.Contains(compute, false) {
-		out = blocks(hidden, 0, S)
+	if compute {
+		out = st.Blocks(st.Hidden, 0, S)
 	} else {
-		out = make([]float32, len(hidden))
+		out = make([]float32, len(st.Hidden))
 	}
-	skips := make([]bool, nb)
 	for b := range nb {
 		br := tc.branch(b)
-		r0, r1 := offsets[b*per]*W, offsets[(b+1)*per]*W
-		in, o := hidden[r0:r1], out[r0:r1]
-		if compute[b] {
-			if slices.Contains(compute, false) {
-				copy(o, blocks(in, b*per, (b+1)*per))
-			}
+		r0, r1 := st.Offsets[b*per]*W, st.Offsets[(b+1)*per]*W
+		in, o := st.Hidden[r0:r1], out[r0:r1]
+		if compute {
 			br.residual = make([]float32, len(in))
 			for i := range in {
 				br.residual[i] = o[i] - in[i]
@@ -222,27 +215,25 @@ func applyStages(tc *TeaCache, hidden []float32, W int, offsets []int, mod []flo
 			for i := range in {
 				o[i] = in[i] + br.residual[i]
 			}
-			skips[b] = true
 		}
-		br.prev = slices.Clone(mod[r0:r1])
+		br.prev = slices.Clone(st.Modulated[r0:r1])
 	}
-	tc.Skips = append(tc.Skips, skips)
+	tc.Skips = append(tc.Skips, slices.Repeat([]bool{!compute}, nb))
 	tc.step++
 	return out
 }
 
-// decideAll decides every branch of a forward from its modulated input:
-// all compute when one does (TeaCache's doc says why), emptying every
-// accumulator.
-func (tc *TeaCache) decideAll(offsets []int, W int, mod []float32, nb int) []bool {
+// decideAll decides a forward of nb branches from their modulated
+// inputs: every branch computes when one's sum reaches the threshold
+// (TeaCache's doc says why), emptying every accumulator.
+func (tc *TeaCache) decideAll(offsets []int, W int, mod []float32, nb int) bool {
 	per := (len(offsets) - 1) / nb
-	compute := make([]bool, nb)
+	compute := false
 	for b := range nb {
-		compute[b] = tc.decide(b, mod[offsets[b*per]*W:offsets[(b+1)*per]*W])
+		compute = tc.decide(b, mod[offsets[b*per]*W:offsets[(b+1)*per]*W]) || compute
 	}
-	if slices.Contains(compute, true) {
+	if compute {
 		for b := range nb {
-			compute[b] = true
 			tc.branch(b).acc = 0
 		}
 	}
@@ -265,7 +256,7 @@ func (tc *TeaCache) Teacher(t family.StagedTeacher, c Conditions, rows, cols int
 			nb = 2
 		}
 		compute := tc.decideAll(st.Offsets, st.Width, st.Modulated, nb)
-		out, err := st.Finish(applyStages(tc, st.Hidden, st.Width, st.Offsets, st.Modulated, st.Blocks, nb, compute))
+		out, err := st.Finish(applyStages(tc, st, nb, compute))
 		if err == nil {
 			tc.observe(out, nb)
 		}
@@ -330,11 +321,10 @@ func (b *cachedBackbone) Condition(in cond.Input) (cond.Value, error) {
 	return cv, err
 }
 
-// Forward runs the backbone's stages, its blocks only for the branches
-// the plan computes.
+// Forward runs the backbone's stages, its blocks only when the plan
+// computes.
 func (b *cachedBackbone) Forward(x mat.Tensor, cv cond.Value, offsets []int, pos []float64) (mat.Tensor, error) {
 	tc := b.tc
-	nb := len(tc.pending)
 	st := tc.probe
 	if st == nil {
 		var err error
@@ -342,16 +332,15 @@ func (b *cachedBackbone) Forward(x mat.Tensor, cv cond.Value, offsets []int, pos
 			return nil, err
 		}
 	}
-	return st.Finish(tc.apply(st, nb, tc.pending))
+	return st.Finish(applyStages(tc, st, tc.nb, tc.compute))
 }
 
 // plan is the dc.Planner of a forward of nb branches: it measures each
 // branch's change on the cells of its last computed step and keeps them
-// for the branches it skips.
+// when the step is skipped.
 func (tc *TeaCache) plan(nb int) dc.Planner {
 	return func(enc mat.Tensor, kept []bool, batch int) ([]bool, error) {
-		tc.probe, tc.adjust = nil, 0
-		tc.pending = slices.Repeat([]bool{true}, nb)
+		tc.probe, tc.adjust, tc.nb, tc.compute = nil, 0, nb, true
 		last := make([]bool, 0, len(kept))
 		for b := range nb {
 			br := tc.branch(b)
@@ -374,29 +363,19 @@ func (tc *TeaCache) plan(nb int) dc.Planner {
 		if err != nil {
 			return nil, err
 		}
-		tc.pending = tc.decideAll(st.Offsets, st.Width, st.Modulated, nb)
-		if !slices.Contains(tc.pending, true) {
+		tc.compute = tc.decideAll(st.Offsets, st.Width, st.Modulated, nb)
+		if !tc.compute || slices.Equal(kept, last) {
+			// Skipped, or the router keeps the cells the probe ran over
+			// (every cell at a dense step): the blocks, if they run, run
+			// on the probe's stages.
 			tc.probe = st
 			return last, nil
 		}
-		if slices.Equal(kept, last) {
-			// The router keeps the cells the probe ran over (every cell
-			// at a dense step): the blocks run on the probe's stages.
-			tc.probe = st
-			return kept, nil
-		}
-		// The computing branches take the router's new cells: the
-		// stages run again over them, the skipped ones' included.
+		// A computed step takes the router's new cells: the stages run
+		// again over them.
 		f := tc.staged.StepFLOPs(ch.NumKept)
 		tc.adjust += f.Before + f.Modulation
-		out := slices.Clone(kept)
-		per := len(kept) / nb
-		for b, compute := range tc.pending {
-			if !compute {
-				copy(out[b*per:(b+1)*per], last[b*per:(b+1)*per])
-			}
-		}
-		return out, nil
+		return kept, nil
 	}
 }
 
@@ -415,6 +394,6 @@ func (tc *TeaCache) afterDC(res *dc.Result, nb int) float64 {
 			tc.branch(b).kept = slices.Clone(kept[b*per : (b+1)*per])
 		}
 	}
-	tc.probe, tc.pending, tc.adjust = nil, nil, 0
+	tc.probe, tc.adjust = nil, 0
 	return adjust
 }
