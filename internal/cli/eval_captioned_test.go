@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,10 +45,12 @@ func captionedModel(t *testing.T) (model, data, plainData string) {
 		captions bool
 	}{{&data, true}, {&plainData, false}} {
 		var s *datasets.Set
+		// Class-balanced, as a recipe's evaluation draws: the first samples'
+		// classes again in the next ones, for the FD's floor.
 		if c.captions {
-			s, err = g.CaptionedSet(12)
+			s, err = g.BalancedCaptionedSet(2 * len(shapes.Classes))
 		} else {
-			s, err = g.Set(12)
+			s, err = g.BalancedSet(2 * len(shapes.Classes))
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -97,9 +100,9 @@ func TestEvalCaptioned(t *testing.T) {
 		want  string
 	}{
 		{"a teacher", []string{"--teacher", "x.safetensors"}, data, 2, "--teacher measures a DC model against its teacher"},
-		{"no captions", nil, plain, 1, "has no captions"},
+		{"no captions", nil, plain, 1, "needs data with captions"},
 		{"a GPU", []string{"--device", "cuda"}, data, 2, "CPU only"},
-		{"too many samples", []string{"--samples", "40"}, data, 1, "holds 12 samples"},
+		{"too many samples", []string{"--samples", "40"}, data, 1, fmt.Sprintf("the data has %d", 2*len(shapes.Classes))},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a := append([]string{"eval", model, "--data", c.data, "--features", features, "--samples", "4", "--steps", "2"}, c.extra...)

@@ -231,7 +231,7 @@ func TestEvalErrors(t *testing.T) {
 		{"steps", base("--steps", "0"), exitUsage, "--steps 0"},
 		{"two args", []string{"eval", model, model, "--teacher", teacher, "--data", data}, exitUsage, "takes 1 argument"},
 		{"teacher is DC", []string{"eval", model, "--teacher", model, "--data", data, "--no-lite"}, exitError, "--teacher"},
-		{"model is DiT", []string{"eval", teacher, "--teacher", teacher, "--teacher-heads", teacherHeads, "--data", data}, exitError, "holds a dit checkpoint"},
+		{"model is DiT", []string{"eval", teacher, "--teacher", teacher, "--teacher-heads", teacherHeads, "--data", data}, exitUsage, "is a fixed-patch model, scored on its own"},
 		{"reference without heads", []string{"eval", ref, "--teacher", teacher, "--data", data}, exitError, "pass --num-heads"},
 		{"data is a model", []string{"eval", model, "--teacher", teacher, "--teacher-heads", teacherHeads, "--data", teacher}, exitError, `no tensor "latents"`},
 		{"out is a file", base("--out", notFolder), exitError, "is a file, want a folder"},
@@ -262,4 +262,74 @@ func TestEvalErrors(t *testing.T) {
 	}
 	slices.Sort(keys)
 	t.Logf("top-level keys %v", keys)
+}
+
+// A DiT is scored on its own, without --teacher: the numbers a DC
+// evaluation on the same data, seed, steps and guidance prints for it as
+// its teacher; flags that measure a DC model are refused.
+func TestEvalOwnDiT(t *testing.T) {
+	teacher := randomTeacherFile(t)
+	g, err := shapes.New(dcTinyCase(t).size, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := g.BalancedSet(2 * len(shapes.Classes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(t.TempDir(), "balanced.safetensors")
+	if err := datasets.Write(data, s); err != nil {
+		t.Fatal(err)
+	}
+	features := filepath.Join("..", "..", "testdata", "featnet", "model.safetensors")
+	common := []string{"--teacher-heads", teacherHeads, "--data", data, "--features", features, "--samples", "4", "--steps", "2", "--cfg", "2", "--seed", "3", "--json", "-q"}
+	code, out, errOut := run(t, append([]string{"eval", teacher}, common...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var own struct {
+		FD              *float64 `json:"fd"`
+		ClassAccuracy   *float64 `json:"class_accuracy"`
+		PromptFollowing *float64 `json:"prompt_following"`
+		GFLOPs          float64  `json:"gflops_per_image"`
+		Process         string   `json:"process"`
+		Floor           *float64 `json:"data_fd_floor"`
+	}
+	if err := json.Unmarshal([]byte(out), &own); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if own.FD == nil || !(*own.FD >= 0) || own.ClassAccuracy == nil || own.PromptFollowing != nil || !(own.GFLOPs > 0) || own.Process != "ddpm" || own.Floor == nil {
+		t.Fatalf("report %s", out)
+	}
+	code, out, errOut = run(t, append([]string{"eval", dctest.Checkpoint(t), "--teacher", teacher, "--rho", "0", "--no-lite", "--num", "4", "--random-router=false"}, common...)...)
+	if code != 0 {
+		t.Fatalf("DC eval: exit %d: %s", code, errOut)
+	}
+	var dc struct {
+		Teacher struct {
+			FD            *float64 `json:"fd"`
+			ClassAccuracy *float64 `json:"class_accuracy"`
+			GFLOPs        float64  `json:"gflops_per_image"`
+		} `json:"teacher"`
+	}
+	if err := json.Unmarshal([]byte(out), &dc); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if dc.Teacher.FD == nil || *dc.Teacher.FD != *own.FD || *dc.Teacher.ClassAccuracy != *own.ClassAccuracy || dc.Teacher.GFLOPs != own.GFLOPs {
+		t.Errorf("on its own FD %v, accuracy %v, %v GFLOPs; as the DC eval's teacher %v, %v, %v", *own.FD, *own.ClassAccuracy, own.GFLOPs,
+			dc.Teacher.FD, dc.Teacher.ClassAccuracy, dc.Teacher.GFLOPs)
+	}
+	for _, c := range []struct {
+		flag []string
+		want string
+	}{
+		{[]string{"--rho", "0.5"}, "--rho measures a DC model"},
+		{[]string{"--teacache", "1"}, "dcdit sample --teacache"},
+		{[]string{"--features", ""}, "--features: want the feature network"},
+	} {
+		code, _, errOut := run(t, append(append([]string{"eval", teacher}, common...), c.flag...)...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.flag, code, errOut, c.want)
+		}
+	}
 }

@@ -90,7 +90,7 @@ func NewCmd(ios *iostreams.IO, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: ios}
 	cmd := &cobra.Command{
 		Use:   "eval CHECKPOINT --teacher DIT_CHECKPOINT --data FILE",
-		Short: "Evaluate a DC model against its teacher DiT across ρ (kept tokens, FLOPs, time, ε error, sample PSNR)",
+		Short: "Evaluate a DC model against its teacher across ρ (kept tokens, FLOPs, time, ε error, samples), or score a fixed-patch model",
 		Long: `Eval measures a DC model against the fixed-patch DiT it was upcycled from, at
 each tail-drop fraction --rho and for a Lite-CFG pair, on a latent data set
 (the file 'dcdit data shapes' writes, or any with latents and labels; use one
@@ -190,30 +190,35 @@ sweep, and pareto.png its curves: teacher + TeaCache and, per ρ, DC + TeaCache.
 
 The teacher is any DiT checkpoint 'dcdit sample' reads.
 
-A Z-Image trained by dcdit on the shapes captions (its metadata records the
-caption table) is scored on its own instead, without --teacher: samples
-drawn for the captions of the data's first --samples samples (flow
-matching, --steps Euler steps at --shift, guided against the empty prompt
-for --cfg > 1) give the FD to those data samples, the class accuracy, and
-prompt following, the share whose class and foreground colour are their
-caption's. --data must carry captions ('dcdit data shapes --captions').`,
+A fixed-patch model (a DiT, or a Z-Image trained by dcdit on the shapes
+captions, whose metadata records the caption table) is scored on its own
+instead, without --teacher, as a DC evaluation scores its teacher: --samples
+samples drawn for the labels 0, 1, 2, … in turn (DDPM over --steps respaced
+steps) or for the captions of the data's first samples (flow matching,
+--steps Euler steps at --shift), guided at --cfg, give the FD to as many
+data samples of the same classes, the class accuracy, for captions prompt
+following (the share whose class and foreground colour are their
+caption's), and the cost per image and step. On the data a recipe's
+evaluation draws ('dcdit data shapes --balanced', with --captions for a
+Z-Image) and with its seed, steps and guidance the numbers are its
+teacher row's, bit for bit.`,
 		Example: `  dcdit data shapes --num 256 --seed 1 --out shapes-eval.safetensors
   dcdit eval run/model.safetensors --teacher testdata/toy-dit/model.safetensors --data shapes-eval.safetensors --out run/eval
   dcdit eval model.safetensors --teacher dit.safetensors --data d.safetensors --rho 0,0.2,0.4,0.6 --no-lite --json
   dcdit data shapes --captions --num 400 --seed 1 --out captioned.safetensors
   dcdit eval runs/toy-zimage-teacher/model --data captioned.safetensors --features testdata/featnet/model.safetensors \
-      --samples 200 --steps 25 --cfg 4`,
+      --samples 200 --steps 25 --cfg 4
+  dcdit data shapes --balanced --num 600 --seed 99 --out heldout.safetensors
+  dcdit eval testdata/teacher/model.safetensors --data heldout.safetensors --features testdata/featnet/model.safetensors \
+      --samples 300 --steps 25 --cfg 4`,
 		Args: cmdutil.ExactArgs(1, "the DC CHECKPOINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Checkpoint = args[0]
-			if isCaptioned(opts.Checkpoint) {
-				if len(opts.TeaCache) > 0 {
-					return cmdutil.Usagef(cmd, "--teacache: %s is scored on its own, without a DC model; sample it with 'dcdit sample --teacache'", opts.Checkpoint)
-				}
-				if err := validateCaptioned(cmd, opts); err != nil {
+			if isFixedPatch(opts.Checkpoint) {
+				if err := validateOwn(cmd, opts); err != nil {
 					return err
 				}
-				return runCaptioned(opts)
+				return runOwn(opts)
 			}
 			if err := validate(cmd, opts); err != nil {
 				return err
