@@ -71,8 +71,9 @@ func validateOwn(cmd *cobra.Command, o *Options) error {
 // --shift), guided at --cfg, and scores the samples (eval.ScoreTeacher):
 // the numbers a DC evaluation on the same data prints for its teacher.
 func runOwn(opts *Options) error {
-	// Evaluation trains nothing: BF16 matrices stay BF16.
-	m, _, err := family.OpenTeacher(opts.Checkpoint, family.OpenOptions{KeepBF16: true, NumHeads: opts.TeacherHeads})
+	// A BF16 file's matrices widen to F32, as a recipe's evaluation reads
+	// its teacher, so that the numbers are its teacher row's.
+	m, _, err := family.OpenTeacher(opts.Checkpoint, family.OpenOptions{NumHeads: opts.TeacherHeads})
 	if err != nil {
 		return err
 	}
