@@ -19,9 +19,12 @@ func PackedFLOPs(s Sizes, lengths []int) float64 {
 		tokens += float64(l)
 		pairs += float64(l) * float64(l)
 	}
-	mac := func(m, k, n float64) float64 { return 2 * m * k * n }
 	cond := mac(B, float64(s.FrequencySize), D) + mac(B, D, D)
 	block := mac(B, D, 6*D) + mac(tokens, D, 3*D) + mac(tokens, D, D) + mac(tokens, D, hid) + mac(tokens, hid, D)
 	attn := float64(s.Heads) * pairs * (4*D/float64(s.Heads) + 3)
 	return cond + float64(s.Depth)*(block+attn)
 }
+
+// mac is the cost of an [m, k] × [k, n] product: 2 FLOPs per
+// multiply-add.
+func mac(m, k, n float64) float64 { return 2 * m * k * n }

@@ -241,7 +241,6 @@ func cols(t mat.Tensor, idx []int) mat.Tensor {
 // convention of PackedFLOPs.
 func widthCosts(s Sizes, L float64) (attn, mlp float64) {
 	D, hid := float64(s.Width), float64(s.MLPHidden)
-	mac := func(m, k, n float64) float64 { return 2 * m * k * n }
 	attn = mac(L, D, 3*D) + mac(L, D, D) + float64(s.Heads)*L*L*(4*D/float64(s.Heads)+3)
 	return attn, mac(L, D, hid) + mac(L, hid, D)
 }
@@ -257,7 +256,6 @@ func GatedFLOPs(s Sizes, lengths []int, heads, groups [][]int) (float64, error) 
 	}
 	D, H := float64(s.Width), float64(s.Heads)
 	B := float64(len(lengths))
-	mac := func(m, k, n float64) float64 { return 2 * m * k * n }
 	total := mac(B, float64(s.FrequencySize), D) + mac(B, D, D)
 	for b := range s.Depth {
 		if len(heads[b]) != len(lengths) || len(groups[b]) != len(lengths) {

@@ -107,7 +107,7 @@ func runOwn(opts *Options) error {
 	if err != nil {
 		return fmt.Errorf("--features: %w", err)
 	}
-	eo := eval.Options{NumSamples: opts.Samples, GridSamples: 1, Steps: opts.Steps, CFG: opts.CFG, Seed: opts.Seed, Features: net}
+	eo := eval.Options{NumSamples: opts.Samples, Steps: opts.Steps, CFG: opts.CFG, Seed: opts.Seed, Features: net}
 	var bar *progress.Bar
 	if !opts.Quiet {
 		eo.Progress = func(done, total int) {
