@@ -75,6 +75,11 @@ type Config struct {
 	// start from. The wide head and the latent skip, which start as
 	// functions of the backbone's own vector, read it as it is.
 	CondNorm bool `json:"cond_norm,omitempty"`
+	// SpreadDrop makes elastic inference and the multi-budget stages drop
+	// boundaries with SpreadDrop instead of TailDrop: as many kept, spread
+	// over the grid rather than the highest-probability ones wherever they
+	// lie. It is a rule, not weights: the same file runs either way.
+	SpreadDrop bool `json:"spread_drop,omitempty"`
 
 	EncDecDim int `json:"enc_dec_dim"` // E = D / f, the conv blocks' width
 	ModelDim  int `json:"model_dim"`   // D, the routing width = the backbone's width

@@ -128,7 +128,13 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 			return nil, fmt.Errorf("dc: forward: sample %d: the router's probability at cell %d is NaN (non-finite latents or weights)", i/g.tokens(), i%g.tokens())
 		}
 	}
-	kept, err := TailDrop(res.Routing.Prob(), res.Routing.Natural, g.batch, frac)
+	drop := TailDrop
+	if cfg.SpreadDrop {
+		drop = func(prob []float32, natural []bool, batch int, frac []float32) ([]bool, error) {
+			return SpreadDrop(prob, natural, batch, g.rows, g.cols, frac)
+		}
+	}
+	kept, err := drop(res.Routing.Prob(), res.Routing.Natural, g.batch, frac)
 	if err != nil {
 		return nil, err
 	}

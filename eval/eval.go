@@ -389,6 +389,9 @@ type Report struct {
 	// Process is the teacher's diffusion process: ProcessDDPM or
 	// ProcessFlowMatching (the sampler, its timesteps and guidance).
 	Process string `json:"process"`
+	// Drop is the rule the rows dropped boundaries by: "lowest" (the
+	// reference tail drop) or "spread" (dc.SpreadDrop).
+	Drop string `json:"drop"`
 
 	pics pictures
 }
@@ -516,6 +519,10 @@ func Run(m *dc.Model, teacher Teacher, data *datasets.Set, opts Options) (*Repor
 	r := &Report{
 		Tokens: e.cfg.Cells(), CFG: o.CFG, NumInputs: e.nIn, NumSamples: o.NumSamples, Steps: o.Steps, Seed: o.Seed,
 		DataRange: [2]float64{float64(lo), float64(hi)},
+	}
+	r.Drop = "lowest"
+	if e.cfg.SpreadDrop {
+		r.Drop = "spread"
 	}
 	r.pics.c, r.pics.h, r.pics.w = e.cfg.InChannels, e.cfg.GridRows, e.cfg.GridCols
 	r.pics.render = e.o.Renderer

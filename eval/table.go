@@ -116,6 +116,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.Process == ProcessFlowMatching {
 		process = "flow-matching Euler"
 	}
+	if r.Drop == "spread" {
+		fmt.Fprintln(w, "drop: spread (ρ keeps as many boundaries as the tail drop, spread over the grid)")
+	}
 	if randoms {
 		fmt.Fprintln(w, "random: the same samples' noise with the kept cells drawn uniformly at random, as many per sample and step as the router kept")
 	}

@@ -115,6 +115,7 @@ func checkScaffold(p *problems, s *Scaffold) {
 	oneOf(p, "scaffold.backbone_norm", s.BackboneNorm, "rmsnorm", "none")
 	oneOf(p, "scaffold.router.kind", s.Router.Kind, "spatial_predictability")
 	oneOf(p, "scaffold.router.init", s.Router.Init, "official", "predictability")
+	oneOf(p, "scaffold.router.drop", s.Router.Drop, "lowest", "spread")
 	oneOf(p, "scaffold.encoder_init", s.EncoderInit, "official", "patch")
 	oneOf(p, "scaffold.head", s.Head, "official", "wide")
 	oneOf(p, "scaffold.encoder_norm", s.EncoderNorm, "rmsnorm", "none")

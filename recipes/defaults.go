@@ -124,6 +124,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 		setDefault(d, "scaffold.backbone_norm", &s.BackboneNorm, "rmsnorm")
 		setDefault(d, "scaffold.router.kind", &s.Router.Kind, "spatial_predictability")
 		setDefault(d, "scaffold.router.init", &s.Router.Init, "official")
+		setDefault(d, "scaffold.router.drop", &s.Router.Drop, "lowest")
 		setDefault(d, "scaffold.encoder_init", &s.EncoderInit, "official")
 		setDefault(d, "scaffold.patch_size", &s.PatchSize, 1)
 		setDefault(d, "scaffold.head", &s.Head, "official")

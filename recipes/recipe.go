@@ -322,6 +322,7 @@ func (s *Scaffold) Upcycle() upcycle.Scaffold {
 		RouterInit: s.Router.Init, RouterDimFactor: s.Router.DimFactor, EncoderInit: s.EncoderInit,
 		PatchSize: s.PatchSize, WideHead: s.Head == "wide", NoEncoderNorm: s.EncoderNorm == "none",
 		RelativeResidual: s.Residual == "relative", LatentSkip: s.LatentSkip, CondNorm: s.CondNorm,
+		SpreadDrop: s.Router.Drop == "spread",
 	}
 }
 
@@ -337,6 +338,12 @@ type Router struct {
 	// neighbourhood predicts badly start as boundaries; for short runs).
 	// Default: "official".
 	Init string `toml:"init"`
+	// Drop is how a budget ρ > 0 drops boundaries, in the multi-budget
+	// stages and in elastic inference: "lowest" (the reference tail drop,
+	// the lowest-probability ones) or "spread" (as many, the kept ones
+	// picked apart on the grid: dc.SpreadDrop). The model file records it.
+	// Default: "lowest".
+	Drop string `toml:"drop"`
 	// DimFactor sets the router's bottleneck width D / dim_factor.
 	// Default: 4.
 	DimFactor int `toml:"dim_factor"`

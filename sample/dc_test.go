@@ -277,3 +277,55 @@ func TestWidthGatedSampling(t *testing.T) {
 		}
 	})
 }
+
+// A model whose config asks for the spread drop samples with it: at every
+// forward each sample keeps as many cells as the reference tail drop,
+// only cells the router marked, and elsewhere than the tail drop at least
+// once; a sample below DenseBelow comes out bit for bit as the tail
+// drop's.
+func TestSpreadDropSampling(t *testing.T) {
+	forEachModel(t, func(t *testing.T, m *dc.Model, nullClass int) {
+		cfg := m.Config
+		spread := *m
+		sc := *cfg
+		sc.SpreadDrop = true
+		spread.Config = &sc
+		n, C, HW := 2, cfg.InChannels, cfg.Tokens()
+		conds := Conditions{Labels: []int{3, 0}, Null: nullClass}
+		setting := func(m *dc.Model) *DC {
+			return &DC{Model: m, Rho: 0.6, RhoUncond: 0.8, DenseBelow: 600, Rule: liteRule(cfg.OutChannels), Scale: 3}
+		}
+		lowest, spreadDC := setting(m), setting(&spread)
+		rng := rand.New(rand.NewPCG(9, 10))
+		differ := false
+		for step, ts := range [][]float32{{999, 500}, {800, 300}, {650, 100}} {
+			x := normal(rng, n*C*HW)
+			want, wres, err := lowest.Forward(x, ts, conds, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, res, err := spreadDC.Forward(x, ts, conds, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(res.Chunks.NumKept, wres.Chunks.NumKept) {
+				t.Errorf("step %d: the spread drop kept %v cells, the tail drop %v", step, res.Chunks.NumKept, wres.Chunks.NumKept)
+			}
+			L := cfg.Cells()
+			for i, k := range res.Chunks.Kept {
+				dense := (i/L)%n == 1 // the second sample of each branch runs dense
+				if k && !dense && !res.Routing.Natural[i] {
+					t.Errorf("step %d: cell %d kept, which the router did not mark", step, i)
+				}
+			}
+			differ = differ || !slices.Equal(res.Chunks.Kept, wres.Chunks.Kept)
+			per := cfg.OutChannels * HW
+			if !slices.Equal(got[per:2*per], want[per:2*per]) {
+				t.Errorf("step %d: the dense sample differs under the spread drop", step)
+			}
+		}
+		if !differ {
+			t.Error("the spread drop kept the tail drop's cells at every step")
+		}
+	})
+}

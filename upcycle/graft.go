@@ -50,6 +50,9 @@ type Scaffold struct {
 	// CondNorm is dc.Config.CondNorm, the conditioning adaptor
 	// (InitScaffold starts it as a plain LayerNorm).
 	CondNorm bool
+	// SpreadDrop is dc.Config.SpreadDrop: ρ keeps boundaries spread over
+	// the grid (dc.SpreadDrop).
+	SpreadDrop bool
 }
 
 // StartAsTeacher returns s set so that a graft starts as its teacher:
@@ -93,7 +96,7 @@ func (s Scaffold) Config(inChannels, outChannels, rows, cols, D, condWidth int) 
 		NormGroups: s.NormGroups, RouterGroups: s.RouterGroups,
 		Sigma: s.Sigma, TargetN: s.TargetN, RatioLossWeight: s.RatioLossWeight, RatioBatchSize: s.RatioBatchSize,
 		WideHead: s.WideHead, NoEncoderNorm: s.NoEncoderNorm, RelativeResidual: s.RelativeResidual,
-		LatentSkip: s.LatentSkip, CondNorm: s.CondNorm,
+		LatentSkip: s.LatentSkip, CondNorm: s.CondNorm, SpreadDrop: s.SpreadDrop,
 	}
 	if s.PatchSize > 1 {
 		c.PatchSize = s.PatchSize

@@ -64,6 +64,7 @@ func ConfigOf(meta *checkpoint.Meta, force bool) (_ *Config, warnings []string, 
 	no(s.InChannels != inChannels, "%d input channels (the official code builds %d)", s.InChannels, inChannels)
 	no(s.OutChannels != inChannels && s.OutChannels != 2*inChannels, "%d output channels (official: %d, or %d with learned σ)", s.OutChannels, inChannels, 2*inChannels)
 	no(s.GridRows != s.GridCols, "a %d×%d grid (the official model is square)", s.GridRows, s.GridCols)
+	forward(s.SpreadDrop, "the spread tail drop (the official drops the lowest-probability boundaries wherever they lie)")
 	forward(s.NormGroups != normGroups, "norm_groups %d (official: %d)", s.NormGroups, normGroups)
 	forward(s.RouterGroups != routerGroups, "router_groups %d (official: %d)", s.RouterGroups, routerGroups)
 	no(s.RouterDim*routerDivisor != s.ModelDim, "a router bottleneck of %d (official: model width / %d = %d)", s.RouterDim, routerDivisor, s.ModelDim/routerDivisor)

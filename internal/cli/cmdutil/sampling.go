@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/checkpoint"
 )
 
@@ -93,4 +94,23 @@ func RhoWarning(path string, rhos, trained []float64) string {
 		list[i] = fmt.Sprint(t)
 	}
 	return fmt.Sprintf("ρ %s: %s was trained for ρ %s only; other fractions run, untested", strings.Join(untrained, ", "), path, strings.Join(list, ", "))
+}
+
+// DropRules are the values of --drop: how elastic inference drops
+// boundaries at ρ > 0 (dc.TailDrop, dc.SpreadDrop).
+const DropRules = "lowest|spread"
+
+// SetDrop applies --drop to a DC model's config: "" keeps the rule the
+// file records, "lowest" is the reference tail drop, "spread" SpreadDrop.
+func SetDrop(cfg *dc.Config, rule string) error {
+	switch rule {
+	case "":
+	case "lowest":
+		cfg.SpreadDrop = false
+	case "spread":
+		cfg.SpreadDrop = true
+	default:
+		return fmt.Errorf("--drop %q: want one of %s", rule, DropRules)
+	}
+	return nil
 }

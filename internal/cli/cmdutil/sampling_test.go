@@ -3,6 +3,8 @@ package cmdutil
 import (
 	"strings"
 	"testing"
+
+	"github.com/dcdit/dcdit/dc"
 )
 
 // A flag wins over the checkpoint, the checkpoint over the default, and
@@ -49,6 +51,32 @@ func TestRhoWarning(t *testing.T) {
 		got := RhoWarning("m.safetensors", c.rhos, c.trained)
 		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
 			t.Errorf("ρ %v of %v: warning %q, want %q", c.rhos, c.trained, got, c.want)
+		}
+	}
+}
+
+func TestSetDrop(t *testing.T) {
+	for _, tc := range []struct {
+		rule       string
+		was, want  bool
+		wantErrSub string
+	}{
+		{rule: "", was: true, want: true},
+		{rule: "", was: false, want: false},
+		{rule: "lowest", was: true, want: false},
+		{rule: "spread", was: false, want: true},
+		{rule: "spreads", wantErrSub: `--drop "spreads": want one of lowest|spread`},
+	} {
+		cfg := &dc.Config{SpreadDrop: tc.was}
+		err := SetDrop(cfg, tc.rule)
+		if tc.wantErrSub != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErrSub) {
+				t.Errorf("%q: error %v, want %q", tc.rule, err, tc.wantErrSub)
+			}
+			continue
+		}
+		if err != nil || cfg.SpreadDrop != tc.want {
+			t.Errorf("%q on %v: spread %v, %v; want %v", tc.rule, tc.was, cfg.SpreadDrop, err, tc.want)
 		}
 	}
 }

@@ -56,6 +56,7 @@ type Options struct {
 	NumHeads     int
 	TeacherHeads int
 	Sigma        float64
+	Drop         string  // --drop: the tail drop's rule ("": the file's)
 	Shift        float64 // flow matching's shift (a caption-conditioned Z-Image)
 	Quiet        bool
 	// VAE decodes the pictures (and the samples FID scores); Inception
@@ -255,6 +256,7 @@ teacher row's, bit for bit.`,
 	f.StringVar(&opts.Out, "out", "", "folder for eval.json and the PNGs (created if missing)")
 	f.IntVar(&opts.NumHeads, "num-heads", 0, "attention heads of a reference DC-DiT state_dict (DC checkpoints store them)")
 	f.IntVar(&opts.TeacherHeads, "teacher-heads", 0, "attention heads of a teacher that matches no DiT preset")
+	f.StringVar(&opts.Drop, "drop", "", "how ρ drops boundaries: "+cmdutil.DropRules+" (lowest: the reference's lowest-probability ones; spread: as many, kept apart on the grid; default: the checkpoint's rule)")
 	f.Float64Var(&opts.Sigma, "dechunk-sigma", 1, "de-chunk σ of a reference DC-DiT state_dict (DC checkpoints store it)")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress or file list (the table or JSON is still printed)")
 	f.StringVar(&opts.VAE, "vae", "", "VAE that decodes the pictures (see 'dcdit decode --help'); with --inception and --ref also FID per row")
@@ -344,6 +346,9 @@ func Run(opts *Options) error {
 	}
 	m, meta, err := LoadModel(opts.Checkpoint, opts.NumHeads, opts.Sigma, warn)
 	if err != nil {
+		return err
+	}
+	if err := cmdutil.SetDrop(m.Config, opts.Drop); err != nil {
 		return err
 	}
 	notes, err := resolveSampling(opts, meta, m.Backbone.Spec().Process() == family.ProcessFlowMatching)

@@ -44,6 +44,9 @@ func runDC(opts *Options) error {
 	if err != nil {
 		return err
 	}
+	if err := cmdutil.SetDrop(m.Config, opts.Drop); err != nil {
+		return err
+	}
 	meta := h.Meta
 	for _, msg := range meta.Warnings {
 		if !opts.Quiet {
