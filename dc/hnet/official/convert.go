@@ -64,7 +64,6 @@ func ConfigOf(meta *checkpoint.Meta, force bool) (_ *Config, warnings []string, 
 	no(s.InChannels != inChannels, "%d input channels (the official code builds %d)", s.InChannels, inChannels)
 	no(s.OutChannels != inChannels && s.OutChannels != 2*inChannels, "%d output channels (official: %d, or %d with learned σ)", s.OutChannels, inChannels, 2*inChannels)
 	no(s.GridRows != s.GridCols, "a %d×%d grid (the official model is square)", s.GridRows, s.GridCols)
-	forward(s.SpreadDrop, "the spread tail drop (the official drops the lowest-probability boundaries wherever they lie)")
 	forward(s.NormGroups != normGroups, "norm_groups %d (official: %d)", s.NormGroups, normGroups)
 	forward(s.RouterGroups != routerGroups, "router_groups %d (official: %d)", s.RouterGroups, routerGroups)
 	no(s.RouterDim*routerDivisor != s.ModelDim, "a router bottleneck of %d (official: model width / %d = %d)", s.RouterDim, routerDivisor, s.ModelDim/routerDivisor)
@@ -259,9 +258,14 @@ func ExportFile(in, out string, force bool) (warnings, unheld []string, _ error)
 // Unheld lists what a DC checkpoint records beside the model that the
 // official files cannot hold, and an export leaves out: the sampling
 // settings (checkpoint.Sampling), for the official config has none (its
-// sample.py takes guidance and steps as flags, and has no dense steps).
+// sample.py takes guidance and steps as flags, and has no dense steps),
+// and the spread drop (dc.Config.SpreadDrop), a rule the official code
+// does not have.
 func Unheld(meta *checkpoint.Meta) []string {
 	var out []string
+	if meta.Scaffold.SpreadDrop {
+		out = append(out, "the spread drop (scaffold.router.drop): the official tail drop removes the lowest-probability boundaries wherever they lie; sample with dcdit's --drop spread for the rule the model was trained with")
+	}
 	if s := meta.Sampling; s != nil {
 		out = append(out, fmt.Sprintf("the sampling settings (%s): the official config holds none; pass the guidance scale and steps to its sample.py, which has no dense_below", s))
 	}

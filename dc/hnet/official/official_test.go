@@ -26,19 +26,36 @@ func mustExport(t *testing.T, src, pt string) {
 	}
 }
 
-// The sampling settings a checkpoint records have no place in the official
-// files: the export leaves them out and says so.
+// The sampling settings a checkpoint records, and the spread drop, have no
+// place in the official files: the export leaves them out and says so.
 func TestExportLeavesOutSampling(t *testing.T) {
-	m, rhos := dctest.Model(t, dctest.Cases(t)[0])
-	dir := t.TempDir()
-	src := filepath.Join(dir, "dc.safetensors")
-	rec := checkpoint.Sampling{Process: checkpoint.ProcessDDPM, DenseBelow: 600, CFG: 4, Steps: 25}
-	if err := checkpoint.Save(src, m, checkpoint.Info{TrainedRhos: rhos, Sampling: &rec}); err != nil {
-		t.Fatal(err)
-	}
-	warnings, unheld, err := official.ExportFile(src, filepath.Join(dir, "official.pt"), false)
-	if err != nil || len(warnings) > 0 || len(unheld) != 1 || !strings.Contains(unheld[0], "sampling settings (ddpm, 25 steps, cfg 4, dense below t = 600)") {
-		t.Errorf("export: %v, warnings %q, left out %q: want the sampling settings named", err, warnings, unheld)
+	for _, tc := range []struct {
+		name   string
+		spread bool
+		want   []string
+	}{
+		{"sampling settings", false, []string{"sampling settings (ddpm, 25 steps, cfg 4, dense below t = 600)"}},
+		{"and the spread drop", true, []string{"the spread drop", "sampling settings (ddpm"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, rhos := dctest.Model(t, dctest.Cases(t)[0])
+			m.Config.SpreadDrop = tc.spread
+			dir := t.TempDir()
+			src := filepath.Join(dir, "dc.safetensors")
+			rec := checkpoint.Sampling{Process: checkpoint.ProcessDDPM, DenseBelow: 600, CFG: 4, Steps: 25}
+			if err := checkpoint.Save(src, m, checkpoint.Info{TrainedRhos: rhos, Sampling: &rec}); err != nil {
+				t.Fatal(err)
+			}
+			warnings, unheld, err := official.ExportFile(src, filepath.Join(dir, "official.pt"), false)
+			if err != nil || len(warnings) > 0 || len(unheld) != len(tc.want) {
+				t.Fatalf("export: %v, warnings %q, left out %q: want %q named", err, warnings, unheld, tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(unheld[i], w) {
+					t.Errorf("left out %q, want %q", unheld[i], w)
+				}
+			}
+		})
 	}
 }
 
