@@ -10,8 +10,8 @@ import (
 // them greedily in descending probability, skipping a boundary closer than
 // r to one already kept; r starts at the spacing of that many cells laid
 // evenly on the grid (r² = ⌊cells / kept⌋ in cell units) and shrinks one
-// unit of r² per pass until the count is reached, so that at r² = 1 it is
-// TailDrop's choice. Why: on fine cells the lowest-probability boundaries
+// unit of r² per pass until the count is reached (at r² = 1 every
+// boundary qualifies). Why: on fine cells the lowest-probability boundaries
 // lie in blobs, and a cell whose nearest kept token is several cells away
 // takes far features (docs/results.md, "the first DiT-256 study"); a
 // sample without a drop (ρ = 0) or running dense is TailDrop's. rows×cols
