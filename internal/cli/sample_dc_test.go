@@ -201,6 +201,8 @@ func TestSampleDCErrors(t *testing.T) {
 		{"rho on a DiT", []string{ditTiny(t), "--num-heads", "4", "--rho", "0.3"}, 2, []string{"--rho applies to DC checkpoints", "dit checkpoint"}},
 		{"rho 0 on a DiT", []string{ditTiny(t), "--num-heads", "4", "--rho", "0"}, 2, []string{"--rho applies to DC checkpoints"}},
 		{"rho-uncond on a DiT", []string{ditTiny(t), "--num-heads", "4", "--rho-uncond", "0.5"}, 2, []string{"--rho-uncond applies to DC checkpoints"}},
+		{"drop on a DiT", []string{ditTiny(t), "--num-heads", "4", "--drop", "spread"}, 2, []string{"--drop applies to DC checkpoints"}},
+		{"drop unknown", []string{ckpt, "--drop", "sideways"}, 2, []string{`--drop "sideways"`, "lowest|spread"}},
 		{"rho 1", []string{ckpt, "--rho", "1"}, 2, []string{"--rho 1", "0 ≤ ρ < 1"}},
 		{"rho negative", []string{ckpt, "--rho", "-0.5"}, 2, []string{"--rho -0.5"}},
 		{"rho not a number", []string{ckpt, "--rho", "half"}, 2, []string{"--rho", "half"}},

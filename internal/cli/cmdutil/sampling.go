@@ -102,6 +102,7 @@ const DropRules = "lowest|spread"
 
 // SetDrop applies --drop to a DC model's config: "" keeps the rule the
 // file records, "lowest" is the reference tail drop, "spread" SpreadDrop.
+// Another value is a UsageError.
 func SetDrop(cfg *dc.Config, rule string) error {
 	switch rule {
 	case "":
@@ -110,7 +111,7 @@ func SetDrop(cfg *dc.Config, rule string) error {
 	case "spread":
 		cfg.SpreadDrop = true
 	default:
-		return fmt.Errorf("--drop %q: want one of %s", rule, DropRules)
+		return &UsageError{Err: fmt.Errorf("--drop %q: want one of %s", rule, DropRules)}
 	}
 	return nil
 }

@@ -382,13 +382,15 @@ func Run(opts *Options) error {
 	if flag := zimageFlag(opts); flag != "" {
 		return &cmdutil.UsageError{Err: fmt.Errorf("%s applies to Z-Image checkpoints; %s is a %s checkpoint, which is class-conditional (see 'dcdit sample --help')", flag, opts.Checkpoint, a)}
 	}
-	if opts.RhoGiven || opts.RhoUncondGiven || opts.DenseBelow != 0 {
+	if opts.RhoGiven || opts.RhoUncondGiven || opts.DenseBelow != 0 || opts.Drop != "" {
 		flag := "--rho"
 		switch {
 		case opts.RhoUncondGiven && !opts.RhoGiven:
 			flag = "--rho-uncond"
-		case !opts.RhoGiven:
+		case opts.DenseBelow != 0 && !opts.RhoGiven:
 			flag = "--dense-below"
+		case !opts.RhoGiven:
+			flag = "--drop"
 		}
 		return &cmdutil.UsageError{Err: fmt.Errorf("%s applies to DC checkpoints; %s is a %s checkpoint, which has no router (see 'dcdit sample --help')", flag, opts.Checkpoint, a)}
 	}
