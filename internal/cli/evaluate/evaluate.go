@@ -153,7 +153,7 @@ The table goes to stdout, or one JSON object with --json:
 {"accuracy", ...}, "data_fd_floor", "sampling_timesteps", "edge_density_ratio": r,
 "edges": {...}, "per_timestep": [{"t", "rho", "eps_mse", "teacher_eps_mse",
 "eps_mse_to_teacher", "eps_slope", "x0_class_accuracy",
-"teacher_x0_class_accuracy"}, ...], ...}.
+"teacher_x0_class_accuracy"}, ...], "drop": "lowest" or "spread", ...}.
 
 --out DIR (created if needed) receives eval.json (that object) and three
 pictures through the linear latent-to-RGB preview: boundaries.png (data
