@@ -2,6 +2,7 @@ package dc
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -52,9 +53,7 @@ func SpreadDrop(prob []float32, natural []bool, batch, rows, cols int, frac []fl
 		// the higher index (the one TailDrop drops last).
 		p := prob[b*L : (b+1)*L]
 		sort.SliceStable(idx, func(i, j int) bool { return p[idx[i]] < p[idx[j]] })
-		for i, j := 0, len(idx)-1; i < j; i, j = i+1, j-1 {
-			idx[i], idx[j] = idx[j], idx[i]
-		}
+		slices.Reverse(idx)
 		sample := kept[b*L : (b+1)*L]
 		clear(sample)
 		for l := range minD {

@@ -62,8 +62,8 @@ func TestSpreadDrop(t *testing.T) {
 	}
 }
 
-// The spread drop keeps TailDrop's count in every sample, only boundaries,
-// and never two cells closer than the tail drop's own choice would need.
+// The spread drop keeps TailDrop's count in every sample and only
+// boundaries, and a sample at ρ 0 keeps TailDrop's cells.
 func TestSpreadDropKeepsTheCount(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const batch, rows, cols = 3, 8, 6

@@ -100,6 +100,10 @@ func RhoWarning(path string, rhos, trained []float64) string {
 // boundaries at ρ > 0 (dc.TailDrop, dc.SpreadDrop).
 const DropRules = "lowest|spread"
 
+// DropUsage is --drop's help, shared by the commands that sample a DC
+// model.
+const DropUsage = "how ρ drops boundaries: " + DropRules + " (lowest: the reference's lowest-probability ones; spread: as many, kept apart on the grid; default: the checkpoint's rule)"
+
 // SetDrop applies --drop to a DC model's config: "" keeps the rule the
 // file records, "lowest" is the reference tail drop, "spread" SpreadDrop.
 // Another value is a UsageError.

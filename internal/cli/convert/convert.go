@@ -83,8 +83,9 @@ Layouts (--layout):
            change the official forward, and --force writes those anyway,
            with a warning. The sampling settings a DC checkpoint records
            and the spread drop have no place in the official config:
-           export leaves them out, with a warning. Blocks upcycled from a DiT/p get the table at
-           each latent cell's patch-grid position, as dcdit embeds it.
+           export leaves them out, with a warning. Blocks upcycled from a
+           DiT/p get the table at each latent cell's patch-grid position,
+           as dcdit embeds it.
            Import reads a bare state dict or train.py's {"model", "ema",
            "opt", "config"} (taking the EMA) with the YAML given by
            --official-config, or the config such a training checkpoint

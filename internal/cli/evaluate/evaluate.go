@@ -256,7 +256,7 @@ teacher row's, bit for bit.`,
 	f.StringVar(&opts.Out, "out", "", "folder for eval.json and the PNGs (created if missing)")
 	f.IntVar(&opts.NumHeads, "num-heads", 0, "attention heads of a reference DC-DiT state_dict (DC checkpoints store them)")
 	f.IntVar(&opts.TeacherHeads, "teacher-heads", 0, "attention heads of a teacher that matches no DiT preset")
-	f.StringVar(&opts.Drop, "drop", "", "how ρ drops boundaries: "+cmdutil.DropRules+" (lowest: the reference's lowest-probability ones; spread: as many, kept apart on the grid; default: the checkpoint's rule)")
+	f.StringVar(&opts.Drop, "drop", "", cmdutil.DropUsage)
 	f.Float64Var(&opts.Sigma, "dechunk-sigma", 1, "de-chunk σ of a reference DC-DiT state_dict (DC checkpoints store it)")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress or file list (the table or JSON is still printed)")
 	f.StringVar(&opts.VAE, "vae", "", "VAE that decodes the pictures (see 'dcdit decode --help'); with --inception and --ref also FID per row")

@@ -285,7 +285,7 @@ terminal; otherwise a plain line appears every 10 seconds.`,
 	f.StringVar(&opts.Out, "out", "samples.safetensors", "safetensors file to write the latents to")
 	f.StringVar(&opts.PNG, "png", "", "also write a grid of the samples to this PNG: decoded by --vae, else a linear latent-to-RGB preview")
 	f.StringVar(&opts.VAE, "vae", "", "VAE folder or file that --png decodes the samples with (default: vae/ of the model repository; see 'dcdit decode --help')")
-	f.StringVar(&opts.Drop, "drop", "", "DC checkpoints: how ρ drops boundaries: "+cmdutil.DropRules+" (lowest: the reference's lowest-probability ones; spread: as many, kept apart on the grid; default: the checkpoint's rule)")
+	f.StringVar(&opts.Drop, "drop", "", "DC checkpoints: "+cmdutil.DropUsage)
 	f.IntVar(&opts.NumHeads, "num-heads", 0, "attention heads, for DiT checkpoints that match no preset and official DC-DiT state dicts without their config (they do not store it)")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "print nothing but errors: no progress, warnings or summary")
 	cmdutil.DeviceFlags(cmd, &opts.Device, &opts.Precision)
