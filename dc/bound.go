@@ -47,26 +47,7 @@ func IdealDrop(x []float32, batch, channels, rows, cols, patch int, keep []int) 
 	g := grid{batch: 1, rows: rows, cols: cols, patch: patch}
 	for b := range batch {
 		cellValues(u, x[b*channels*h*w:(b+1)*channels*h*w], channels, rows, cols, patch)
-		order = order[:0]
-		for l := range L {
-			cost[l] = DropCost(u, l, k, rows, cols)
-			order = append(order, l)
-		}
-		slices.SortStableFunc(order, func(i, j int) int {
-			switch {
-			case l0(i, L) != l0(j, L):
-				// The forced boundaries first.
-				if l0(i, L) {
-					return -1
-				}
-				return 1
-			case cost[i] > cost[j]:
-				return -1
-			case cost[i] < cost[j]:
-				return 1
-			}
-			return 0
-		})
+		order = changeOrder(order, cost, u, k, rows, cols)
 		for i, n := range keep {
 			clear(kept)
 			for _, l := range order[:n] {
@@ -88,6 +69,35 @@ func IdealDrop(x []float32, batch, channels, rows, cols, patch int, keep []int) 
 		}
 	}
 	return out, nil
+}
+
+// changeOrder returns, in order (reused), the cells of a rows×cols grid
+// whose values are u [rows·cols, k] in the order an ideal router keeps
+// them: the first and last cell, then by descending DropCost (cost, one
+// entry a cell, receives it), ties to the lower cell.
+func changeOrder(order []int, cost, u []float64, k, rows, cols int) []int {
+	L := rows * cols
+	order = order[:0]
+	for l := range L {
+		cost[l] = DropCost(u, l, k, rows, cols)
+		order = append(order, l)
+	}
+	slices.SortStableFunc(order, func(i, j int) int {
+		switch {
+		case l0(i, L) != l0(j, L):
+			// The forced boundaries first.
+			if l0(i, L) {
+				return -1
+			}
+			return 1
+		case cost[i] > cost[j]:
+			return -1
+		case cost[i] < cost[j]:
+			return 1
+		}
+		return 0
+	})
+	return order
 }
 
 // l0 reports whether cell l is one of the forced boundaries of L cells.

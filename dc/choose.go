@@ -83,3 +83,78 @@ func RandomKeep(rng *rand.Rand) Chooser {
 		return out, nil
 	}
 }
+
+// ChangeKeep is a Chooser that keeps in every sample as many cells as the
+// router kept, ranked as an ideal router ranks them for the clean
+// estimate x0 ([samples, channels, rows·patch, cols·patch], the latent
+// layout): the first and last cell, then by DropCost, where the picture
+// changes (IdealDrop's ranking); and kept apart as SpreadDrop keeps them
+// (the kept cells spread while at most half stay, else the dropped ones).
+// Batch row b takes sample b mod samples, so a guided batch's two halves
+// choose alike. A sampler that passes the previous step's clean estimate
+// lets a routed step keep the cells that step found edges in, which a
+// router reading only the noisy latents of its own step cannot see at mid
+// noise. Ranked alone, without the spreading, the kept cells crowd onto
+// the edges and leave flat regions far from any token.
+func ChangeKeep(x0 []float32, samples, channels, rows, cols, patch int) (Chooser, error) {
+	L := rows * cols
+	h, w := rows*patch, cols*patch
+	if samples < 1 || channels < 1 || L < 1 || patch < 1 || len(x0) != samples*channels*h*w {
+		return nil, fmt.Errorf("dc: change keep: %d values for %d samples of %d×%d×%d (cells %d×%d of %d×%d)",
+			len(x0), samples, channels, h, w, rows, cols, patch, patch)
+	}
+	k := channels * patch * patch
+	orders := make([][]int, samples)
+	u := make([]float64, L*k)
+	cost := make([]float64, L)
+	for s := range samples {
+		cellValues(u, x0[s*channels*h*w:(s+1)*channels*h*w], channels, rows, cols, patch)
+		orders[s] = changeOrder(make([]int, 0, L), cost, u, k, rows, cols)
+	}
+	minD := make([]int, L)
+	return func(kept []bool, batch int) ([]bool, error) {
+		if len(kept) != batch*L {
+			return nil, fmt.Errorf("dc: change keep: a mask of %d cells for %d grids of %d", len(kept), batch, L)
+		}
+		out := make([]bool, len(kept))
+		for b := range batch {
+			n := 0
+			for _, x := range kept[b*L : (b+1)*L] {
+				if x {
+					n++
+				}
+			}
+			keepApart(orders[b%samples], n, rows, cols, out[b*L:(b+1)*L], minD)
+		}
+		return out, nil
+	}, nil
+}
+
+// keepApart marks in mark n cells of a rows×cols grid by priority (order:
+// every cell, the forced ones first), apart as SpreadDrop keeps them:
+// the kept cells spread while at most half stay, else the dropped ones
+// (the lowest priority first), the forced ones always kept.
+func keepApart(order []int, n, rows, cols int, mark []bool, minD []int) {
+	L := len(order)
+	if 2*n <= L {
+		pickApart(order, n, L/n, rows, cols, mark, minD)
+		return
+	}
+	if n == L {
+		for l := range mark {
+			mark[l] = true
+		}
+		return
+	}
+	low := make([]int, 0, L)
+	for i := L - 1; i >= 0; i-- {
+		if l := order[i]; !l0(l, L) {
+			low = append(low, l)
+		}
+	}
+	dropped := make([]bool, L)
+	pickApart(low, L-n, L/(L-n), rows, cols, dropped, minD)
+	for l := range mark {
+		mark[l] = !dropped[l]
+	}
+}

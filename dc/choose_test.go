@@ -89,3 +89,60 @@ func TestChooserCount(t *testing.T) {
 		t.Errorf("apply = %v, %v, %v; want the chosen mask and the router's rows 0 2 3 4", chosen, rows, err)
 	}
 }
+
+// ChangeKeep keeps the forced cells, then the cells along the estimate's
+// edge, apart as the spread drop keeps them, as many per grid as the
+// router kept, each half of a guided batch from its sample.
+func TestChangeKeep(t *testing.T) {
+	const rows, cols = 4, 4
+	// Sample 0: a vertical edge between columns 1 and 2. Sample 1: flat
+	// but for cell 5. Edge cells on the top and bottom row have 3
+	// neighbours, one across (drop cost 1/3); inner ones 4 (1/4). So
+	// sample 0 ranks 0, 15, then 1, 2, 13, 14, then 5, 6, 9, 10, then
+	// the flat cells; sample 1 ranks 0, 15, 5, then its neighbours.
+	x0 := make([]float32, 2*rows*cols)
+	for l := range rows * cols {
+		if l%cols >= 2 {
+			x0[l] = 1
+		}
+	}
+	x0[rows*cols+5] = 2
+	choose, err := ChangeKeep(x0, 2, 1, rows, cols, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := []int{6, 3, 8, 1, 14} // grids of samples 0, 1, 0, 1, 0
+	kept := make([]bool, len(counts)*rows*cols)
+	for b, n := range counts {
+		for l := range n {
+			kept[b*rows*cols+l] = true
+		}
+	}
+	got, err := choose(kept, len(counts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b, want := range [][]int{
+		// 6 kept at r² = 16/6 = 2: 1 and 14 lie beside 0 and 13, 6 and 9
+		// beside 2 and 5.
+		{0, 2, 5, 10, 13, 15},
+		// 3 at r² = 5: 5 and its ranked neighbours lie near 0; 6 does not.
+		{0, 6, 15},
+		// 8 at r² = 2: the edge's 0, 15, 2, 13, 5, 10, then the flat 7 and 8.
+		{0, 2, 5, 7, 8, 10, 13, 15},
+		{0},
+		// 14 kept, so the 2 drops spread, lowest rank first: 12, then 11
+		// (distance² 10 ≥ 16/2).
+		{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13, 14, 15},
+	} {
+		if g := cellsOf(got[b*rows*cols : (b+1)*rows*cols]); !slices.Equal(g, want) {
+			t.Errorf("grid %d: kept %v, want %v", b, g, want)
+		}
+	}
+	if _, err := choose(kept[:5], 1); err == nil {
+		t.Error("a mask of the wrong size accepted")
+	}
+	if _, err := ChangeKeep(x0[:7], 2, 1, rows, cols, 1); err == nil {
+		t.Error("a short estimate accepted")
+	}
+}

@@ -6,15 +6,21 @@ import (
 	"sort"
 )
 
-// SpreadDrop is elastic tail dropping that keeps the surviving boundaries
-// apart. Each sample keeps as many boundaries as TailDrop would, but picks
-// them greedily in descending probability, skipping a boundary closer than
-// r to one already kept; r starts at the spacing of that many cells laid
-// evenly on the grid (r² = ⌊cells / kept⌋ in cell units) and shrinks one
-// unit of r² per pass until the count is reached (at r² = 1 every
-// boundary qualifies). Why: on fine cells the lowest-probability boundaries
-// lie in blobs, and a cell whose nearest kept token is several cells away
-// takes far features (docs/results.md, "the first DiT-256 study"); a
+// SpreadDrop is elastic tail dropping that keeps apart whichever of the
+// kept and the dropped boundaries are fewer. Each sample keeps as many
+// boundaries as TailDrop would. When at most half stay, it picks them
+// greedily in descending probability, skipping a boundary closer than r
+// to one already kept; when more than half stay, it picks the ones to
+// drop greedily in ascending probability, skipping one closer than r to
+// one already dropped (the first and last cell, which the router always
+// keeps, stay). r starts at the spacing of that many cells laid evenly on
+// the grid (r² = ⌊cells / count⌋ in cell units) and shrinks one unit of
+// r² per pass until the count is reached (at r² = 1 every candidate
+// qualifies). Why: on fine cells the lowest-probability boundaries lie in
+// blobs, and a cell whose nearest kept token is several cells away takes
+// far features (docs/results.md, "the first DiT-256 study", "the spread
+// drop"); spreading the drops leaves every dropped cell beside kept ones
+// while most stay, where spreading the kept ones could not (r² = 1). A
 // sample without a drop (ρ = 0) or running dense is TailDrop's. rows×cols
 // is the cell grid of each of the batch's samples.
 func SpreadDrop(prob []float32, natural []bool, batch, rows, cols int, frac []float32) ([]bool, error) {
@@ -32,6 +38,7 @@ func SpreadDrop(prob []float32, natural []bool, batch, rows, cols int, frac []fl
 	}
 	var idx []int
 	minD := make([]int, L)
+	dropped := make([]bool, L)
 	for b := range batch {
 		if fr[b] == Dense {
 			continue
@@ -49,34 +56,66 @@ func SpreadDrop(prob []float32, natural []bool, batch, rows, cols int, frac []fl
 		if m == len(idx) { // nothing dropped
 			continue
 		}
-		// TailDrop's order reversed: the highest probability first, ties to
-		// the higher index (the one TailDrop drops last).
 		p := prob[b*L : (b+1)*L]
-		sort.SliceStable(idx, func(i, j int) bool { return p[idx[i]] < p[idx[j]] })
-		slices.Reverse(idx)
 		sample := kept[b*L : (b+1)*L]
-		clear(sample)
-		for l := range minD {
-			minD[l] = rows*rows + cols*cols
-		}
-		n := 0
-		for r2 := L / m; n < m; r2-- {
-			for _, l := range idx {
-				if n == m {
-					break
-				}
-				if sample[l] || minD[l] < r2 {
-					continue
-				}
-				sample[l] = true
-				n++
-				lr, lc := l/cols, l%cols
-				for q := range minD {
-					dr, dc := q/cols-lr, q%cols-lc
-					minD[q] = min(minD[q], dr*dr+dc*dc)
-				}
+		// TailDrop's order: the lowest probability first, ties to the
+		// lower index.
+		sort.SliceStable(idx, func(i, j int) bool { return p[idx[i]] < p[idx[j]] })
+		if L-m < m {
+			// Spread the drops, apart from each other and from the cells
+			// that are no boundary (dropped already).
+			for l := range sample {
+				dropped[l] = !natural[b*L+l]
+				sample[l] = natural[b*L+l]
 			}
+			d := len(idx) - m
+			idx = slices.DeleteFunc(idx, func(l int) bool { return l == 0 || l == L-1 })
+			pickApart(idx, d, L/(L-m), rows, cols, dropped, minD)
+			for _, l := range idx {
+				sample[l] = !dropped[l]
+			}
+			continue
 		}
+		slices.Reverse(idx) // the highest first, ties to the one TailDrop drops last
+		clear(sample)
+		pickApart(idx, m, L/m, rows, cols, sample, minD)
 	}
 	return kept, nil
+}
+
+// pickApart marks n more cells of order in mark, taken in that order,
+// each at squared distance at least r2 from every cell marked before it
+// (those marked on entry too) on the rows×cols grid; r2 shrinks by one
+// per pass over order until n are marked. minD is scratch of one entry a
+// cell.
+func pickApart(order []int, n, r2, rows, cols int, mark []bool, minD []int) {
+	far := rows*rows + cols*cols
+	for l := range minD {
+		minD[l] = far
+	}
+	near := func(l int) {
+		lr, lc := l/cols, l%cols
+		for q := range minD {
+			dr, dc := q/cols-lr, q%cols-lc
+			minD[q] = min(minD[q], dr*dr+dc*dc)
+		}
+	}
+	for l, m := range mark {
+		if m {
+			near(l)
+		}
+	}
+	for got := 0; got < n; r2-- {
+		for _, l := range order {
+			if got == n {
+				break
+			}
+			if mark[l] || minD[l] < r2 {
+				continue
+			}
+			mark[l] = true
+			got++
+			near(l)
+		}
+	}
 }

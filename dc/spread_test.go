@@ -29,10 +29,18 @@ func TestSpreadDrop(t *testing.T) {
 		// keeps 0 (the highest), then 2, 8 and 10 — two cells apart — where
 		// TailDrop keeps 0, 1, 4 and 2.
 		{name: "4 kept", frac: []float32{0.75}, want: []int{0, 2, 8, 10}},
-		// 8 kept: at r² = 2, 0, 2, 8 (5 is no boundary), then 7, 10, 13 and
-		// 15, each at distance² ≥ 2 from the others; the pass at r² = 1 adds
-		// the highest left, 1. TailDrop keeps 0, 1, 4, 2, 8 and 3, 6, 9.
+		// 8 kept, 8 dropped (5 among them): no more stay than go, so the
+		// kept ones are spread. At r² = 16/8 = 2, 0, 2, 8 (5 is no
+		// boundary), then 7, 10, 13 and 15, each at distance² ≥ 2 from the
+		// others; the pass at r² = 1 adds the highest left, 1. TailDrop
+		// keeps 0, 1, 4, 2, 8 and 3, 6, 9.
 		{name: "8 kept", frac: []float32{0.5}, want: []int{0, 1, 2, 7, 8, 10, 13, 15}},
+		// 12 kept, 4 dropped: more stay than go, so the drops are spread,
+		// apart from 5 (no boundary) too. At r² = 16/4 = 4, in ascending
+		// probability (0 and 15 always stay): 14; 11, 13 and 10 lie beside
+		// it; 7 and 12 lie far enough from 5 and 14. TailDrop drops 15, 14
+		// and 11.
+		{name: "12 kept", frac: []float32{0.25}, want: []int{0, 1, 2, 3, 4, 6, 8, 9, 10, 11, 13, 15}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := SpreadDrop(prob, natural, 1, rows, cols, tc.frac)
@@ -63,7 +71,8 @@ func TestSpreadDrop(t *testing.T) {
 }
 
 // The spread drop keeps TailDrop's count in every sample and only
-// boundaries, and a sample at ρ 0 keeps TailDrop's cells.
+// boundaries, the first and last cell while more than half stay, and a
+// sample at ρ 0 keeps TailDrop's cells.
 func TestSpreadDropKeepsTheCount(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const batch, rows, cols = 3, 8, 6
@@ -88,6 +97,13 @@ func TestSpreadDropKeepsTheCount(t *testing.T) {
 			g, w := got[b*L:(b+1)*L], want[b*L:(b+1)*L]
 			if count(g) != count(w) {
 				t.Fatalf("trial %d sample %d: kept %d cells, the tail drop %d", trial, b, count(g), count(w))
+			}
+			if n := count(w); 2*n > L {
+				for _, l := range []int{0, L - 1} {
+					if natural[b*L+l] && !g[l] {
+						t.Fatalf("trial %d sample %d: %d of %d kept, and cell %d, a boundary, dropped", trial, b, n, L, l)
+					}
+				}
 			}
 			for l, k := range g {
 				if k && !natural[b*L+l] {

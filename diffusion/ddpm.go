@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/dcdit/dcdit/diffusion/ddpm"
 )
@@ -83,6 +84,31 @@ func (d *DDPM) ModelTimes(nz *Noise) ([]float32, error) {
 		ts[i] = float32(d.Schedule.TimestepMap[t])
 	}
 	return ts, nil
+}
+
+// Clean implements Process: x̂0 = (x − √(1−ᾱ_t)·ε̂)/√ᾱ_t from the output's
+// ε̂ channels, ᾱ_t at the original timestep t (found in the schedule's
+// timestep map).
+func (d *DDPM) Clean(dst, x, out, t []float32, sh Shape) error {
+	if d.Schedule == nil {
+		return errNoSchedule
+	}
+	if err := checkClean(dst, x, out, t, sh, d.OutChannels(sh.C)); err != nil {
+		return err
+	}
+	n := sh.C * sh.HW
+	for b, tm := range t {
+		i := slices.Index(d.Schedule.TimestepMap, int(tm))
+		if i < 0 || float32(int(tm)) != tm {
+			return fmt.Errorf("diffusion: clean estimate: sample %d: model time %v is none of the schedule's timesteps", b, tm)
+		}
+		sa, s1 := d.Schedule.SqrtAlphasCumprod[i], d.Schedule.SqrtOneMinusAlphasCumprod[i]
+		eps := out[2*b*n : 2*b*n+n]
+		for j, v := range x[b*n : (b+1)*n] {
+			dst[b*n+j] = float32((float64(v) - s1*float64(eps[j])) / sa)
+		}
+	}
+	return nil
 }
 
 // Loss implements Process: DiT's hybrid loss, w_t·mse + vb with the P2

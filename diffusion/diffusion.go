@@ -100,6 +100,23 @@ type Process interface {
 	// Sample runs the process's sampler from pure noise drawn from
 	// opts.Seed and returns the final latents, [B, C, HW].
 	Sample(model Model, sh Shape, opts SampleOptions) ([]float32, error)
+	// Clean writes into dst [B, C, HW] the clean estimate x̂0 that the raw
+	// model output out ([B, OutChannels(C), HW]) at latents x [B, C, HW]
+	// and model times t (ModelTimes' convention, one per sample) implies.
+	Clean(dst, x, out, t []float32, sh Shape) error
+}
+
+// checkClean checks Clean's buffers against sh for a process whose model
+// predicts outC channels in all.
+func checkClean(dst, x, out, t []float32, sh Shape, outC int) error {
+	if err := sh.check(); err != nil {
+		return err
+	}
+	if len(dst) != sh.size() || len(x) != sh.size() || len(out) != sh.B*outC*sh.HW || len(t) != sh.B {
+		return fmt.Errorf("diffusion: clean estimate: %d, %d, %d and %d values for the estimate, latents, output and times, want %d, %d, %d and %d for shape %+v",
+			len(dst), len(x), len(out), len(t), sh.size(), sh.size(), sh.B*outC*sh.HW, sh.B, sh)
+	}
+	return nil
 }
 
 // newRNG is the sampler's generator: the stream ddpm's sampler and the

@@ -1,6 +1,7 @@
 package diffusion
 
 import (
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -302,5 +303,73 @@ func TestErrors(t *testing.T) {
 				t.Errorf("err = %v, want it to mention %q", err, c.want)
 			}
 		})
+	}
+}
+
+// Clean inverts the noising: an output that holds the exact noise (DDPM's
+// ε, flow matching's velocity x0 − noise) gives back the clean latents,
+// at the model times the process conditions on (a respaced DDPM's
+// original timesteps), and a model time off the schedule is refused.
+func TestClean(t *testing.T) {
+	sh := Shape{B: 3, C: 2, HW: 4}
+	n := sh.C * sh.HW
+	x0 := ramp(sh.B*n, 0.25)
+	respaced, err := ddpm.Respaced(1000, "10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		proc Process
+		// exact is the output that predicts noise for x0 exactly.
+		exact func(x0, noise []float32) []float32
+	}{
+		{"ddpm", &DDPM{Schedule: respaced}, func(x0, noise []float32) []float32 {
+			out := make([]float32, 2*len(noise))
+			for b := range sh.B {
+				copy(out[2*b*n:], noise[b*n:(b+1)*n])
+			}
+			return out
+		}},
+		{"flow matching", &FlowMatch{Table: table(t)}, func(x0, noise []float32) []float32 {
+			out := make([]float32, len(noise))
+			for i := range out {
+				out[i] = x0[i] - noise[i]
+			}
+			return out
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			nz, err := c.proc.Draw(rand.New(rand.NewPCG(3, 4)), sh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			xt := make([]float32, len(x0))
+			if err := c.proc.Noisy(xt, x0, nz, sh); err != nil {
+				t.Fatal(err)
+			}
+			ts, err := c.proc.ModelTimes(nz)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]float32, len(x0))
+			if err := c.proc.Clean(got, xt, c.exact(x0, nz.Noise), ts, sh); err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range got {
+				if !(math.Abs(float64(v-x0[i])) <= 1e-3*(1+math.Abs(float64(x0[i])))) {
+					t.Fatalf("x̂0[%d] = %v, want %v (model time %v)", i, v, x0[i], ts[i/n])
+				}
+			}
+			if err := c.proc.Clean(got[:1], xt, c.exact(x0, nz.Noise), ts, sh); err == nil {
+				t.Error("a short estimate buffer accepted")
+			}
+		})
+	}
+	d := &DDPM{Schedule: respaced}
+	x := make([]float32, n)
+	if err := d.Clean(x, x, make([]float32, 2*n), []float32{5}, Shape{B: 1, C: sh.C, HW: sh.HW}); err == nil || !strings.Contains(err.Error(), "none of the schedule's timesteps") {
+		t.Errorf("a model time off the schedule: error %v", err)
 	}
 }

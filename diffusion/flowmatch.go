@@ -94,6 +94,22 @@ func (f *FlowMatch) ModelTimes(nz *Noise) ([]float32, error) {
 	return timesteps, nil
 }
 
+// Clean implements Process: x̂0 = x + σ·v̂, σ = 1 − t (the model
+// predicts the data-ward velocity x0 − noise).
+func (f *FlowMatch) Clean(dst, x, out, t []float32, sh Shape) error {
+	if err := checkClean(dst, x, out, t, sh, f.OutChannels(sh.C)); err != nil {
+		return err
+	}
+	n := sh.C * sh.HW
+	for b, tm := range t {
+		s := 1 - tm
+		for j := b * n; j < (b+1)*n; j++ {
+			dst[j] = x[j] + s*out[j]
+		}
+	}
+	return nil
+}
+
 // Loss implements Process: the mean over C·HW of (−out − (noise − x0))²
 // per sample (flowmatch.TrainingLoss); MSE is the same value, VB nil.
 func (f *FlowMatch) Loss(grad, out, x0 []float32, nz *Noise, sh Shape) (*Losses, error) {

@@ -197,6 +197,11 @@ type Options struct {
 	// thresholds the teacher and every ρ are sampled again with the cache
 	// (Report.TeaCache), beside the uncached rows.
 	TeaCache *TeaCache
+	// Lookback samples every row's steps after the first with the cells
+	// where the previous step's clean estimate changes most
+	// (sample.Lookback), as many as the router keeps. The random router
+	// and the TeaCache sweep keep their own choice.
+	Lookback bool
 }
 
 // TeaCache is the step-cache sweep of an evaluation: its thresholds, each
@@ -392,6 +397,9 @@ type Report struct {
 	// Drop is the rule the rows dropped boundaries by: "lowest" (the
 	// reference tail drop) or "spread" (dc.SpreadDrop).
 	Drop string `json:"drop"`
+	// Lookback says the rows chose their kept cells by the previous
+	// step's clean estimate (Options.Lookback).
+	Lookback bool `json:"lookback,omitempty"`
 
 	pics pictures
 }
@@ -524,6 +532,7 @@ func Run(m *dc.Model, teacher Teacher, data *datasets.Set, opts Options) (*Repor
 	if e.cfg.SpreadDrop {
 		r.Drop = "spread"
 	}
+	r.Lookback = o.Lookback
 	r.pics.c, r.pics.h, r.pics.w = e.cfg.InChannels, e.cfg.GridRows, e.cfg.GridCols
 	r.pics.render = e.o.Renderer
 	e.r = r
@@ -919,7 +928,11 @@ func (e *evaluator) measure(s setting, masks bool) (*measured, error) {
 	// The DC model guides itself (Lite-CFG inside): the process samples
 	// it unguided.
 	stats := &sample.Stats{RecordMasks: masks}
-	if m.samples, err = e.sample(e.dc(s, stats).Denoiser(c), 0); err != nil {
+	d := e.dc(s, stats)
+	if e.o.Lookback {
+		d.Lookback = &sample.Lookback{Clean: e.sampler.Clean}
+	}
+	if m.samples, err = e.sample(d.Denoiser(c), 0); err != nil {
 		return nil, err
 	}
 	m.keptPerStep, m.masks = stats.Kept, stats.Masks

@@ -167,3 +167,53 @@ func TestRandomRouterNaN(t *testing.T) {
 		t.Errorf("pareto plot of a NaN random-router FD: err = %v, want an error naming it", err)
 	}
 }
+
+// TestLookback: with Lookback every DC row keeps as many tokens at its
+// first two sampling steps as without it (the router's count on the same
+// latents) but draws other samples (at ρ > 0, where the cells kept are a
+// choice), and the report, its JSON and its table say so.
+func TestLookback(t *testing.T) {
+	s := newSetup(t)
+	opts := smallOptions()
+	opts.Lite = nil
+	teacher := TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0)
+	plain, err := Run(s.m, teacher, s.data, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Lookback = true
+	r, err := Run(s.m, teacher, s.data, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	differ := false
+	for i, row := range r.Rows {
+		// The first two steps see the same latents; later ones differ.
+		if !slices.Equal(row.KeptPerStep[:2], plain.Rows[i].KeptPerStep[:2]) {
+			t.Errorf("ρ %v: kept %v tokens per step, without lookback %v", row.Rho, row.KeptPerStep, plain.Rows[i].KeptPerStep)
+		}
+		if row.Rho > 0 {
+			differ = differ || row.SamplePSNR != plain.Rows[i].SamplePSNR
+		}
+	}
+	if !differ {
+		t.Error("lookback drew the same samples as the router at every ρ > 0")
+	}
+	if !r.Lookback || plain.Lookback {
+		t.Errorf("Report.Lookback %v with it, %v without", r.Lookback, plain.Lookback)
+	}
+	js, err := r.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(js, []byte(`"lookback": true`)) && !bytes.Contains(js, []byte(`"lookback":true`)) {
+		t.Error("eval.json does not say lookback")
+	}
+	var tab bytes.Buffer
+	if err := r.WriteTable(&tab); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(tab.String(), "lookback:") {
+		t.Errorf("the table does not say lookback:\n%s", tab.String())
+	}
+}

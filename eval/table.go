@@ -119,6 +119,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.Drop == "spread" {
 		fmt.Fprintln(w, "drop: spread (ρ keeps as many boundaries as the tail drop, spread over the grid)")
 	}
+	if r.Lookback {
+		fmt.Fprintln(w, "lookback: from the second sampling step each row keeps as many cells as the router, ranked where the previous step's clean estimate changes most, kept apart")
+	}
 	if randoms {
 		fmt.Fprintln(w, "random: the same samples' noise with the kept cells drawn uniformly at random, as many per sample and step as the router kept")
 	}

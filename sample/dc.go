@@ -2,6 +2,7 @@ package sample
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
@@ -38,6 +39,25 @@ type DC struct {
 	// Cache, when set, caches the backbone's steps (TeaCache): each call
 	// is one step of its run. It does not combine with Choose.
 	Cache *TeaCache
+	// Lookback, when set, makes every call after the first keep the cells
+	// where the previous call's clean estimate changes most: each call is
+	// one step of its run. It does not combine with Choose or Cache.
+	Lookback *Lookback
+}
+
+// Lookback chooses the kept cells of a sampling run's steps from the step
+// before: dc.ChangeKeep on the clean estimate the previous step's output
+// implies, as many cells per sample as the router keeps (so the cost is
+// the router's). The first step has no estimate and keeps the router's
+// cells. Why: at mid noise the router sees only its own step's noisy
+// latents and cannot tell an edge from noise, while the step before has
+// already drawn the shape (docs/results.md, "the encoder frozen"). One
+// Lookback serves one run.
+type Lookback struct {
+	// Clean writes the clean estimate of a step's output
+	// (diffusion.Process.Clean of the sampling process).
+	Clean func(dst, x, out, t []float32, sh diffusion.Shape) error
+	prev  []float32 // the last step's estimate of the conditional samples
 }
 
 // FlowMatchingTimestep is flow matching's timestep of a model time 1 − σ
@@ -104,8 +124,14 @@ func (d *DC) Forward(x, t []float32, c Conditions, guided bool) ([]float32, *dc.
 	var out []float32
 	var res *dc.Result
 	adjust := 0.0
+	choose := d.Choose
+	if d.Lookback != nil {
+		if choose, err = d.Lookback.chooser(d.Model.Config, n, d.Choose != nil || d.Cache != nil); err != nil {
+			return nil, nil, err
+		}
+	}
 	if d.Cache == nil {
-		out, res, err = d.Model.PredictChoosing(x, in, frac, d.Choose)
+		out, res, err = d.Model.PredictChoosing(x, in, frac, choose)
 	} else {
 		out, res, adjust, err = d.cached(x, in, frac, guided)
 	}
@@ -114,6 +140,11 @@ func (d *DC) Forward(x, t []float32, c Conditions, guided bool) ([]float32, *dc.
 	}
 	if self {
 		guide(out, n, d.Model.Config.Tokens(), d.Rule, d.Scale)
+	}
+	if d.Lookback != nil {
+		if err := d.Lookback.record(d.Model.Config, x, out, t, n); err != nil {
+			return nil, nil, err
+		}
 	}
 	if s := d.Stats; s != nil {
 		if err := s.record(d.Model, res, n); err != nil {
@@ -186,4 +217,33 @@ func mean(v []int) float64 {
 		s += x
 	}
 	return float64(s) / float64(len(v))
+}
+
+// chooser is the Chooser of a step of n samples: nil before the run's
+// first estimate. other says a Chooser or a cache is set as well.
+func (l *Lookback) chooser(cfg *dc.Config, n int, other bool) (dc.Chooser, error) {
+	if other {
+		return nil, errors.New("sample: lookback does not combine with a chooser of the kept cells or a step cache")
+	}
+	if l.prev == nil {
+		return nil, nil
+	}
+	if len(l.prev) != n*cfg.InChannels*cfg.Tokens() {
+		return nil, fmt.Errorf("sample: lookback: the last step had %d latent values, this one %d samples of %d", len(l.prev), n, cfg.InChannels*cfg.Tokens())
+	}
+	return dc.ChangeKeep(l.prev, n, cfg.InChannels, cfg.CellRows(), cfg.CellCols(), cfg.Patch())
+}
+
+// record keeps the clean estimate of a step's first n samples (the
+// conditional or guided ones) from its latents x and output out.
+func (l *Lookback) record(cfg *dc.Config, x, out, t []float32, n int) error {
+	hw := cfg.Tokens()
+	sh := diffusion.Shape{B: n, C: cfg.InChannels, HW: hw}
+	if l.prev == nil {
+		l.prev = make([]float32, n*cfg.InChannels*hw)
+	}
+	if err := l.Clean(l.prev, x[:n*cfg.InChannels*hw], out[:n*cfg.OutChannels*hw], t[:n], sh); err != nil {
+		return fmt.Errorf("sample: lookback: %w", err)
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/dcdit/dcdit/cond"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/dc/hnet"
+	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
 	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/internal/dctest"
@@ -326,6 +327,73 @@ func TestSpreadDropSampling(t *testing.T) {
 		}
 		if !differ {
 			t.Error("the spread drop kept the tail drop's cells at every step")
+		}
+	})
+}
+
+// Lookback keeps the router's cells at a run's first step and, at the
+// next, as many cells as the router keeps, those dc.ChangeKeep picks on
+// the first step's clean estimate of the guided samples; it refuses a
+// chooser beside it.
+func TestLookbackSampling(t *testing.T) {
+	forEachModel(t, func(t *testing.T, m *dc.Model, nullClass int) {
+		cfg := m.Config
+		n, C, HW := 2, cfg.InChannels, cfg.Tokens()
+		conds := Conditions{Labels: []int{3, 0}, Null: nullClass}
+		proc := &diffusion.DDPM{Schedule: ddpm.Linear(1000)}
+		setting := func(lb *Lookback) *DC {
+			return &DC{Model: m, Rho: 0.6, RhoUncond: 0.6, Rule: liteRule(cfg.OutChannels), Scale: 3, Lookback: lb}
+		}
+		learned, looking := setting(nil), setting(&Lookback{Clean: proc.Clean})
+		rng := rand.New(rand.NewPCG(5, 6))
+		x := normal(rng, n*C*HW)
+		ts := []float32{999, 900}
+		want, _, err := learned.Forward(x, ts, conds, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := looking.Forward(x, ts, conds, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatal("the first step differs from the router's")
+		}
+		prev := make([]float32, n*C*HW)
+		if err := proc.Clean(prev, x, want[:n*cfg.OutChannels*HW], ts, diffusion.Shape{B: n, C: C, HW: HW}); err != nil {
+			t.Fatal(err)
+		}
+		choose, err := dc.ChangeKeep(prev, n, C, cfg.CellRows(), cfg.CellCols(), cfg.Patch())
+		if err != nil {
+			t.Fatal(err)
+		}
+		x = normal(rng, n*C*HW)
+		ts = []float32{800, 700}
+		_, wres, err := learned.Forward(x, ts, conds, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, res, err := looking.Forward(x, ts, conds, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantKept, err := choose(wres.Chunks.Kept, 2*n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Equal(wantKept, wres.Chunks.Kept) {
+			t.Fatal("the estimate's cells are the router's: the case cannot tell them apart")
+		}
+		if !slices.Equal(res.Chunks.NumKept, wres.Chunks.NumKept) {
+			t.Errorf("kept %v cells, the router %v", res.Chunks.NumKept, wres.Chunks.NumKept)
+		}
+		if !slices.Equal(res.Chunks.Kept, wantKept) {
+			t.Error("the second step did not keep the cells the first step's estimate changes most in")
+		}
+		both := setting(&Lookback{Clean: proc.Clean})
+		both.Choose = dc.RandomKeep(rand.New(rand.NewPCG(1, 0)))
+		if _, _, err := both.Forward(x, ts, conds, false); err == nil || !strings.Contains(err.Error(), "does not combine") {
+			t.Errorf("lookback beside a chooser: error %v", err)
 		}
 	})
 }

@@ -124,6 +124,13 @@ func TestSampleDC(t *testing.T) {
 		t.Errorf("Lite-CFG kept %v cond / %v uncond, %.4g FLOP vs %.4g at one ρ", lite.kept, uncond, lite.flops, plain.flops)
 	}
 
+	// --lookback keeps as many cells at the first two steps (the same
+	// latents) but other ones, so other latents; metadata says so.
+	look := at("--rho", "0.6", "--lookback")
+	if bytes.Equal(look.latents, r6.latents) || !slices.Equal(look.kept[:2], r6.kept[:2]) || look.md["dcdit.lookback"] != "true" {
+		t.Errorf("lookback: kept %v (without: %v), the same latents %v, metadata %q", look.kept, r6.kept, bytes.Equal(look.latents, r6.latents), look.md["dcdit.lookback"])
+	}
+
 	// Without guidance there is one branch and half the work.
 	solo := at("--cfg", "1")
 	if _, ok := solo.md["dcdit.rho_uncond"]; ok || solo.md["dcdit.kept_uncond_per_step"] != "" || solo.md["dcdit.cfg_channels"] != "0" {
@@ -203,6 +210,8 @@ func TestSampleDCErrors(t *testing.T) {
 		{"rho-uncond on a DiT", []string{ditTiny(t), "--num-heads", "4", "--rho-uncond", "0.5"}, 2, []string{"--rho-uncond applies to DC checkpoints"}},
 		{"drop on a DiT", []string{ditTiny(t), "--num-heads", "4", "--drop", "spread"}, 2, []string{"--drop applies to DC checkpoints"}},
 		{"drop unknown", []string{ckpt, "--drop", "sideways"}, 2, []string{`--drop "sideways"`, "lowest|spread"}},
+		{"lookback on a DiT", []string{ditTiny(t), "--num-heads", "4", "--lookback"}, 2, []string{"--lookback applies to DC checkpoints"}},
+		{"lookback with teacache", []string{ckpt, "--lookback", "--teacache", "0.5"}, 2, []string{"--lookback and --teacache 0.5", "do not combine"}},
 		{"rho 1", []string{ckpt, "--rho", "1"}, 2, []string{"--rho 1", "0 ≤ ρ < 1"}},
 		{"rho negative", []string{ckpt, "--rho", "-0.5"}, 2, []string{"--rho -0.5"}},
 		{"rho not a number", []string{ckpt, "--rho", "half"}, 2, []string{"--rho", "half"}},

@@ -104,6 +104,10 @@ const DropRules = "lowest|spread"
 // model.
 const DropUsage = "how ρ drops boundaries: " + DropRules + " (lowest: the reference's lowest-probability ones; spread: as many, kept apart on the grid; default: the checkpoint's rule)"
 
+// LookbackUsage is --lookback's help, shared by the commands that sample
+// a DC model.
+const LookbackUsage = "from the second sampling step, keep as many cells as the router, chosen on the previous step's clean estimate: where it changes most, kept apart as the spread drop keeps them"
+
 // SetDrop applies --drop to a DC model's config: "" keeps the rule the
 // file records, "lowest" is the reference tail drop, "spread" SpreadDrop.
 // Another value is a UsageError.

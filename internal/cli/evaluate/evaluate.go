@@ -57,6 +57,7 @@ type Options struct {
 	TeacherHeads int
 	Sigma        float64
 	Drop         string  // --drop: the tail drop's rule ("": the file's)
+	Lookback     bool    // --lookback: the kept cells from the previous step's estimate
 	Shift        float64 // flow matching's shift (a caption-conditioned Z-Image)
 	Quiet        bool
 	// VAE decodes the pictures (and the samples FID scores); Inception
@@ -153,7 +154,15 @@ The table goes to stdout, or one JSON object with --json:
 {"accuracy", ...}, "data_fd_floor", "sampling_timesteps", "edge_density_ratio": r,
 "edges": {...}, "per_timestep": [{"t", "rho", "eps_mse", "teacher_eps_mse",
 "eps_mse_to_teacher", "eps_slope", "x0_class_accuracy",
-"teacher_x0_class_accuracy"}, ...], "drop": "lowest" or "spread", ...}.
+"teacher_x0_class_accuracy"}, ...], "drop": "lowest" or "spread",
+"lookback": true with --lookback, ...}.
+
+--lookback samples every row (not the random router's, not TeaCache's) with
+the kept cells of each step after the first chosen on the step before: as
+many as the router keeps, ranked where the previous step's clean estimate
+changes most (the ideal-router ranking on x̂0) and kept apart as the spread
+drop keeps them. The router reads only its own step's noisy latents; at
+mid noise the step before has already drawn the shape.
 
 --out DIR (created if needed) receives eval.json (that object) and three
 pictures through the linear latent-to-RGB preview: boundaries.png (data
@@ -257,6 +266,7 @@ teacher row's, bit for bit.`,
 	f.IntVar(&opts.NumHeads, "num-heads", 0, "attention heads of a reference DC-DiT state_dict (DC checkpoints store them)")
 	f.IntVar(&opts.TeacherHeads, "teacher-heads", 0, "attention heads of a teacher that matches no DiT preset")
 	f.StringVar(&opts.Drop, "drop", "", cmdutil.DropUsage)
+	f.BoolVar(&opts.Lookback, "lookback", false, cmdutil.LookbackUsage)
 	f.Float64Var(&opts.Sigma, "dechunk-sigma", 1, "de-chunk σ of a reference DC-DiT state_dict (DC checkpoints store it)")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress or file list (the table or JSON is still printed)")
 	f.StringVar(&opts.VAE, "vae", "", "VAE that decodes the pictures (see 'dcdit decode --help'); with --inception and --ref also FID per row")
@@ -389,7 +399,7 @@ func Run(opts *Options) error {
 	eo := eval.Options{
 		Rhos: opts.Rhos, NumInputs: opts.Num, NumSamples: opts.Samples, Steps: opts.Steps,
 		BatchSize: opts.Batch, Seed: opts.Seed, CFG: opts.CFG, ProbeTimesteps: opts.ProbeT, DenseBelow: opts.DenseBelow,
-		NoRandomRouter: !opts.RandomRouter,
+		NoRandomRouter: !opts.RandomRouter, Lookback: opts.Lookback,
 	}
 	if opts.Features != "" {
 		net, err := featnet.Load(opts.Features)

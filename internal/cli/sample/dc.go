@@ -116,6 +116,9 @@ func runDC(opts *Options) error {
 	if d.Cache, err = teaCache(opts, sched.Steps()); err != nil {
 		return err
 	}
+	if opts.Lookback {
+		d.Lookback = &sample.Lookback{Clean: proc.Clean}
+	}
 	var bar *progress.Bar
 	if !opts.Quiet {
 		printNotes(opts, notes)
@@ -155,6 +158,7 @@ func runDC(opts *Options) error {
 	md["dcdit.kept_per_step"] = joinFloats(stats.Kept)
 	md["dcdit.flops_per_image"] = strconv.FormatFloat(perImage, 'g', 8, 64)
 	teaCacheMeta(md, d.Cache)
+	lookbackMeta(md, opts)
 	if err := writeOutputs(opts, x, sh, rows, cols, md, pic); err != nil {
 		return err
 	}
@@ -165,6 +169,13 @@ func runDC(opts *Options) error {
 	printWritten(opts, sh, rows, cols, sched.Steps(), guide, guided, elapsed, flops/1e12, pic)
 	fmt.Fprintln(opts.IO.Err, dcSummary(opts, guide.Enabled(), rhoCond, rhoUncond, L, stats, perImage))
 	return nil
+}
+
+// lookbackMeta records --lookback in the output's metadata.
+func lookbackMeta(md map[string]string, opts *Options) {
+	if opts.Lookback {
+		md["dcdit.lookback"] = "true"
+	}
 }
 
 // dcSummary is the closing stderr line of a DC run: ρ, the kept tokens per
@@ -269,6 +280,9 @@ func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta, captionWidth
 	if d.Cache, err = teaCache(opts, job.sched.Steps()); err != nil {
 		return err
 	}
+	if opts.Lookback {
+		d.Lookback = &sample.Lookback{Clean: (&diffusion.FlowMatch{}).Clean}
+	}
 	model := job.model(d.Denoiser(job.conditions()), run, func(bool) { run.flops += stats.FLOPs[len(stats.FLOPs)-1] })
 	if !opts.Quiet {
 		printNotes(opts, notes)
@@ -284,6 +298,7 @@ func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta, captionWidth
 			"dcdit.kept_per_step": joinFloats(stats.Kept),
 		}
 		teaCacheMeta(md, d.Cache)
+		lookbackMeta(md, opts)
 		return md
 	}
 	if err := job.sample(opts, model, cfg.InChannels, cfg.GridRows, cfg.GridCols, run, md); err != nil {

@@ -45,7 +45,10 @@ type Options struct {
 	VAE      string
 	NumHeads int
 	// Drop is --drop: the tail drop's rule ("": the file's).
-	Drop  string
+	Drop string
+	// Lookback is --lookback: the kept cells from the previous step's
+	// clean estimate (sample.Lookback).
+	Lookback bool
 	Quiet bool
 	// Device and Precision choose where the model runs (cmdutil.OnDevice).
 	Device, Precision string
@@ -286,6 +289,7 @@ terminal; otherwise a plain line appears every 10 seconds.`,
 	f.StringVar(&opts.PNG, "png", "", "also write a grid of the samples to this PNG: decoded by --vae, else a linear latent-to-RGB preview")
 	f.StringVar(&opts.VAE, "vae", "", "VAE folder or file that --png decodes the samples with (default: vae/ of the model repository; see 'dcdit decode --help')")
 	f.StringVar(&opts.Drop, "drop", "", "DC checkpoints: "+cmdutil.DropUsage)
+	f.BoolVar(&opts.Lookback, "lookback", false, "DC checkpoints: "+cmdutil.LookbackUsage)
 	f.IntVar(&opts.NumHeads, "num-heads", 0, "attention heads, for DiT checkpoints that match no preset and official DC-DiT state dicts without their config (they do not store it)")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "print nothing but errors: no progress, warnings or summary")
 	cmdutil.DeviceFlags(cmd, &opts.Device, &opts.Precision)
@@ -337,6 +341,8 @@ func validate(cmd *cobra.Command, o *Options) error {
 		return cmdutil.Usagef(cmd, "--dense-below %v: want a timestep ≥ 0 (0: never)", o.DenseBelow)
 	case o.TeaCacheGiven && (!(o.TeaCache >= 0) || math.IsInf(o.TeaCache, 0)):
 		return cmdutil.Usagef(cmd, "--teacache %v: want a finite threshold ≥ 0", o.TeaCache)
+	case o.Lookback && o.TeaCache > 0:
+		return cmdutil.Usagef(cmd, "--lookback and --teacache %v: a cached step reuses the cells of the step it skips from, so the two do not combine", o.TeaCache)
 	case o.RhoUncondGiven && !(ddpm.Guidance{Scale: float32(o.CFG)}).Enabled():
 		return cmdutil.Usagef(cmd, "--rho-uncond needs classifier-free guidance (--cfg > 1): with --cfg %g there is no unconditional branch", o.CFG)
 	}
@@ -382,15 +388,17 @@ func Run(opts *Options) error {
 	if flag := zimageFlag(opts); flag != "" {
 		return &cmdutil.UsageError{Err: fmt.Errorf("%s applies to Z-Image checkpoints; %s is a %s checkpoint, which is class-conditional (see 'dcdit sample --help')", flag, opts.Checkpoint, a)}
 	}
-	if opts.RhoGiven || opts.RhoUncondGiven || opts.DenseBelow != 0 || opts.Drop != "" {
+	if opts.RhoGiven || opts.RhoUncondGiven || opts.DenseBelow != 0 || opts.Drop != "" || opts.Lookback {
 		flag := "--rho"
 		switch {
 		case opts.RhoUncondGiven && !opts.RhoGiven:
 			flag = "--rho-uncond"
 		case opts.DenseBelow != 0 && !opts.RhoGiven:
 			flag = "--dense-below"
-		case !opts.RhoGiven:
+		case opts.Drop != "" && !opts.RhoGiven:
 			flag = "--drop"
+		case !opts.RhoGiven:
+			flag = "--lookback"
 		}
 		return &cmdutil.UsageError{Err: fmt.Errorf("%s applies to DC checkpoints; %s is a %s checkpoint, which has no router (see 'dcdit sample --help')", flag, opts.Checkpoint, a)}
 	}
