@@ -49,7 +49,7 @@ type Options struct {
 	// Lookback is --lookback: the kept cells from the previous step's
 	// clean estimate (sample.Lookback).
 	Lookback bool
-	Quiet bool
+	Quiet    bool
 	// Device and Precision choose where the model runs (cmdutil.OnDevice).
 	Device, Precision string
 	// Rho is the tail-drop fraction ρ of a DC checkpoint's conditional
