@@ -39,9 +39,10 @@ type DC struct {
 	// Cache, when set, caches the backbone's steps (TeaCache): each call
 	// is one step of its run. It does not combine with Choose.
 	Cache *TeaCache
-	// Lookback, when set, makes every call after the first keep the cells
-	// where the previous call's clean estimate changes most: each call is
-	// one step of its run. It does not combine with Choose or Cache.
+	// Lookback, when set, makes every call after the first keep, as many
+	// as the router, the cells chosen on the previous call's clean
+	// estimate: each call is one step of its run. It does not combine
+	// with Choose or Cache.
 	Lookback *Lookback
 }
 
