@@ -136,6 +136,9 @@ func ChangeKeep(x0 []float32, samples, channels, rows, cols, patch int) (Chooser
 // (the lowest priority first), the forced ones always kept.
 func keepApart(order []int, n, rows, cols int, mark []bool, minD []int) {
 	L := len(order)
+	if n < 1 {
+		return
+	}
 	if 2*n <= L {
 		pickApart(order, n, L/n, rows, cols, mark, minD)
 		return

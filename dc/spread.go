@@ -86,8 +86,8 @@ func SpreadDrop(prob []float32, natural []bool, batch, rows, cols int, frac []fl
 // pickApart marks n more cells of order in mark, taken in that order,
 // each at squared distance at least r2 from every cell marked before it
 // (those marked on entry too) on the rows×cols grid; r2 shrinks by one
-// per pass over order until n are marked. minD is scratch of one entry a
-// cell.
+// per pass over order until n are marked, or order has no unmarked cell
+// left. minD is scratch of one entry a cell.
 func pickApart(order []int, n, r2, rows, cols int, mark []bool, minD []int) {
 	far := rows*rows + cols*cols
 	for l := range minD {
@@ -116,6 +116,9 @@ func pickApart(order []int, n, r2, rows, cols int, mark []bool, minD []int) {
 			mark[l] = true
 			got++
 			near(l)
+		}
+		if r2 <= 1 {
+			return // every unmarked cell qualified: none is left
 		}
 	}
 }

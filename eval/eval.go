@@ -198,8 +198,8 @@ type Options struct {
 	// (Report.TeaCache), beside the uncached rows.
 	TeaCache *TeaCache
 	// Lookback samples every row's steps after the first with the cells
-	// where the previous step's clean estimate changes most
-	// (sample.Lookback), as many as the router keeps. The random router
+	// chosen on the previous step's clean estimate (sample.Lookback), as
+	// many as the router keeps. The random router
 	// and the TeaCache sweep keep their own choice.
 	Lookback bool
 }
