@@ -676,6 +676,11 @@ type Eval struct {
 	// and step as the router kept (package eval's RandomRouter).
 	// Default: true.
 	RandomRouter bool `toml:"random_router"`
+	// Lookback samples every row with the kept cells of each step after
+	// the first chosen on the previous step's clean estimate, as many as
+	// the router keeps (package eval's Options.Lookback, `dcdit eval
+	// --lookback`). Default: false.
+	Lookback bool `toml:"lookback"`
 	// VAE is a VAE (a diffusers folder or an LDM single file, see package
 	// vae) that draws the evaluation's pictures — the elastic grid, the
 	// boundary maps, the trajectory — decoded instead of as linear
