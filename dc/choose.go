@@ -111,7 +111,7 @@ func ChangeKeep(x0 []float32, samples, channels, rows, cols, patch int) (Chooser
 		cellValues(u, x0[s*channels*h*w:(s+1)*channels*h*w], channels, rows, cols, patch)
 		orders[s] = changeOrder(make([]int, 0, L), cost, u, k, rows, cols)
 	}
-	minD := make([]int, L)
+	sp := newSpreader(rows, cols)
 	return func(kept []bool, batch int) ([]bool, error) {
 		if len(kept) != batch*L {
 			return nil, fmt.Errorf("dc: change keep: a mask of %d cells for %d grids of %d", len(kept), batch, L)
@@ -124,40 +124,8 @@ func ChangeKeep(x0 []float32, samples, channels, rows, cols, patch int) (Chooser
 					n++
 				}
 			}
-			keepApart(orders[b%samples], n, rows, cols, out[b*L:(b+1)*L], minD)
+			sp.keep(orders[b%samples], n, out[b*L:(b+1)*L])
 		}
 		return out, nil
 	}, nil
-}
-
-// keepApart marks in mark n cells of a rows×cols grid by priority (order:
-// every cell, the forced ones first), apart as SpreadDrop keeps them:
-// the kept cells spread while at most half stay, else the dropped ones
-// (the lowest priority first), the forced ones always kept.
-func keepApart(order []int, n, rows, cols int, mark []bool, minD []int) {
-	L := len(order)
-	if n < 1 {
-		return
-	}
-	if 2*n <= L {
-		pickApart(order, n, L/n, rows, cols, mark, minD)
-		return
-	}
-	if n == L {
-		for l := range mark {
-			mark[l] = true
-		}
-		return
-	}
-	low := make([]int, 0, L)
-	for i := L - 1; i >= 0; i-- {
-		if l := order[i]; !l0(l, L) {
-			low = append(low, l)
-		}
-	}
-	dropped := make([]bool, L)
-	pickApart(low, L-n, L/(L-n), rows, cols, dropped, minD)
-	for l := range mark {
-		mark[l] = !dropped[l]
-	}
 }

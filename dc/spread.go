@@ -37,8 +37,7 @@ func SpreadDrop(prob []float32, natural []bool, batch, rows, cols int, frac []fl
 		return nil, fmt.Errorf("dc: spread drop: a %d×%d cell grid for %d cells a sample", rows, cols, L)
 	}
 	var idx []int
-	minD := make([]int, L)
-	dropped := make([]bool, L)
+	sp := newSpreader(rows, cols)
 	for b := range batch {
 		if fr[b] == Dense {
 			continue
@@ -56,31 +55,66 @@ func SpreadDrop(prob []float32, natural []bool, batch, rows, cols int, frac []fl
 		if m == len(idx) { // nothing dropped
 			continue
 		}
+		// TailDrop's order reversed: the highest probability first, ties
+		// to the higher index (the one TailDrop drops last).
 		p := prob[b*L : (b+1)*L]
-		sample := kept[b*L : (b+1)*L]
-		// TailDrop's order: the lowest probability first, ties to the
-		// lower index.
 		sort.SliceStable(idx, func(i, j int) bool { return p[idx[i]] < p[idx[j]] })
-		if L-m < m {
-			// Spread the drops, apart from each other and from the cells
-			// that are no boundary (dropped already).
-			for l := range sample {
-				dropped[l] = !natural[b*L+l]
-				sample[l] = natural[b*L+l]
-			}
-			d := len(idx) - m
-			idx = slices.DeleteFunc(idx, func(l int) bool { return l == 0 || l == L-1 })
-			pickApart(idx, d, L/(L-m), rows, cols, dropped, minD)
-			for _, l := range idx {
-				sample[l] = !dropped[l]
-			}
-			continue
-		}
-		slices.Reverse(idx) // the highest first, ties to the one TailDrop drops last
-		clear(sample)
-		pickApart(idx, m, L/m, rows, cols, sample, minD)
+		slices.Reverse(idx)
+		sp.keep(idx, m, kept[b*L:(b+1)*L])
 	}
 	return kept, nil
+}
+
+// spreader keeps cells of a rows×cols grid apart, as SpreadDrop does,
+// with its scratch reused from grid to grid.
+type spreader struct {
+	rows, cols int
+	minD       []int
+	dropped    []bool
+	low        []int
+}
+
+func newSpreader(rows, cols int) *spreader {
+	L := rows * cols
+	return &spreader{rows: rows, cols: cols, minD: make([]int, L), dropped: make([]bool, L), low: make([]int, 0, L)}
+}
+
+// keep sets keep [rows·cols] to the n cells of order (the candidates,
+// highest priority first; every other cell is dropped already) that stay
+// apart: while at most half the grid stays, the kept cells, picked from
+// the top of order (pickApart); else the dropped ones, picked from its
+// bottom apart from each other and from the cells outside order, the
+// first and last cell never among them.
+func (s *spreader) keep(order []int, n int, keep []bool) {
+	L := len(keep)
+	clear(keep)
+	d := len(order) - n
+	switch {
+	case n < 1:
+	case d <= 0:
+		for _, l := range order {
+			keep[l] = true
+		}
+	case L-n >= n:
+		pickApart(order, n, L/n, s.rows, s.cols, keep, s.minD)
+	default:
+		for l := range s.dropped {
+			s.dropped[l] = true
+		}
+		s.low = s.low[:0]
+		for _, l := range order {
+			s.dropped[l] = false
+		}
+		for _, l := range slices.Backward(order) {
+			if !l0(l, L) {
+				s.low = append(s.low, l)
+			}
+		}
+		pickApart(s.low, d, L/(L-n), s.rows, s.cols, s.dropped, s.minD)
+		for _, l := range order {
+			keep[l] = !s.dropped[l]
+		}
+	}
 }
 
 // pickApart marks n more cells of order in mark, taken in that order,

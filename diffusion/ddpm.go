@@ -96,14 +96,14 @@ func (d *DDPM) Clean(dst, x, out, t []float32, sh Shape) error {
 	if err := checkClean(dst, x, out, t, sh, d.OutChannels(sh.C)); err != nil {
 		return err
 	}
-	n := sh.C * sh.HW
+	n, stride := sh.C*sh.HW, d.OutChannels(sh.C)*sh.HW
 	for b, tm := range t {
 		i := slices.Index(d.Schedule.TimestepMap, int(tm))
 		if i < 0 || float32(int(tm)) != tm {
 			return fmt.Errorf("diffusion: clean estimate: sample %d: model time %v is none of the schedule's timesteps", b, tm)
 		}
 		sa, s1 := d.Schedule.SqrtAlphasCumprod[i], d.Schedule.SqrtOneMinusAlphasCumprod[i]
-		eps := out[2*b*n : 2*b*n+n]
+		eps := out[b*stride : b*stride+n] // ε̂, before the variance channels
 		for j, v := range x[b*n : (b+1)*n] {
 			dst[b*n+j] = float32((float64(v) - s1*float64(eps[j])) / sa)
 		}

@@ -20,6 +20,26 @@ func table(t *testing.T) *flowmatch.Table {
 	return tb
 }
 
+// noised draws a batch's noise levels and noise for x0 from rng, as a
+// training step does, and returns them with the noisy input and the
+// model times.
+func noised(t *testing.T, proc Process, x0 []float32, sh Shape, rng *rand.Rand) (*Noise, []float32, []float32) {
+	t.Helper()
+	nz, err := proc.Draw(rng, sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xt := make([]float32, len(x0))
+	if err := proc.Noisy(xt, x0, nz, sh); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := proc.ModelTimes(nz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nz, xt, ts
+}
+
 func ramp(n int, scale float32) []float32 {
 	v := make([]float32, n)
 	for i := range v {
@@ -50,18 +70,7 @@ func TestTrainingMatchesProcessPackages(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out := ramp(sh.B*c.proc.OutChannels(sh.C)*sh.HW, 0.1)
-			nz, err := c.proc.Draw(rand.New(rand.NewPCG(1, 2)), sh)
-			if err != nil {
-				t.Fatal(err)
-			}
-			xt := make([]float32, len(x0))
-			if err := c.proc.Noisy(xt, x0, nz, sh); err != nil {
-				t.Fatal(err)
-			}
-			ts, err := c.proc.ModelTimes(nz)
-			if err != nil {
-				t.Fatal(err)
-			}
+			nz, xt, ts := noised(t, c.proc, x0, sh, rand.New(rand.NewPCG(1, 2)))
 			grad := make([]float32, len(out))
 			l, err := c.proc.Loss(grad, out, x0, nz, sh)
 			if err != nil {
@@ -341,18 +350,7 @@ func TestClean(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			nz, err := c.proc.Draw(rand.New(rand.NewPCG(3, 4)), sh)
-			if err != nil {
-				t.Fatal(err)
-			}
-			xt := make([]float32, len(x0))
-			if err := c.proc.Noisy(xt, x0, nz, sh); err != nil {
-				t.Fatal(err)
-			}
-			ts, err := c.proc.ModelTimes(nz)
-			if err != nil {
-				t.Fatal(err)
-			}
+			nz, xt, ts := noised(t, c.proc, x0, sh, rand.New(rand.NewPCG(3, 4)))
 			got := make([]float32, len(x0))
 			if err := c.proc.Clean(got, xt, c.exact(x0, nz.Noise), ts, sh); err != nil {
 				t.Fatal(err)

@@ -199,8 +199,8 @@ type Options struct {
 	TeaCache *TeaCache
 	// Lookback samples every row's steps after the first with the cells
 	// chosen on the previous step's clean estimate (sample.Lookback), as
-	// many as the router keeps. The random router
-	// and the TeaCache sweep keep their own choice.
+	// many as the router keeps. The random router and the TeaCache sweep
+	// keep their own choice.
 	Lookback bool
 }
 

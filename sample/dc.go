@@ -127,7 +127,10 @@ func (d *DC) Forward(x, t []float32, c Conditions, guided bool) ([]float32, *dc.
 	adjust := 0.0
 	choose := d.Choose
 	if d.Lookback != nil {
-		if choose, err = d.Lookback.chooser(d.Model.Config, n, d.Choose != nil || d.Cache != nil); err != nil {
+		if d.Choose != nil || d.Cache != nil {
+			return nil, nil, errors.New("sample: lookback does not combine with a chooser of the kept cells or a step cache")
+		}
+		if choose, err = d.Lookback.chooser(d.Model.Config, n); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -221,11 +224,8 @@ func mean(v []int) float64 {
 }
 
 // chooser is the Chooser of a step of n samples: nil before the run's
-// first estimate. other says a Chooser or a cache is set as well.
-func (l *Lookback) chooser(cfg *dc.Config, n int, other bool) (dc.Chooser, error) {
-	if other {
-		return nil, errors.New("sample: lookback does not combine with a chooser of the kept cells or a step cache")
-	}
+// first estimate.
+func (l *Lookback) chooser(cfg *dc.Config, n int) (dc.Chooser, error) {
 	if l.prev == nil {
 		return nil, nil
 	}
