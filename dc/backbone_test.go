@@ -65,8 +65,8 @@ func TestScaffoldAroundDiT(t *testing.T) {
 		patch int
 		frac  []float32
 		// cells of the DiT's patch, wide head, relative residual, latent
-		// skip, no encoder norm: what a grafted model that starts as its
-		// teacher uses
+		// skip, no encoder norm, token embedder: what a grafted model that
+		// starts as its teacher uses
 		patchCells bool
 	}{
 		{"DiT/1, no drop", 1, nil, false},
@@ -80,7 +80,7 @@ func TestScaffoldAroundDiT(t *testing.T) {
 			tc := bb.Config
 			m := scaffoldAround(t, bb, func(s *upcycle.Scaffold) {
 				if tt.patchCells {
-					s.PatchSize, s.WideHead, s.RelativeResidual, s.NoEncoderNorm, s.LatentSkip = tt.patch, true, true, true, true
+					s.PatchSize, s.WideHead, s.RelativeResidual, s.NoEncoderNorm, s.LatentSkip, s.TokenEmbedder = tt.patch, true, true, true, true, true
 				}
 			})
 			cfg := m.Config

@@ -81,6 +81,16 @@ type Config struct {
 	// lie. It is a rule, not weights: the same file runs either way.
 	SpreadDrop bool `json:"spread_drop,omitempty"`
 
+	// TokenEmbedder gives the backbone its tokens from a Linear of each
+	// kept cell's own latents, token_embedder (upcycle starts it as the
+	// teacher's patch embedding), instead of the encoder's output there;
+	// the router, the residual and the decoder still read the encoder.
+	// An upcycled model's blocks then read the tokens they were trained
+	// on, whatever the encoder learns for the dropped cells: an encoder
+	// trained to serve them moves the tokens the blocks read, and a dense
+	// step stops being its teacher's.
+	TokenEmbedder bool `json:"token_embedder,omitempty"`
+
 	EncDecDim int `json:"enc_dec_dim"` // E = D / f, the conv blocks' width
 	ModelDim  int `json:"model_dim"`   // D, the routing width = the backbone's width
 	CondDim   int `json:"cond_dim"`    // width of the conditioning vector

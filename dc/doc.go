@@ -19,15 +19,18 @@
 //	o[plug-back] · STE(confidence) + residual → decoder blocks (D → E …) → RMSNorm
 //	final layer: LayerNorm, adaLN from c, Linear(E → out)            = out [B·L, out]
 //
-// Five options, none in the official DC-DiT, let a grafted DiT/p start as
+// Six options, none in the official DC-DiT, let a grafted DiT/p start as
 // its teacher (package upcycle; Config documents each): cells of p×p
 // latents (PatchSize: the scaffold runs on the teacher's patch grid), no
 // RMSNorm after the encoder (NoEncoderNorm), a residual relative to the
 // cell whose token a cell takes (RelativeResidual: kept cells pass their
 // token on unchanged), a head at width D on the decoder's input
-// (WideHead: the teacher's final layer) and a conditioned linear path from
+// (WideHead: the teacher's final layer), a conditioned linear path from
 // a cell's input, relative to its token's cell, to its prediction
-// (LatentSkip: the dropped cells' noise).
+// (LatentSkip: the dropped cells' noise), and tokens for the backbone from
+// a Linear of the kept cells' own latents instead of enc[kept]
+// (TokenEmbedder: the teacher's patch embedding, so that the blocks read
+// their teacher's tokens while the encoder trains).
 //
 // A Chooser (Model.PredictChoosing) replaces the kept cells after tail
 // dropping by others of the same count per sample, the router's

@@ -15,7 +15,7 @@ import (
 // backbone and the de-chunk smoothing see each sample's kept tokens M_b
 // (packed, no padding), everything else the full grid.
 type FLOPs struct {
-	Embed     float64 `json:"embed"`      // latent embedder conv 3×3
+	Embed     float64 `json:"embed"`      // latent embedder conv 3×3 (and the token embedder on the kept cells)
 	Encoder   float64 `json:"encoder"`    // encoder conv blocks (convs, skip, cond_proj)
 	Residual  float64 `json:"residual"`   // residual_proj
 	Routing   float64 `json:"routing"`    // router convs
@@ -70,6 +70,9 @@ func (m *Model) ForwardFLOPs(numKept []int) FLOPs {
 		kept += float64(mb)
 	}
 	f.Backbone = m.Backbone.FLOPs(numKept)
+	if c.TokenEmbedder {
+		f.Embed += mac(kept, float64(c.CellIn()), D)
+	}
 	E := float64(c.EncDecDim)
 	f.Final = mac(B, float64(c.CondDim), 2*E) + mac(N, E, float64(c.CellOut()))
 	if c.WideHead {

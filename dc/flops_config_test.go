@@ -82,3 +82,25 @@ func TestConfigFLOPsBackboneDoesNotRun(t *testing.T) {
 		t.Error("Forward ran")
 	}
 }
+
+// The token embedder costs one Linear from a cell's values to D per kept
+// token, counted with the embedding, and nothing else changes.
+func TestTokenEmbedderFLOPs(t *testing.T) {
+	base := Config{InChannels: 4, OutChannels: 8, GridRows: 8, GridCols: 8, PatchSize: 2, EncDecDim: 32, ModelDim: 64, CondDim: 64,
+		RouterDim: 16, EncoderBlocks: 2, DecoderBlocks: 2, NormGroups: 8, RouterGroups: 8, Sigma: 1, TargetN: 4}
+	with := base
+	with.TokenEmbedder = true
+	for _, kept := range [][]int{{16}, {5, 9}, {1}} {
+		a, b := ConfigFLOPs(&base, countingBackbone{}, kept), ConfigFLOPs(&with, countingBackbone{}, kept)
+		var n float64
+		for _, k := range kept {
+			n += float64(k)
+		}
+		if want := 2 * n * float64(base.CellIn()) * float64(base.ModelDim); b.Embed-a.Embed != want {
+			t.Errorf("kept %v: the token embedder adds %g FLOPs to the embedding, want %g", kept, b.Embed-a.Embed, want)
+		}
+		if b.Total()-b.Embed != a.Total()-a.Embed {
+			t.Errorf("kept %v: the token embedder changed other parts: %+v against %+v", kept, b, a)
+		}
+	}
+}

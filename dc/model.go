@@ -144,8 +144,14 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 			return nil, err
 		}
 	}
+	tokens := func(cells []int) (mat.Tensor, error) { return ops.GatherRows(enc, cells), nil }
+	if cfg.TokenEmbedder {
+		tokens = func(cells []int) (mat.Tensor, error) {
+			return ops.Linear(ops.GatherRows(x, cells), m.p("token_embedder.weight"), m.p("token_embedder.bias")), nil
+		}
+	}
 	if plan != nil {
-		if kept, err = plan(enc, kept, g.batch); err != nil {
+		if kept, err = plan(tokens, kept, g.batch); err != nil {
 			return nil, fmt.Errorf("dc: planning the kept cells: %w", err)
 		}
 		probRows = nil
@@ -157,7 +163,10 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 	if probRows == nil {
 		probRows = ch.Index
 	}
-	packed := ops.GatherRows(enc, ch.Index) // [ΣM, D]
+	packed, err := tokens(ch.Index) // [ΣM, D]
+	if err != nil {
+		return nil, err
+	}
 	main, err := m.Backbone.Forward(packed, cv, ch.Offsets, ch.Pos)
 	if err != nil {
 		return nil, fmt.Errorf("dc: backbone: %w", err)

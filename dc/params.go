@@ -57,6 +57,10 @@ func ScaffoldShapes(c *Config) map[string][]int {
 	if c.RelativeResidual {
 		delete(s, "hnet.residual_proj.bias")
 	}
+	if c.TokenEmbedder {
+		s["token_embedder.weight"] = []int{c.ModelDim, c.CellIn()}
+		s["token_embedder.bias"] = []int{c.ModelDim}
+	}
 	if c.CondNorm {
 		s["cond_norm.weight"] = []int{c.CondDim}
 		s["cond_norm.bias"] = []int{c.CondDim}

@@ -9,15 +9,21 @@ import (
 )
 
 // Planner replaces the cells a forward keeps after the router (and any
-// Chooser) has chosen, seeing the encoder's output enc [B·L, D]: given
-// the mask kept [B·L] for a batch of B grids, it returns the mask to keep
-// instead, in any count per sample (at least one). Each kept cell's
+// Chooser) has chosen: given the mask kept [B·L] for a batch of B grids,
+// it returns the mask to keep instead, in any count per sample (at least
+// one). tokens gives the tokens [len(cells), D] the backbone would read
+// for cells (rows of the batch's grids): the encoder's output there, or
+// the token embedder's (Config.TokenEmbedder). Each kept cell's
 // de-chunk weight is the router's probability at that cell in this
 // forward. A step cache (TeaCache, package sample) plans: a sample whose
 // backbone step it skips keeps the cells of the step it last computed,
 // over which its cached residual lies, and it measures that step's
-// change on enc at those cells before it decides.
-type Planner func(enc mat.Tensor, kept []bool, batch int) ([]bool, error)
+// change on those cells' tokens before it decides.
+type Planner func(tokens Tokens, kept []bool, batch int) ([]bool, error)
+
+// Tokens returns the tokens [len(cells), D] a forward's backbone reads for
+// the given cells (rows of the batch's grids).
+type Tokens func(cells []int) (mat.Tensor, error)
 
 // PredictPlanning is Predict with the kept cells replaced by plan.
 func (m *Model) PredictPlanning(x []float32, in cond.Input, frac []float32, plan Planner) ([]float32, *Result, error) {

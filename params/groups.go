@@ -31,6 +31,7 @@ const (
 	GroupFinalLayer       = "final_layer"
 	GroupWideHead         = "wide_head"
 	GroupLatentSkip       = "latent_skip"
+	GroupTokenEmbedder    = "token_embedder"
 	GroupCondNorm         = "cond_norm"
 	GroupWidthRouter      = "width_router"
 )
@@ -57,7 +58,7 @@ func Groups() []GroupInfo {
 		{GroupAdaLN, "the blocks' adaLN modulation"},
 		{GroupAttention, "the blocks' attention (Z-Image's with its QK norms)"},
 		{GroupMLP, "the blocks' MLPs (Z-Image's feed-forward)"},
-		{GroupScaffold, "in a DC model, every part it adds to the backbone: latent_embedder, encoder, router, residual, decoder, backbone_norm, final_layer, wide_head, latent_skip, cond_norm"},
+		{GroupScaffold, "in a DC model, every part it adds to the backbone: latent_embedder, encoder, router, residual, decoder, backbone_norm, final_layer, wide_head, latent_skip, cond_norm, token_embedder"},
 		{GroupLatentEmbedder, "a DC model's 3×3 conv latent embedder (x_embedder.*); a fixed-patch model's patch embedding"},
 		{GroupEncoder, "the encoder's conv blocks and RMSNorm (hnet.encoder.*)"},
 		{GroupRouter, "the router (hnet.routing_module.*)"},
@@ -68,6 +69,7 @@ func Groups() []GroupInfo {
 		{GroupWideHead, "the wide output head (wide_head.*; scaffold.head = \"wide\")"},
 		{GroupLatentSkip, "the latent skip (latent_skip.*; scaffold.latent_skip)"},
 		{GroupCondNorm, "the conditioning adaptor (cond_norm.*; scaffold.cond_norm)"},
+		{GroupTokenEmbedder, "the token embedder the backbone reads (token_embedder.*; scaffold.token_embedder)"},
 		{GroupWidthRouter, "the blocks' DyDiT width routers (*.dydit.*; added by a stage's dydit_lambda, also in backbone)"},
 	}
 }

@@ -391,6 +391,9 @@ func newModel(r *recipes.Recipe, b *base, seed uint64) (*model, error) {
 		t = m
 		rows, cols = m.Grid()
 	}
+	if err := tokenEmbedderFits(r, t); err != nil {
+		return nil, err
+	}
 	g, err := upcycle.Graft(t, r.Scaffold.Upcycle(), rows, cols, seed)
 	if err != nil {
 		return nil, err
@@ -435,6 +438,24 @@ func fixedModel(m family.Model, captions *captionTable, numClasses int) (*model,
 	}
 	p := m.Parameters()
 	return &model{fixed: m, params: p, captionDim: m.Conditioning().CaptionWidth, captions: captions, numClasses: numClasses}, nil
+}
+
+// tokenEmbedderFits refuses a token embedder (scaffold.token_embedder)
+// on cells other than the base's patches, naming the keys: it starts as
+// the base's patch embedding, which embeds a patch.
+func tokenEmbedderFits(r *recipes.Recipe, t family.Teacher) error {
+	if !r.Scaffold.TokenEmbedder {
+		return nil
+	}
+	g, ok := t.(family.Graftable)
+	if !ok {
+		return nil // the graft says why it cannot start the embedder
+	}
+	if pe, ok := g.PatchEmbedding(); ok && pe.Patch != max(r.Scaffold.PatchSize, 1) {
+		return fmt.Errorf("pipeline: scaffold.token_embedder: starts as the base's patch embedding of %d×%d patches, but scaffold.patch_size = %d: set patch_size = %d",
+			pe.Patch, pe.Patch, r.Scaffold.PatchSize, pe.Patch)
+	}
+	return nil
 }
 
 // latentSkipPrior fits the latent skip's scale (upcycle.LatentSkipPrior)

@@ -82,12 +82,14 @@ func patternSelects(group, name string, dc bool) bool {
 		return has("latent_skip.")
 	case params.GroupCondNorm:
 		return has("cond_norm.")
+	case params.GroupTokenEmbedder:
+		return has("token_embedder.")
 	case params.GroupScaffold:
 		if !dc {
 			return false
 		}
 		for _, g := range []string{params.GroupLatentEmbedder, params.GroupEncoder, params.GroupRouter, params.GroupResidual, params.GroupDecoder,
-			params.GroupBackboneNorm, params.GroupFinalLayer, params.GroupWideHead, params.GroupLatentSkip, params.GroupCondNorm} {
+			params.GroupBackboneNorm, params.GroupFinalLayer, params.GroupWideHead, params.GroupLatentSkip, params.GroupCondNorm, params.GroupTokenEmbedder} {
 			if patternSelects(g, name, dc) {
 				return true
 			}
@@ -137,7 +139,7 @@ func groupCases(t *testing.T) []groupCase {
 	paper := upcycle.DefaultScaffold()
 	paper.NormGroups, paper.RouterGroups = 8, 4
 	every := paper.StartAsTeacher(tinyDiT().PatchSize)
-	every.LatentSkip, every.CondNorm = true, true
+	every.LatentSkip, every.CondNorm, every.TokenEmbedder = true, true, true
 	for _, s := range []struct {
 		name string
 		s    upcycle.Scaffold

@@ -589,6 +589,11 @@ func dcConfigs(p *problems, r *Recipe, pl *Plan, m *planned) *dc.Config {
 		p.add("scaffold", "%v", strings.TrimPrefix(err.Error(), "upcycle: "))
 		return nil
 	}
+	if c.TokenEmbedder && c.Cells() != m.Tokens {
+		p.add("scaffold.token_embedder", "starts as the base's patch embedding, which embeds %d patches of the %d×%d grid, but scaffold.patch_size = %d makes %d cells: set patch_size to the base's patch",
+			m.Tokens, m.grid, m.grid, c.Patch(), c.Cells())
+		return nil
+	}
 	pl.adopter, pl.mainSpec = a, spec
 	if a != nil {
 		// A grafted network is the base's own, which Backbone describes.
@@ -730,7 +735,7 @@ func groupOrder() []string {
 	return []string{
 		params.GroupTimestepEmbedder, params.GroupClassEmbedder, params.GroupLatentEmbedder, params.GroupEncoder,
 		params.GroupRouter, params.GroupResidual, params.GroupWidthRouter, params.GroupBackbone, params.GroupBackboneNorm, params.GroupDecoder,
-		params.GroupFinalLayer, params.GroupWideHead, params.GroupLatentSkip, params.GroupCondNorm, "other",
+		params.GroupFinalLayer, params.GroupWideHead, params.GroupLatentSkip, params.GroupCondNorm, params.GroupTokenEmbedder, "other",
 	}
 }
 

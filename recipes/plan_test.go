@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -391,5 +392,54 @@ func TestZImageTurboRecipePlans(t *testing.T) {
 	}
 	if seen != len(paper) {
 		t.Errorf("%d of the paper's %d budgets planned", seen, len(paper))
+	}
+}
+
+// A token embedder starts as the base's patch embedding: on cells of the
+// base's patch the toy recipe plans with it (and its parameters), on
+// other cells the plan refuses it at its key.
+func TestTokenEmbedderNeedsTheBasePatch(t *testing.T) {
+	text, err := os.ReadFile("toy-dit.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	teacher := &arch.DiTConfig{Depth: 6, HiddenSize: 128, NumHeads: 4, PatchSize: 2, InChannels: 4, InputSize: 16,
+		LearnSigma: true, NumClasses: 10, MLPRatio: 4, FrequencySize: 256}
+	dir := t.TempDir()
+	base := filepath.Join(dir, "teacher.safetensors")
+	writeBase(t, base, teacher)
+	for _, tt := range []struct {
+		patch string
+		ok    bool
+	}{{"patch_size = 2", true}, {"patch_size = 1", false}} {
+		t.Run(tt.patch, func(t *testing.T) {
+			edited := strings.Replace(string(text), "[scaffold]\npatch_size = 2", "[scaffold]\ntoken_embedder = true\n"+tt.patch, 1)
+			if edited == string(text) {
+				t.Fatal("the toy recipe's [scaffold] no longer starts with patch_size = 2")
+			}
+			featnet, err := filepath.Abs(filepath.Join("..", "testdata", "featnet", "model.safetensors"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			edited = strings.ReplaceAll(edited, `"../testdata/featnet/model.safetensors"`, strconv.Quote(featnet))
+			file := filepath.Join(dir, "recipe.toml")
+			if err := os.WriteFile(file, []byte(edited), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, pl, err := Check(file, LoadOptions{BasePath: base})
+			if tt.ok {
+				if err != nil {
+					t.Fatalf("on the base's patch: %v", err)
+				}
+				if !pl.DC.TokenEmbedder {
+					t.Error("the plan's scaffold has no token embedder")
+				}
+				return
+			}
+			ps := Problems(err)
+			if len(ps) != 1 || ps[0].Key != "scaffold.token_embedder" || !strings.Contains(ps[0].Msg, "patch_size") {
+				t.Fatalf("on cells of 1×1: got %v, want one problem at scaffold.token_embedder", err)
+			}
+		})
 	}
 }

@@ -303,6 +303,12 @@ type Scaffold struct {
 	// conditioning vector the scaffold's blocks read (paper §4.4's
 	// adaptor for DC-Z-Image). Default: false.
 	CondNorm bool `toml:"cond_norm"`
+	// TokenEmbedder gives the backbone its tokens from token_embedder, a
+	// Linear of each kept cell's latents started as the base's patch
+	// embedding (dc.Config.TokenEmbedder: the blocks read the teacher's
+	// tokens while the encoder serves the router, the residual and the
+	// decoder); cells must be the base's patches. Default: false.
+	TokenEmbedder bool `toml:"token_embedder"`
 	// BackboneNorm is what follows the transformer blocks: "rmsnorm" (as
 	// DC-DiT's main network; new, initialised to ones when upcycling) or
 	// "none". Default: "rmsnorm".
@@ -322,7 +328,7 @@ func (s *Scaffold) Upcycle() upcycle.Scaffold {
 		RouterInit: s.Router.Init, RouterDimFactor: s.Router.DimFactor, EncoderInit: s.EncoderInit,
 		PatchSize: s.PatchSize, WideHead: s.Head == "wide", NoEncoderNorm: s.EncoderNorm == "none",
 		RelativeResidual: s.Residual == "relative", LatentSkip: s.LatentSkip, CondNorm: s.CondNorm,
-		SpreadDrop: s.Router.Drop == "spread",
+		SpreadDrop: s.Router.Drop == "spread", TokenEmbedder: s.TokenEmbedder,
 	}
 }
 

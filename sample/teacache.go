@@ -11,7 +11,6 @@ import (
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/diffusion"
 	"github.com/dcdit/dcdit/family"
-	"github.com/dcdit/dcdit/ops"
 )
 
 // TeaCache is TeaCache's step cache (Liu et al., "Timestep Embedding
@@ -339,7 +338,7 @@ func (b *cachedBackbone) Forward(x mat.Tensor, cv cond.Value, offsets []int, pos
 // branch's change on the cells of its last computed step and keeps them
 // when the step is skipped.
 func (tc *TeaCache) plan(nb int) dc.Planner {
-	return func(enc mat.Tensor, kept []bool, batch int) ([]bool, error) {
+	return func(tokens dc.Tokens, kept []bool, batch int) ([]bool, error) {
 		tc.probe, tc.adjust, tc.nb, tc.compute = nil, 0, nb, true
 		last := make([]bool, 0, len(kept))
 		for b := range nb {
@@ -359,7 +358,11 @@ func (tc *TeaCache) plan(nb int) dc.Planner {
 		if err != nil {
 			return nil, err
 		}
-		st, err := tc.staged.ForwardStages(ops.GatherRows(enc, ch.Index), tc.cv, ch.Offsets, ch.Pos)
+		in, err := tokens(ch.Index)
+		if err != nil {
+			return nil, err
+		}
+		st, err := tc.staged.ForwardStages(in, tc.cv, ch.Offsets, ch.Pos)
 		if err != nil {
 			return nil, err
 		}

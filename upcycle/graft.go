@@ -53,6 +53,9 @@ type Scaffold struct {
 	// SpreadDrop is dc.Config.SpreadDrop: ρ keeps boundaries spread over
 	// the grid (dc.SpreadDrop).
 	SpreadDrop bool
+	// TokenEmbedder is dc.Config.TokenEmbedder; the graft starts it as
+	// the teacher's patch embedding (cells of its patch).
+	TokenEmbedder bool
 }
 
 // StartAsTeacher returns s set so that a graft starts as its teacher:
@@ -96,7 +99,7 @@ func (s Scaffold) Config(inChannels, outChannels, rows, cols, D, condWidth int) 
 		NormGroups: s.NormGroups, RouterGroups: s.RouterGroups,
 		Sigma: s.Sigma, TargetN: s.TargetN, RatioLossWeight: s.RatioLossWeight, RatioBatchSize: s.RatioBatchSize,
 		WideHead: s.WideHead, NoEncoderNorm: s.NoEncoderNorm, RelativeResidual: s.RelativeResidual,
-		LatentSkip: s.LatentSkip, CondNorm: s.CondNorm, SpreadDrop: s.SpreadDrop,
+		LatentSkip: s.LatentSkip, CondNorm: s.CondNorm, SpreadDrop: s.SpreadDrop, TokenEmbedder: s.TokenEmbedder,
 	}
 	if s.PatchSize > 1 {
 		c.PatchSize = s.PatchSize
@@ -207,6 +210,34 @@ func EncoderPrior(cfg *dc.Config, ts map[string]dc.Tensor, pe PatchEmbedding) er
 	if w, ok := ts["hnet.encoder.rmsnorm.weight"]; ok {
 		fill(w.Data, float32(math.Sqrt(ms)))
 	}
+	return nil
+}
+
+// tokenEmbedderPrior starts the token embedder (dc.Config.TokenEmbedder)
+// as the teacher's patch embedding pe, its input columns reordered from
+// the teacher's patch layout to the cell's (c, dy, dx): the backbone then
+// reads, at every kept cell, the token the teacher's blocks read there.
+// Cells must be the teacher's patches.
+func tokenEmbedderPrior(cfg *dc.Config, ts map[string]dc.Tensor, pe PatchEmbedding) error {
+	p, C, D := pe.Patch, cfg.InChannels, cfg.ModelDim
+	if cfg.Patch() != p {
+		return fmt.Errorf("upcycle: token embedder: scaffold cells of %d×%d latents and teacher patches of %d×%d; want cells of the teacher's patch", cfg.Patch(), cfg.Patch(), p, p)
+	}
+	n := C * p * p
+	if len(pe.Weight) != D*n || len(pe.Bias) != D {
+		return fmt.Errorf("upcycle: token embedder: the patch embedding has %d weights and %d biases, want [%d %d] and [%d]", len(pe.Weight), len(pe.Bias), D, n, D)
+	}
+	w := ts["token_embedder.weight"].Data // [D, C·p²], columns (c, dy, dx)
+	for d := range D {
+		for c := range C {
+			for dy := range p {
+				for dx := range p {
+					w[d*n+(c*p+dy)*p+dx] = pe.Weight[d*n+pe.Index(c, dy, dx)]
+				}
+			}
+		}
+	}
+	copy(ts["token_embedder.bias"].Data, pe.Bias)
 	return nil
 }
 
@@ -381,7 +412,7 @@ func isNorm(base string) bool {
 // isLinear reports the modules DiT's initialize_weights treats as Linear:
 // the nn.Linear layers and the latent embedder's convolution.
 func isLinear(base string) bool {
-	return strings.HasSuffix(base, ".cond_proj.1") || base == "hnet.residual_proj" || base == "x_embedder.proj"
+	return strings.HasSuffix(base, ".cond_proj.1") || base == "hnet.residual_proj" || base == "x_embedder.proj" || base == "token_embedder"
 }
 
 func xavier(rng *rand.Rand, v []float32, fanOut, fanIn int) {

@@ -17,7 +17,7 @@ import (
 // The streamed graft is the graft: checkpoint.Load reads the folder it
 // writes into exactly the model GraftTeacher builds from the same base in
 // memory — backbone, scaffold and config — in the base's float type, in
-// shards no larger than the base's.
+// shards no larger than the base's; with the token embedder too.
 func TestStreamGraftZImage(t *testing.T) {
 	for _, dt := range []dtype.DType{dtype.F32, dtype.BF16} {
 		t.Run(dt.String(), func(t *testing.T) {
@@ -29,6 +29,11 @@ func TestStreamGraftZImage(t *testing.T) {
 			s := DefaultScaffold()
 			s.NormGroups, s.RouterGroups, s.WidthFactor = 8, 4, 2
 			s.EncoderInit, s.NoEncoderNorm = "patch", true
+			if dt == dtype.BF16 {
+				// Cells of the base's patch, and the token embedder that
+				// starts as its patch embedding.
+				s.PatchSize, s.TokenEmbedder = zc.PatchSize, true
+			}
 			out := filepath.Join(t.TempDir(), "dc")
 			var last, total int64
 			rep, err := StreamGraft(base, s, out, StreamOptions{Rows: 8, Cols: 8, Seed: 3,

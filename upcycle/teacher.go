@@ -66,14 +66,14 @@ func GraftTeacher(t family.Teacher, s Scaffold, rows, cols int, seed uint64) (*d
 // teacher t, its priors read from g (nil when t is no Graftable).
 func graftAround(t family.Teacher, g family.Graftable, bb dc.Backbone, s Scaffold, rows, cols int, seed uint64) (*dc.Model, error) {
 	var pe *PatchEmbedding
-	if s.EncoderInit == "patch" {
+	if s.EncoderInit == "patch" || s.TokenEmbedder {
 		var e PatchEmbedding
 		ok := g != nil
 		if ok {
 			e, ok = g.PatchEmbedding()
 		}
 		if !ok {
-			return nil, fmt.Errorf("upcycle: encoder init \"patch\": the teacher has no patch embedding to start from")
+			return nil, fmt.Errorf("upcycle: encoder init \"patch\" or a token embedder: the teacher has no patch embedding to start from")
 		}
 		pe = &e
 	}
@@ -99,9 +99,10 @@ func graftAround(t family.Teacher, g family.Graftable, bb dc.Backbone, s Scaffol
 
 // graftScaffold is the config and initial tensors of the scaffold around
 // a backbone of the given widths that reads inC and predicts outC latent
-// channels: the official init, then the router's and the encoder's priors
-// the scaffold asks for (pe is the teacher's patch embedding, nil unless
-// the encoder starts from it).
+// channels: the official init, then the router's, the encoder's and the
+// token embedder's priors the scaffold asks for (pe is the teacher's
+// patch embedding, nil unless the encoder or the token embedder starts
+// from it).
 func graftScaffold(inC, outC, width, condWidth int, pe *PatchEmbedding, s Scaffold, rows, cols int, seed uint64) (*dc.Config, map[string]dc.Tensor, error) {
 	cfg, err := s.Config(inC, outC, rows, cols, width, condWidth)
 	if err != nil {
@@ -126,6 +127,14 @@ func graftScaffold(inC, outC, width, condWidth int, pe *PatchEmbedding, s Scaffo
 		}
 	default:
 		return nil, nil, fmt.Errorf("upcycle: encoder init %q, want official or patch", s.EncoderInit)
+	}
+	if cfg.TokenEmbedder {
+		if pe == nil {
+			return nil, nil, fmt.Errorf("upcycle: a token embedder without the model's patch embedding")
+		}
+		if err := tokenEmbedderPrior(cfg, ts, *pe); err != nil {
+			return nil, nil, err
+		}
 	}
 	return cfg, ts, nil
 }

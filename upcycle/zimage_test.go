@@ -106,17 +106,20 @@ func TestGraftTeacherZImageRefuses(t *testing.T) {
 // the wide head (Z-Image's final layer, whose modulation has no shift)
 // and the relative residual: a grafted Z-Image whose router keeps every
 // cell predicts what the model itself predicts, on captions of different
-// lengths, with or without the conditioning adaptor (whatever it learns).
+// lengths, with or without the conditioning adaptor (whatever it learns),
+// and with the token embedder whatever the encoder learns (its columns
+// reordered from Z-Image's patch layout to the cell's).
 func TestGraftTeacherZImageStartsAsModel(t *testing.T) {
-	for _, condNorm := range []bool{false, true} {
-		t.Run(fmt.Sprintf("cond_norm %v", condNorm), func(t *testing.T) {
+	for _, c := range []struct{ condNorm, tokenEmbedder bool }{{false, false}, {true, false}, {false, true}} {
+		condNorm := c.condNorm
+		t.Run(fmt.Sprintf("cond_norm %v, token_embedder %v", condNorm, c.tokenEmbedder), func(t *testing.T) {
 			const seed, S = 11, 8
 			zm := testckpt.RandomZImage(t, seed)
 			zc := zm.Config
 			s := DefaultScaffold()
 			s.NormGroups, s.RouterGroups, s.WidthFactor, s.Sigma = 8, 4, 2, 0.3
 			s = s.StartAsTeacher(zc.PatchSize)
-			s.CondNorm = condNorm
+			s.CondNorm, s.TokenEmbedder = condNorm, c.tokenEmbedder
 			m, err := GraftTeacher(zimage.Teacher{Model: testckpt.RandomZImage(t, seed)}, s, S, S, 3)
 			if err != nil {
 				t.Fatal(err)
@@ -126,6 +129,9 @@ func TestGraftTeacherZImageStartsAsModel(t *testing.T) {
 			names := []string{"hnet.residual_proj.weight"}
 			if condNorm {
 				names = append(names, "cond_norm.weight", "cond_norm.bias")
+			}
+			if c.tokenEmbedder {
+				names = append(names, "x_embedder.proj.weight", "hnet.encoder.layers.0.conv2.weight")
 			}
 			for _, name := range names {
 				for i := range data(m.Params.Get(name)) {

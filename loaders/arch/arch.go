@@ -434,7 +434,7 @@ func detectDCReference(r *Report, in Input) {
 // own output paths (wide head, latent skip) count with the final layer.
 func dcBucket(name string) string {
 	switch {
-	case strings.HasPrefix(name, "x_embedder.") || strings.HasPrefix(name, "t_embedder.") ||
+	case strings.HasPrefix(name, "x_embedder.") || strings.HasPrefix(name, "token_embedder.") || strings.HasPrefix(name, "t_embedder.") ||
 		strings.HasPrefix(name, "y_embedder.") || name == "pos_embed":
 		return BucketEmbedders
 	case strings.HasPrefix(name, "hnet.encoder."):
