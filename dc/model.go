@@ -144,10 +144,10 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 			return nil, err
 		}
 	}
-	tokens := func(cells []int) (mat.Tensor, error) { return ops.GatherRows(enc, cells), nil }
+	tokens := func(cells []int) mat.Tensor { return ops.GatherRows(enc, cells) }
 	if cfg.TokenEmbedder {
-		tokens = func(cells []int) (mat.Tensor, error) {
-			return ops.Linear(ops.GatherRows(x, cells), m.p("token_embedder.weight"), m.p("token_embedder.bias")), nil
+		tokens = func(cells []int) mat.Tensor {
+			return ops.Linear(ops.GatherRows(x, cells), m.p("token_embedder.weight"), m.p("token_embedder.bias"))
 		}
 	}
 	if plan != nil {
@@ -163,10 +163,7 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 	if probRows == nil {
 		probRows = ch.Index
 	}
-	packed, err := tokens(ch.Index) // [ΣM, D]
-	if err != nil {
-		return nil, err
-	}
+	packed := tokens(ch.Index) // [ΣM, D]
 	main, err := m.Backbone.Forward(packed, cv, ch.Offsets, ch.Pos)
 	if err != nil {
 		return nil, fmt.Errorf("dc: backbone: %w", err)

@@ -23,7 +23,7 @@ type Planner func(tokens Tokens, kept []bool, batch int) ([]bool, error)
 
 // Tokens returns the tokens [len(cells), D] a forward's backbone reads for
 // the given cells (rows of the batch's grids).
-type Tokens func(cells []int) (mat.Tensor, error)
+type Tokens func(cells []int) mat.Tensor
 
 // PredictPlanning is Predict with the kept cells replaced by plan.
 func (m *Model) PredictPlanning(x []float32, in cond.Input, frac []float32, plan Planner) ([]float32, *Result, error) {

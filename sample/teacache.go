@@ -358,11 +358,7 @@ func (tc *TeaCache) plan(nb int) dc.Planner {
 		if err != nil {
 			return nil, err
 		}
-		in, err := tokens(ch.Index)
-		if err != nil {
-			return nil, err
-		}
-		st, err := tc.staged.ForwardStages(in, tc.cv, ch.Offsets, ch.Pos)
+		st, err := tc.staged.ForwardStages(tokens(ch.Index), tc.cv, ch.Offsets, ch.Pos)
 		if err != nil {
 			return nil, err
 		}
