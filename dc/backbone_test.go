@@ -65,8 +65,8 @@ func TestScaffoldAroundDiT(t *testing.T) {
 		patch int
 		frac  []float32
 		// cells of the DiT's patch, wide head, relative residual, latent
-		// skip, no encoder norm, token embedder: what a grafted model that
-		// starts as its teacher uses
+		// skip, no encoder norm, token embedder, dropped context: what a
+		// grafted model that starts as its teacher uses
 		patchCells bool
 	}{
 		{"DiT/1, no drop", 1, nil, false},
@@ -80,13 +80,13 @@ func TestScaffoldAroundDiT(t *testing.T) {
 			tc := bb.Config
 			m := scaffoldAround(t, bb, func(s *upcycle.Scaffold) {
 				if tt.patchCells {
-					s.PatchSize, s.WideHead, s.RelativeResidual, s.NoEncoderNorm, s.LatentSkip, s.TokenEmbedder = tt.patch, true, true, true, true, true
+					s.PatchSize, s.WideHead, s.RelativeResidual, s.NoEncoderNorm, s.LatentSkip, s.TokenEmbedder, s.DroppedContext = tt.patch, true, true, true, true, true, true
 				}
 			})
 			cfg := m.Config
 			// The final layer starts at zero; a random one lets the
 			// gradient reach everything before it.
-			for _, name := range []string{"final_layer.linear.weight", "final_layer.adaLN_modulation.1.weight", "wide_head.linear.weight", "wide_head.adaLN_modulation.1.weight", "latent_skip.scale.weight"} {
+			for _, name := range []string{"final_layer.linear.weight", "final_layer.adaLN_modulation.1.weight", "wide_head.linear.weight", "wide_head.adaLN_modulation.1.weight", "latent_skip.scale.weight", "dropped_context.conv.weight"} {
 				if p, ok := m.Params.Lookup(name); ok {
 					copy(p.Values(), randn(5, len(p.Values())))
 				}

@@ -90,6 +90,17 @@ type Config struct {
 	// trained to serve them moves the tokens the blocks read, and a dense
 	// step stops being its teacher's.
 	TokenEmbedder bool `json:"token_embedder,omitempty"`
+	// DroppedContext adds to each kept token what its dropped neighbours
+	// hold: a 3×3 convolution (dropped_context.conv, started at zero)
+	// over the encoder's output projected to E (dropped_context.proj)
+	// with every kept cell's row zeroed, read at the kept cells. Where
+	// nothing is dropped — ρ 0's kept cells with no dropped neighbour, a
+	// dense step — the term is zero and the token is what it was (with
+	// TokenEmbedder, the teacher's); where cells are dropped, the blocks
+	// see them through the kept tokens beside them, as they see a trained
+	// encoder's pooled features, without that encoder moving the tokens
+	// of the dense steps.
+	DroppedContext bool `json:"dropped_context,omitempty"`
 
 	EncDecDim int `json:"enc_dec_dim"` // E = D / f, the conv blocks' width
 	ModelDim  int `json:"model_dim"`   // D, the routing width = the backbone's width

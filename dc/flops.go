@@ -16,7 +16,7 @@ import (
 // (packed, no padding), everything else the full grid.
 type FLOPs struct {
 	Embed     float64 `json:"embed"`      // latent embedder conv 3×3 (and the token embedder on the kept cells)
-	Encoder   float64 `json:"encoder"`    // encoder conv blocks (convs, skip, cond_proj)
+	Encoder   float64 `json:"encoder"`    // encoder conv blocks (convs, skip, cond_proj) and the dropped context
 	Residual  float64 `json:"residual"`   // residual_proj
 	Routing   float64 `json:"routing"`    // router convs
 	Backbone  float64 `json:"backbone"`   // conditioning and main network (BackboneFLOPs)
@@ -70,6 +70,10 @@ func (m *Model) ForwardFLOPs(numKept []int) FLOPs {
 		kept += float64(mb)
 	}
 	f.Backbone = m.Backbone.FLOPs(numKept)
+	if c.DroppedContext {
+		E := float64(c.EncDecDim)
+		f.Encoder += mac(N, D, E) + mac(N, E*9, D)
+	}
 	if c.TokenEmbedder {
 		f.Embed += mac(kept, float64(c.CellIn()), D)
 	}

@@ -84,23 +84,38 @@ func TestConfigFLOPsBackboneDoesNotRun(t *testing.T) {
 }
 
 // The token embedder costs one Linear from a cell's values to D per kept
-// token, counted with the embedding, and nothing else changes.
-func TestTokenEmbedderFLOPs(t *testing.T) {
+// token, counted with the embedding; the dropped context a Linear D → E
+// and a 3×3 convolution E → D over the grid, counted with the encoder;
+// nothing else changes.
+func TestScaffoldOptionFLOPs(t *testing.T) {
 	base := Config{InChannels: 4, OutChannels: 8, GridRows: 8, GridCols: 8, PatchSize: 2, EncDecDim: 32, ModelDim: 64, CondDim: 64,
 		RouterDim: 16, EncoderBlocks: 2, DecoderBlocks: 2, NormGroups: 8, RouterGroups: 8, Sigma: 1, TargetN: 4}
-	with := base
-	with.TokenEmbedder = true
-	for _, kept := range [][]int{{16}, {5, 9}, {1}} {
-		a, b := ConfigFLOPs(&base, countingBackbone{}, kept), ConfigFLOPs(&with, countingBackbone{}, kept)
-		var n float64
-		for _, k := range kept {
-			n += float64(k)
-		}
-		if want := 2 * n * float64(base.CellIn()) * float64(base.ModelDim); b.Embed-a.Embed != want {
-			t.Errorf("kept %v: the token embedder adds %g FLOPs to the embedding, want %g", kept, b.Embed-a.Embed, want)
-		}
-		if b.Total()-b.Embed != a.Total()-a.Embed {
-			t.Errorf("kept %v: the token embedder changed other parts: %+v against %+v", kept, b, a)
+	cellIn, D, E, N := float64(base.CellIn()), float64(base.ModelDim), float64(base.EncDecDim), float64(base.Cells())
+	for _, tt := range []struct {
+		name string
+		set  func(c *Config)
+		part func(f FLOPs) float64
+		want func(kept float64) float64 // per sample
+	}{
+		{"token embedder", func(c *Config) { c.TokenEmbedder = true }, func(f FLOPs) float64 { return f.Embed },
+			func(kept float64) float64 { return 2 * kept * cellIn * D }},
+		{"dropped context", func(c *Config) { c.DroppedContext = true }, func(f FLOPs) float64 { return f.Encoder },
+			func(float64) float64 { return 2*N*D*E + 2*N*9*E*D }},
+	} {
+		with := base
+		tt.set(&with)
+		for _, kept := range [][]int{{16}, {5, 9}, {1}} {
+			a, b := ConfigFLOPs(&base, countingBackbone{}, kept), ConfigFLOPs(&with, countingBackbone{}, kept)
+			var want float64
+			for _, k := range kept {
+				want += tt.want(float64(k))
+			}
+			if got := tt.part(b) - tt.part(a); got != want {
+				t.Errorf("%s, kept %v: adds %g FLOPs to its part, want %g", tt.name, kept, got, want)
+			}
+			if b.Total()-tt.part(b) != a.Total()-tt.part(a) {
+				t.Errorf("%s, kept %v: changed other parts: %+v against %+v", tt.name, kept, b, a)
+			}
 		}
 	}
 }

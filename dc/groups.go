@@ -9,7 +9,7 @@ import (
 
 // ScaffoldParamGroups returns the groups of one of the scaffold's
 // parameters (a name of ScaffoldShapes' form): params.GroupScaffold and
-// its part's group (latent embedder, token embedder, encoder, router, residual, decoder,
+// its part's group (latent embedder, token embedder, dropped context, encoder, router, residual, decoder,
 // final layer, wide head, latent skip, conditioning adaptor); nil for
 // another name.
 func ScaffoldParamGroups(name string) []string {
@@ -20,6 +20,8 @@ func ScaffoldParamGroups(name string) []string {
 		part = params.GroupLatentEmbedder
 	case has("token_embedder."):
 		part = params.GroupTokenEmbedder
+	case has("dropped_context."):
+		part = params.GroupDroppedContext
 	case has("hnet.encoder."):
 		part = params.GroupEncoder
 	case has("hnet.routing_module."):

@@ -15,7 +15,7 @@ import (
 // final layer are in no group.
 func TestScaffoldParamGroups(t *testing.T) {
 	s := upcycle.DefaultScaffold()
-	s.NormGroups, s.RouterGroups, s.WideHead, s.LatentSkip, s.CondNorm, s.TokenEmbedder = 8, 4, true, true, true, true
+	s.NormGroups, s.RouterGroups, s.WideHead, s.LatentSkip, s.CondNorm, s.TokenEmbedder, s.DroppedContext = 8, 4, true, true, true, true, true
 	cfg, err := s.Config(4, 8, 8, 8, 64, 64)
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +30,7 @@ func TestScaffoldParamGroups(t *testing.T) {
 		parts[g[1]] = true
 	}
 	for _, want := range []string{params.GroupLatentEmbedder, params.GroupEncoder, params.GroupRouter, params.GroupResidual,
-		params.GroupDecoder, params.GroupFinalLayer, params.GroupWideHead, params.GroupLatentSkip, params.GroupCondNorm, params.GroupTokenEmbedder} {
+		params.GroupDecoder, params.GroupFinalLayer, params.GroupWideHead, params.GroupLatentSkip, params.GroupCondNorm, params.GroupTokenEmbedder, params.GroupDroppedContext} {
 		if !parts[want] {
 			t.Errorf("no scaffold parameter in %s", want)
 		}

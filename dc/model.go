@@ -150,6 +150,21 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 			return ops.Linear(ops.GatherRows(x, cells), m.p("token_embedder.weight"), m.p("token_embedder.bias"))
 		}
 	}
+	if cfg.DroppedContext {
+		own := tokens
+		down := ops.Linear(enc, m.p("dropped_context.proj.weight"), nil) // [B·L, E]
+		tokens = func(cells []int) mat.Tensor {
+			dropped := make([]float32, xs[0])
+			for i := range dropped {
+				dropped[i] = 1
+			}
+			for _, c := range cells {
+				dropped[c] = 0
+			}
+			ctx := g.conv3x3(ops.ScaleRows(down, constant(xs[0], 1, dropped)), m.p("dropped_context.conv.weight"), nil)
+			return ops.Add(own(cells), ops.GatherRows(ctx, cells))
+		}
+	}
 	if plan != nil {
 		if kept, err = plan(tokens, kept, g.batch); err != nil {
 			return nil, fmt.Errorf("dc: planning the kept cells: %w", err)

@@ -57,6 +57,10 @@ func ScaffoldShapes(c *Config) map[string][]int {
 	if c.RelativeResidual {
 		delete(s, "hnet.residual_proj.bias")
 	}
+	if c.DroppedContext {
+		s["dropped_context.proj.weight"] = []int{c.EncDecDim, c.ModelDim}
+		s["dropped_context.conv.weight"] = []int{c.ModelDim, c.EncDecDim, 3, 3}
+	}
 	if c.TokenEmbedder {
 		s["token_embedder.weight"] = []int{c.ModelDim, c.CellIn()}
 		s["token_embedder.bias"] = []int{c.ModelDim}

@@ -32,6 +32,7 @@ const (
 	GroupWideHead         = "wide_head"
 	GroupLatentSkip       = "latent_skip"
 	GroupTokenEmbedder    = "token_embedder"
+	GroupDroppedContext   = "dropped_context"
 	GroupCondNorm         = "cond_norm"
 	GroupWidthRouter      = "width_router"
 )
@@ -58,7 +59,7 @@ func Groups() []GroupInfo {
 		{GroupAdaLN, "the blocks' adaLN modulation"},
 		{GroupAttention, "the blocks' attention (Z-Image's with its QK norms)"},
 		{GroupMLP, "the blocks' MLPs (Z-Image's feed-forward)"},
-		{GroupScaffold, "in a DC model, every part it adds to the backbone: latent_embedder, encoder, router, residual, decoder, backbone_norm, final_layer, wide_head, latent_skip, cond_norm, token_embedder"},
+		{GroupScaffold, "in a DC model, every part it adds to the backbone: latent_embedder, encoder, router, residual, decoder, backbone_norm, final_layer, wide_head, latent_skip, cond_norm, token_embedder, dropped_context"},
 		{GroupLatentEmbedder, "a DC model's 3×3 conv latent embedder (x_embedder.*); a fixed-patch model's patch embedding"},
 		{GroupEncoder, "the encoder's conv blocks and RMSNorm (hnet.encoder.*)"},
 		{GroupRouter, "the router (hnet.routing_module.*)"},
@@ -70,6 +71,7 @@ func Groups() []GroupInfo {
 		{GroupLatentSkip, "the latent skip (latent_skip.*; scaffold.latent_skip)"},
 		{GroupCondNorm, "the conditioning adaptor (cond_norm.*; scaffold.cond_norm)"},
 		{GroupTokenEmbedder, "the token embedder the backbone reads (token_embedder.*; scaffold.token_embedder)"},
+		{GroupDroppedContext, "what the kept tokens take from their dropped neighbours (dropped_context.*; scaffold.dropped_context)"},
 		{GroupWidthRouter, "the blocks' DyDiT width routers (*.dydit.*; added by a stage's dydit_lambda, also in backbone)"},
 	}
 }

@@ -99,8 +99,8 @@ func TestEveryRecipeKeyIsUsedOrRefused(t *testing.T) {
 		"scaffold.backbone_norm": e(`"none"`, rejected), "scaffold.patch_size": e(`2`, changes),
 		"scaffold.head": e(`"wide"`, changes), "scaffold.encoder_norm": e(`"none"`, changes),
 		"scaffold.residual": e(`"relative"`, changes), "scaffold.latent_skip": e(`true`, changes), "scaffold.cond_norm": e(`true`, changes),
-		"scaffold.token_embedder": e(`true`, rejected),
-		"scaffold.router.kind":    e(`"cosine"`, rejected), "scaffold.router.init": e(`"predictability"`, changes), "scaffold.router.drop": e(`"spread"`, changes),
+		"scaffold.token_embedder": e(`true`, rejected), "scaffold.dropped_context": e(`true`, changes),
+		"scaffold.router.kind": e(`"cosine"`, rejected), "scaffold.router.init": e(`"predictability"`, changes), "scaffold.router.drop": e(`"spread"`, changes),
 		"scaffold.router.dim_factor": e(`2`, changes), "scaffold.router.groups": e(`4`, changes),
 		"scaffold.router.ratio_loss_weight": e(`0.1`, changes), "scaffold.router.ratio_batch_size": e(`2`, changes),
 

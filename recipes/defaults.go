@@ -133,6 +133,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 		setDefault(d, "scaffold.latent_skip", &s.LatentSkip, false)
 		setDefault(d, "scaffold.cond_norm", &s.CondNorm, false)
 		setDefault(d, "scaffold.token_embedder", &s.TokenEmbedder, false)
+		setDefault(d, "scaffold.dropped_context", &s.DroppedContext, false)
 		setDefault(d, "scaffold.router.dim_factor", &s.Router.DimFactor, 4)
 		setDefault(d, "scaffold.router.groups", &s.Router.Groups, 8)
 		setDefault(d, "scaffold.router.ratio_loss_weight", &s.Router.RatioLossWeight, DefaultRatioWeight)

@@ -84,12 +84,14 @@ func patternSelects(group, name string, dc bool) bool {
 		return has("cond_norm.")
 	case params.GroupTokenEmbedder:
 		return has("token_embedder.")
+	case params.GroupDroppedContext:
+		return has("dropped_context.")
 	case params.GroupScaffold:
 		if !dc {
 			return false
 		}
 		for _, g := range []string{params.GroupLatentEmbedder, params.GroupEncoder, params.GroupRouter, params.GroupResidual, params.GroupDecoder,
-			params.GroupBackboneNorm, params.GroupFinalLayer, params.GroupWideHead, params.GroupLatentSkip, params.GroupCondNorm, params.GroupTokenEmbedder} {
+			params.GroupBackboneNorm, params.GroupFinalLayer, params.GroupWideHead, params.GroupLatentSkip, params.GroupCondNorm, params.GroupTokenEmbedder, params.GroupDroppedContext} {
 			if patternSelects(g, name, dc) {
 				return true
 			}
@@ -139,7 +141,7 @@ func groupCases(t *testing.T) []groupCase {
 	paper := upcycle.DefaultScaffold()
 	paper.NormGroups, paper.RouterGroups = 8, 4
 	every := paper.StartAsTeacher(tinyDiT().PatchSize)
-	every.LatentSkip, every.CondNorm, every.TokenEmbedder = true, true, true
+	every.LatentSkip, every.CondNorm, every.TokenEmbedder, every.DroppedContext = true, true, true, true
 	for _, s := range []struct {
 		name string
 		s    upcycle.Scaffold

@@ -735,7 +735,7 @@ func groupOrder() []string {
 	return []string{
 		params.GroupTimestepEmbedder, params.GroupClassEmbedder, params.GroupLatentEmbedder, params.GroupEncoder,
 		params.GroupRouter, params.GroupResidual, params.GroupWidthRouter, params.GroupBackbone, params.GroupBackboneNorm, params.GroupDecoder,
-		params.GroupFinalLayer, params.GroupWideHead, params.GroupLatentSkip, params.GroupCondNorm, params.GroupTokenEmbedder, "other",
+		params.GroupFinalLayer, params.GroupWideHead, params.GroupLatentSkip, params.GroupCondNorm, params.GroupTokenEmbedder, params.GroupDroppedContext, "other",
 	}
 }
 

@@ -309,6 +309,10 @@ type Scaffold struct {
 	// tokens while the encoder serves the router, the residual and the
 	// decoder); cells must be the base's patches. Default: false.
 	TokenEmbedder bool `toml:"token_embedder"`
+	// DroppedContext adds to each kept token a learned term of its
+	// dropped neighbours' encoder features, zero where none is dropped
+	// (dc.Config.DroppedContext). Default: false.
+	DroppedContext bool `toml:"dropped_context"`
 	// BackboneNorm is what follows the transformer blocks: "rmsnorm" (as
 	// DC-DiT's main network; new, initialised to ones when upcycling) or
 	// "none". Default: "rmsnorm".
@@ -328,7 +332,7 @@ func (s *Scaffold) Upcycle() upcycle.Scaffold {
 		RouterInit: s.Router.Init, RouterDimFactor: s.Router.DimFactor, EncoderInit: s.EncoderInit,
 		PatchSize: s.PatchSize, WideHead: s.Head == "wide", NoEncoderNorm: s.EncoderNorm == "none",
 		RelativeResidual: s.Residual == "relative", LatentSkip: s.LatentSkip, CondNorm: s.CondNorm,
-		SpreadDrop: s.Router.Drop == "spread", TokenEmbedder: s.TokenEmbedder,
+		SpreadDrop: s.Router.Drop == "spread", TokenEmbedder: s.TokenEmbedder, DroppedContext: s.DroppedContext,
 	}
 }
 

@@ -134,6 +134,9 @@ func (d *DC) Forward(x, t []float32, c Conditions, guided bool) ([]float32, *dc.
 			return nil, nil, err
 		}
 	}
+	if d.Cache != nil && d.Model.Config.DroppedContext {
+		return nil, nil, errors.New("sample: a step cache does not run a model with dropped_context yet: its probe would run the context convolution a second time, outside the FLOPs counted")
+	}
 	if d.Cache == nil {
 		out, res, err = d.Model.PredictChoosing(x, in, frac, choose)
 	} else {

@@ -56,6 +56,9 @@ type Scaffold struct {
 	// TokenEmbedder is dc.Config.TokenEmbedder; the graft starts it as
 	// the teacher's patch embedding (cells of its patch).
 	TokenEmbedder bool
+	// DroppedContext is dc.Config.DroppedContext (InitScaffold starts its
+	// convolution at zero).
+	DroppedContext bool
 }
 
 // StartAsTeacher returns s set so that a graft starts as its teacher:
@@ -99,7 +102,7 @@ func (s Scaffold) Config(inChannels, outChannels, rows, cols, D, condWidth int) 
 		NormGroups: s.NormGroups, RouterGroups: s.RouterGroups,
 		Sigma: s.Sigma, TargetN: s.TargetN, RatioLossWeight: s.RatioLossWeight, RatioBatchSize: s.RatioBatchSize,
 		WideHead: s.WideHead, NoEncoderNorm: s.NoEncoderNorm, RelativeResidual: s.RelativeResidual,
-		LatentSkip: s.LatentSkip, CondNorm: s.CondNorm, SpreadDrop: s.SpreadDrop, TokenEmbedder: s.TokenEmbedder,
+		LatentSkip: s.LatentSkip, CondNorm: s.CondNorm, SpreadDrop: s.SpreadDrop, TokenEmbedder: s.TokenEmbedder, DroppedContext: s.DroppedContext,
 	}
 	if s.PatchSize > 1 {
 		c.PatchSize = s.PatchSize
@@ -378,6 +381,8 @@ func InitScaffold(cfg *dc.Config, seed uint64) map[string]dc.Tensor {
 			}
 		case strings.HasPrefix(name, "latent_skip."):
 			// Zero: the skip's scale starts at 1.
+		case name == "dropped_context.conv.weight":
+			// Zero: the kept tokens start as they were.
 		case isNorm(base):
 			if !isBias {
 				fill(t.Data, 1)
@@ -412,7 +417,7 @@ func isNorm(base string) bool {
 // isLinear reports the modules DiT's initialize_weights treats as Linear:
 // the nn.Linear layers and the latent embedder's convolution.
 func isLinear(base string) bool {
-	return strings.HasSuffix(base, ".cond_proj.1") || base == "hnet.residual_proj" || base == "x_embedder.proj" || base == "token_embedder"
+	return strings.HasSuffix(base, ".cond_proj.1") || base == "hnet.residual_proj" || base == "x_embedder.proj" || base == "token_embedder" || base == "dropped_context.proj"
 }
 
 func xavier(rng *rand.Rand, v []float32, fanOut, fanIn int) {

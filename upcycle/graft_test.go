@@ -334,24 +334,26 @@ func TestConfigCondWidth(t *testing.T) {
 func TestGraftAtTeacherPatchStartsAsTeacher(t *testing.T) {
 	// With the token embedder (dc.Config.TokenEmbedder) the encoder too
 	// may learn anything: the blocks read the teacher's patch embedding
-	// whatever it does. Without it a moved encoder moves the prediction,
-	// so that the check can fail.
+	// whatever it does, and the dropped context whatever it learns when
+	// nothing is dropped. Without the token embedder a moved encoder
+	// moves the prediction, so that the check can fail.
 	for _, c := range []struct {
-		name                       string
-		tokenEmbedder, moveEncoder bool
-		teacher                    bool // whether the model should still predict as its teacher
+		name                                       string
+		tokenEmbedder, droppedContext, moveEncoder bool
+		teacher                                    bool // whether the model should still predict as its teacher
 	}{
-		{"encoder's tokens", false, false, true},
-		{"token embedder", true, false, true},
-		{"token embedder, encoder moved", true, true, true},
-		{"encoder's tokens, encoder moved", false, true, false},
+		{"encoder's tokens", false, false, false, true},
+		{"token embedder", true, false, false, true},
+		{"token embedder, encoder moved", true, false, true, true},
+		{"token embedder and dropped context, both moved", true, true, true, true},
+		{"encoder's tokens, encoder moved", false, false, true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tm := teacher(t, 3)
 			s := DefaultScaffold()
 			s.NormGroups, s.WidthFactor, s.EncoderInit, s.Sigma = 8, 8, "patch", 0.3
 			s.PatchSize, s.WideHead, s.NoEncoderNorm, s.RelativeResidual, s.LatentSkip = tm.Config.PatchSize, true, true, true, true
-			s.TokenEmbedder = c.tokenEmbedder
+			s.TokenEmbedder, s.DroppedContext = c.tokenEmbedder, c.droppedContext
 			m, err := graftDiT(tm, s, 4)
 			if err != nil {
 				t.Fatal(err)
@@ -360,6 +362,10 @@ func TestGraftAtTeacherPatchStartsAsTeacher(t *testing.T) {
 			names := []string{"hnet.residual_proj.weight", "latent_skip.weight", "latent_skip.scale.weight"}
 			if c.moveEncoder {
 				names = append(names, "x_embedder.proj.weight", "hnet.encoder.layers.0.conv2.weight", "hnet.encoder.layers.1.skip_proj.weight")
+			}
+			if c.droppedContext {
+				// Nothing is dropped: the context is zero whatever it learns.
+				names = append(names, "dropped_context.conv.weight")
 			}
 			for _, name := range names {
 				for i, v := range data(m.Params.Get(name)) {

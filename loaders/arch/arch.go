@@ -437,7 +437,7 @@ func dcBucket(name string) string {
 	case strings.HasPrefix(name, "x_embedder.") || strings.HasPrefix(name, "token_embedder.") || strings.HasPrefix(name, "t_embedder.") ||
 		strings.HasPrefix(name, "y_embedder.") || name == "pos_embed":
 		return BucketEmbedders
-	case strings.HasPrefix(name, "hnet.encoder."):
+	case strings.HasPrefix(name, "hnet.encoder."), strings.HasPrefix(name, "dropped_context."):
 		return BucketEncoder
 	case strings.HasPrefix(name, "hnet.routing_module."):
 		return BucketRouter

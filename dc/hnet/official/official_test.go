@@ -203,8 +203,8 @@ func TestRefusals(t *testing.T) {
 	}{
 		{"dcdit's scaffold options", func(m *checkpoint.Meta) {
 			m.Scaffold.PatchSize, m.Scaffold.WideHead, m.Scaffold.NoEncoderNorm = 2, true, true
-			m.Scaffold.RelativeResidual, m.Scaffold.LatentSkip, m.Scaffold.TokenEmbedder = true, true, true
-		}, []string{"patch_size 2", "wide head", "no encoder RMSNorm", "relative residual", "latent skip", "token embedder"}},
+			m.Scaffold.RelativeResidual, m.Scaffold.LatentSkip, m.Scaffold.TokenEmbedder, m.Scaffold.DroppedContext = true, true, true, true
+		}, []string{"patch_size 2", "wide head", "no encoder RMSNorm", "relative residual", "latent skip", "token embedder", "dropped context"}},
 		{"group counts", func(m *checkpoint.Meta) { m.Scaffold.NormGroups = 8 }, []string{"norm_groups 8 (official: 32)"}},
 		{"a rectangle", func(m *checkpoint.Meta) { m.Scaffold.GridCols++ }, []string{"grid (the official model is square)"}},
 	}
