@@ -34,8 +34,10 @@ import (
 // A DC model's cache (DC.Cache) holds the backbone's residual over the
 // branch's packed kept tokens; a skipped step keeps the cells of the
 // branch's last computed step (dc.Planner), so that the residual lies
-// over the same tokens, and its change is measured on the encoder's
-// output at those cells. A computed step takes the router's new cells.
+// over the same tokens, and its change is measured on the tokens the
+// backbone reads at those cells. A computed step takes the router's new
+// cells, and the first step that runs dense after routed ones (DC.DenseBelow)
+// always computes.
 //
 // A TeaCache serves one run: make a new one for the next.
 type TeaCache struct {
@@ -334,6 +336,21 @@ func (b *cachedBackbone) Forward(x mat.Tensor, cv cond.Value, offsets []int, pos
 	return st.Finish(applyStages(tc, st, tc.nb, tc.compute))
 }
 
+// turnsDense reports whether a sample keeps all of its L cells in kept and
+// did not in last: the first dense step after routed ones (sampling dense
+// below a timestep). That step computes, as the first and the last do: a
+// skip would run it on the routed step's cells, below the noise level
+// where the model drops any, and with a residual cached over another set
+// of tokens than the step's own.
+func turnsDense(kept, last []bool, L int) bool {
+	for s := 0; s+L <= len(kept); s += L {
+		if !slices.Contains(kept[s:s+L], false) && slices.Contains(last[s:s+L], false) {
+			return true
+		}
+	}
+	return false
+}
+
 // plan is the dc.Planner of a forward of nb branches: it measures each
 // branch's change on the cells of its last computed step and keeps them
 // when the step is skipped.
@@ -348,7 +365,7 @@ func (tc *TeaCache) plan(nb int) dc.Planner {
 			}
 			last = append(last, br.kept...)
 		}
-		if tc.step == 0 || tc.step >= tc.Steps-1 {
+		if tc.step == 0 || tc.step >= tc.Steps-1 || turnsDense(kept, last, tc.dc.Config.Cells()) {
 			for b := range nb {
 				tc.branch(b).acc = 0
 			}

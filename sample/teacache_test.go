@@ -218,6 +218,36 @@ func TestTeaCacheDC(t *testing.T) {
 	})
 }
 
+// Under a cache that would skip every step it may, a DC model sampled
+// dense below a timestep computes the first dense step (and runs it, and
+// every dense step after it, on every cell): a skip there would run the
+// step on the routed step's cells.
+func TestTeaCacheDCComputesTheFirstDenseStep(t *testing.T) {
+	forEachModel(t, func(t *testing.T, m *dc.Model, nullClass int) {
+		const steps = 6
+		run := cachedDCRun(t, &DC{Model: m, Rho: 0.6, DenseBelow: 500}, nullClass, steps)
+		_, ws := run(nil)
+		big, err := NewTeaCache(1e9, testPoly, steps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, bs := run(big)
+		L := float64(m.Config.Cells())
+		firstDense := slices.Index(ws.Kept, L)
+		if firstDense < 1 || firstDense >= steps-1 {
+			t.Fatalf("the uncached run keeps %v of %v cells: want routed steps, then dense ones before the last", ws.Kept, L)
+		}
+		if s, n := big.Skipped(); s != n-6 {
+			t.Errorf("skipped %d of %d branch steps, want all but the first, the first dense and the last (6)", s, n)
+		}
+		for i := firstDense; i < steps; i++ {
+			if bs.Kept[i] != L || bs.KeptUncond[i] != L {
+				t.Errorf("step %d kept %v / %v of %v cells, want every cell (dense)", i, bs.Kept[i], bs.KeptUncond[i], L)
+			}
+		}
+	})
+}
+
 func TestFitPoly(t *testing.T) {
 	want := Poly{-3, 2.5, -0.7, 1.2, 0.01}
 	rng := rand.New(rand.NewPCG(4, 5))
