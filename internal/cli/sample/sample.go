@@ -243,7 +243,7 @@ default), is accumulated, and while the sum stays under T the blocks are
 skipped and the residual of the last computed step is added instead; the
 first and last steps always compute. Each guidance branch keeps its own sum
 and residual, but a step computes both when either's sum reaches T. A DC model's skipped step keeps the cells of the branch's last computed
-step. The metadata adds dcdit.teacache and dcdit.teacache_skipped (branch
+step, and its first dense step (--dense-below) always computes. The metadata adds dcdit.teacache and dcdit.teacache_skipped (branch
 steps skipped / run), and the FLOPs count the steps as they ran.
 --teacache 0 samples exactly as without it.
 
