@@ -2,6 +2,7 @@ package dc
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/nlpodyssey/spago/mat"
 
@@ -154,10 +155,7 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 		own := tokens
 		down := ops.Linear(enc, m.p("dropped_context.proj.weight"), nil) // [B·L, E]
 		tokens = func(cells []int) mat.Tensor {
-			dropped := make([]float32, xs[0])
-			for i := range dropped {
-				dropped[i] = 1
-			}
+			dropped := slices.Repeat([]float32{1}, xs[0])
 			for _, c := range cells {
 				dropped[c] = 0
 			}

@@ -72,6 +72,13 @@ func (s Scaffold) StartAsTeacher(patch int) Scaffold {
 	return s
 }
 
+// startsFromPatchEmbedding reports whether the graft reads the teacher's
+// patch embedding: the patch encoder prior or the token embedder starts
+// from it.
+func (s Scaffold) startsFromPatchEmbedding() bool {
+	return s.EncoderInit == "patch" || s.TokenEmbedder
+}
+
 // DefaultScaffold is the paper's setting.
 func DefaultScaffold() Scaffold {
 	return Scaffold{WidthFactor: 4, EncoderBlocks: 2, DecoderBlocks: 2, Sigma: 1, TargetN: 4,

@@ -241,7 +241,7 @@ func floatType(ck *loaders.Checkpoint) (dtype.DType, error) {
 // patch embedding (the plan's outputs of that name).
 func scaffoldOnPatchEmbedding(plan *convert.Plan, ck *loaders.Checkpoint, g family.StreamedGraft, s Scaffold, opts StreamOptions) (*dc.Config, map[string]dc.Tensor, error) {
 	var pe *PatchEmbedding
-	if s.EncoderInit == "patch" || s.TokenEmbedder {
+	if s.startsFromPatchEmbedding() {
 		vals := map[string][]float32{}
 		for i := range plan.Outputs {
 			o := &plan.Outputs[i]

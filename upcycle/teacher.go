@@ -66,7 +66,7 @@ func GraftTeacher(t family.Teacher, s Scaffold, rows, cols int, seed uint64) (*d
 // teacher t, its priors read from g (nil when t is no Graftable).
 func graftAround(t family.Teacher, g family.Graftable, bb dc.Backbone, s Scaffold, rows, cols int, seed uint64) (*dc.Model, error) {
 	var pe *PatchEmbedding
-	if s.EncoderInit == "patch" || s.TokenEmbedder {
+	if s.startsFromPatchEmbedding() {
 		var e PatchEmbedding
 		ok := g != nil
 		if ok {
