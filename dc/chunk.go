@@ -23,6 +23,28 @@ func FracAt(rho, t, denseBelow float32) float32 {
 	return rho
 }
 
+// Schedule is how elastic inference spends a sampling run's steps by
+// their timestep t (DDPM's t, flow matching's σ·T): the steps below
+// DenseBelow on every cell, as FracAt; in a sample with a budget (ρ > 0)
+// those at or above CoarseFrom dropping at least CoarseRho of their
+// boundaries, since the noisiest steps only block out the picture and
+// need few tokens (the paper's router keeps fewer there by itself); the
+// rest at the sample's ρ. ρ 0 keeps the router's own boundaries at every
+// routed step: it is the model at its best, not a budget. Zero fields
+// turn their part off.
+type Schedule struct {
+	DenseBelow, CoarseFrom, CoarseRho float32
+}
+
+// Frac is the drop fraction of a sample at timestep t when its row
+// drops rho.
+func (s Schedule) Frac(rho, t float32) float32 {
+	if rho > 0 && s.CoarseFrom > 0 && t >= s.CoarseFrom && t >= s.DenseBelow {
+		return max(rho, s.CoarseRho)
+	}
+	return FracAt(rho, t, s.DenseBelow)
+}
+
 // TailDrop applies elastic tail dropping to the natural boundaries of a
 // batch (prob and natural are [B·L]): in sample b, the floor(n_b·ρ_b)
 // boundaries with the lowest probability are dropped, n_b being its

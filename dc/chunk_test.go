@@ -99,6 +99,30 @@ func TestFracAt(t *testing.T) {
 	}
 }
 
+func TestScheduleFrac(t *testing.T) {
+	s := Schedule{DenseBelow: 500, CoarseFrom: 800, CoarseRho: 0.9}
+	for _, tt := range []struct {
+		name   string
+		s      Schedule
+		rho, t float32
+		want   float32
+	}{
+		{"dense below", s, 0.3, 499, Dense},
+		{"routed", s, 0.3, 500, 0.3},
+		{"coarse from", s, 0.3, 800, 0.9},
+		{"coarse keeps a larger drop", s, 0.95, 999, 0.95},
+		{"no coarse step at ρ 0", s, 0, 999, 0},
+		{"coarse at a small ρ", s, 0.05, 999, 0.9},
+		{"no coarse steps", Schedule{DenseBelow: 500, CoarseRho: 0.9}, 0.3, 999, 0.3},
+		{"dense wins over coarse", Schedule{DenseBelow: 900, CoarseFrom: 800, CoarseRho: 0.9}, 0.3, 850, Dense},
+		{"zero schedule", Schedule{}, 0.2, 0, 0.2},
+	} {
+		if got := tt.s.Frac(tt.rho, tt.t); got != tt.want {
+			t.Errorf("%s: %+v.Frac(%v, %v) = %v, want %v", tt.name, tt.s, tt.rho, tt.t, got, tt.want)
+		}
+	}
+}
+
 func TestLayoutRoundTrip(t *testing.T) {
 	// Latent (b=1, channel 1, row 2, column 3) of [2, 3, 4, 6] latents.
 	x := make([]float32, 2*3*4*6)

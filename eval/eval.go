@@ -145,6 +145,11 @@ type Options struct {
 	// row: elastic inference that spends the full grid on the low-noise
 	// steps. 0: never.
 	DenseBelow float64
+	// CoarseFrom makes the steps at timesteps at or above it drop at
+	// least CoarseRho of their boundaries in the ρ rows and the Lite-CFG
+	// row (dc.Schedule): the noisiest steps at a handful of tokens. 0:
+	// never.
+	CoarseFrom, CoarseRho float64
 	// NumInputs is the number of held-out noisy inputs (data samples
 	// 0..NumInputs−1, fewer if the data set is smaller); default 64.
 	NumInputs int
@@ -400,6 +405,11 @@ type Report struct {
 	// Lookback says the rows chose their kept cells by the previous
 	// step's clean estimate (Options.Lookback).
 	Lookback bool `json:"lookback,omitempty"`
+	// DenseBelow, CoarseFrom and CoarseRho are the rows' schedule over
+	// the sampling steps (Options.DenseBelow, Options.CoarseFrom).
+	DenseBelow float64 `json:"dense_below"`
+	CoarseFrom float64 `json:"coarse_from,omitempty"`
+	CoarseRho  float64 `json:"coarse_rho,omitempty"`
 
 	pics pictures
 }
@@ -465,6 +475,10 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("eval: %d sampling steps, want 1..%d", o.Steps, o.DiffusionSteps)
 	case !(o.DenseBelow >= 0 && o.DenseBelow <= float64(o.DiffusionSteps)):
 		return o, fmt.Errorf("eval: dense below t = %v, want 0..%d", o.DenseBelow, o.DiffusionSteps)
+	case !(o.CoarseFrom >= 0 && o.CoarseFrom <= float64(o.DiffusionSteps)):
+		return o, fmt.Errorf("eval: coarse from t = %v, want 0..%d", o.CoarseFrom, o.DiffusionSteps)
+	case !(o.CoarseRho >= 0 && o.CoarseRho < 1):
+		return o, fmt.Errorf("eval: coarse ρ = %v, want 0 ≤ ρ < 1", o.CoarseRho)
 	}
 	for _, r := range o.Rhos {
 		if !(r >= 0 && r < 1) {
@@ -533,6 +547,10 @@ func Run(m *dc.Model, teacher Teacher, data *datasets.Set, opts Options) (*Repor
 		r.Drop = "spread"
 	}
 	r.Lookback = o.Lookback
+	r.DenseBelow = o.DenseBelow
+	if o.CoarseFrom > 0 {
+		r.CoarseFrom, r.CoarseRho = o.CoarseFrom, o.CoarseRho
+	}
 	r.pics.c, r.pics.h, r.pics.w = e.cfg.InChannels, e.cfg.GridRows, e.cfg.GridCols
 	r.pics.render = e.o.Renderer
 	e.r = r
@@ -834,10 +852,10 @@ func psnr(a, b []float32, rangeR float64) float64 {
 // at all): with a scale that guides, it runs [x; x] with [y;
 // unconditional] in one batch, the branches at their fractions, combined
 // as the teacher's process guides. Samples at times below DenseBelow run
-// dc.Dense.
+// dc.Dense, those at or above CoarseFrom at CoarseRho or more.
 func (e *evaluator) dc(s setting, stats *sample.Stats) *sample.DC {
 	d := &sample.DC{Model: e.m, Rho: float32(s.cond), RhoUncond: float32(s.uncond), DenseBelow: float32(e.o.DenseBelow),
-		Timestep: e.tc.timestep(), Stats: stats}
+		CoarseFrom: float32(e.o.CoarseFrom), CoarseRho: float32(e.o.CoarseRho), Timestep: e.tc.timestep(), Stats: stats}
 	if s.guided(e.tc) {
 		d.Rule, d.Scale = e.tc.rule, float32(s.scale)
 	}

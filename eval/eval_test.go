@@ -455,6 +455,44 @@ func TestPerTimestep(t *testing.T) {
 	}
 }
 
+// CoarseFrom makes every step at or above it drop at least CoarseRho in
+// the rows with a budget (ρ > 0): from timestep 1, every step but the last
+// of such a row keeps what ρ = CoarseRho keeps, and the ρ 0 row is as
+// without; the report records the schedule; a bad fraction is refused.
+func TestCoarseFrom(t *testing.T) {
+	s := newSetup(t)
+	opts := tinyOptions()
+	r0, err := Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const coarseRho = 0.5
+	opts.Rhos = []float64{0, 0.05, coarseRho}
+	opts.CoarseFrom, opts.CoarseRho = 1, coarseRho
+	r, err := Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.CoarseFrom != 1 || r.CoarseRho != coarseRho {
+		t.Errorf("report's schedule: coarse from %v at ρ %v, want 1 at %v", r.CoarseFrom, r.CoarseRho, coarseRho)
+	}
+	// The ρ 0.05 row now samples as the ρ = CoarseRho row, at every step
+	// but the last (t = 0, below CoarseFrom), and keeps fewer than ρ 0.
+	zero, got, at := r.Rows[0].KeptPerStep, r.Rows[1].KeptPerStep, r.Rows[2].KeptPerStep
+	n := len(got)
+	if !slices.Equal(got[:n-1], at[:n-1]) || !(zero[0] > got[0]) {
+		t.Errorf("ρ 0.05 kept %v with coarse steps, ρ %v kept %v, ρ 0 %v: want the first two equal up to the last step, and fewer than ρ 0",
+			got, coarseRho, at, zero)
+	}
+	if !slices.Equal(zero, r0.Rows[0].KeptPerStep) {
+		t.Errorf("ρ 0 kept %v with coarse steps, %v without: want the same", zero, r0.Rows[0].KeptPerStep)
+	}
+	opts.CoarseRho = 1
+	if _, err := Run(s.m, TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0), s.data, opts); err == nil || !strings.Contains(err.Error(), "coarse ρ") {
+		t.Errorf("coarse ρ 1: err = %v", err)
+	}
+}
+
 // DenseBelow runs the steps below it on every cell: above the whole
 // diffusion, every step of every row keeps the whole grid (ρ has no say)
 // and costs dc.ForwardFLOPs at L tokens; a negative or too large bound is

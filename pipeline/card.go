@@ -148,6 +148,9 @@ func writeCardSampling(b *strings.Builder, r *recipes.Recipe, m *model) {
 			if r.Eval.DenseBelow > 0 {
 				settings = fmt.Sprintf(" --dense-below %g", r.Eval.DenseBelow)
 			}
+			if r.Eval.CoarseFrom > 0 {
+				settings += fmt.Sprintf(" --coarse-from %g --coarse-rho %g", r.Eval.CoarseFrom, r.Eval.CoarseRho)
+			}
 			settings += fmt.Sprintf(" --cfg %g --steps %d", r.Eval.CFG, r.Eval.SamplingSteps)
 			if m.prompts != nil || m.captions != nil {
 				settings += fmt.Sprintf(" --shift %g", r.Diffusion.Shift)

@@ -62,7 +62,8 @@ func (m *model) save(path string, r *recipes.Recipe) error {
 // sampling is the recipe's [eval] sampling settings as a checkpoint
 // records them.
 func sampling(r *recipes.Recipe) *checkpoint.Sampling {
-	s := &checkpoint.Sampling{Process: checkpoint.ProcessDDPM, DenseBelow: r.Eval.DenseBelow, CFG: r.Eval.CFG, Steps: r.Eval.SamplingSteps}
+	s := &checkpoint.Sampling{Process: checkpoint.ProcessDDPM, DenseBelow: r.Eval.DenseBelow, CFG: r.Eval.CFG, Steps: r.Eval.SamplingSteps,
+		CoarseFrom: r.Eval.CoarseFrom, CoarseRho: r.Eval.CoarseRho}
 	if r.Diffusion.Process == recipes.ProcessFlowMatching {
 		s.Process, s.Shift = checkpoint.ProcessFlowMatching, r.Diffusion.Shift
 	}

@@ -416,6 +416,18 @@ func checkEval(p *problems, r *Recipe) {
 	if !(e.DenseBelow >= 0 && e.DenseBelow <= float64(r.Diffusion.Steps)) {
 		p.bad("eval.dense_below", e.DenseBelow, "a timestep in 0..%d (diffusion.steps)", r.Diffusion.Steps)
 	}
+	switch {
+	case !(e.CoarseFrom >= 0 && e.CoarseFrom <= float64(r.Diffusion.Steps)):
+		p.bad("eval.coarse_from", e.CoarseFrom, "a timestep in 0..%d (diffusion.steps)", r.Diffusion.Steps)
+	case e.CoarseFrom > 0 && e.CoarseFrom <= e.DenseBelow:
+		p.bad("eval.coarse_from", e.CoarseFrom, "a timestep above eval.dense_below = %g (the steps below it run dense)", e.DenseBelow)
+	case !(e.CoarseRho >= 0 && e.CoarseRho < 1):
+		p.bad("eval.coarse_rho", e.CoarseRho, "a tail-drop fraction 0 ≤ ρ < 1")
+	case e.CoarseFrom == 0 && e.CoarseRho != 0:
+		p.bad("eval.coarse_rho", e.CoarseRho, "0 without eval.coarse_from (no step is coarse)")
+	case e.CoarseFrom > 0 && r.Scaffold == nil:
+		p.bad("eval.coarse_from", e.CoarseFrom, "0 without [scaffold] (a plain DiT drops nothing)")
+	}
 	atLeast(p, "eval.held_out", e.HeldOut, 0)
 	atLeast(p, "eval.samples", e.Samples, 0)
 	if e.SamplingSteps < 1 || e.SamplingSteps > r.Diffusion.Steps {

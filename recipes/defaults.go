@@ -247,6 +247,8 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 	setDefault(d, "eval.lite_cfg", &r.Eval.LiteCFG, lite)
 	setDefault(d, "eval.lite_cfg_scale", &r.Eval.LiteCFGScale, 1.25)
 	setDefault(d, "eval.dense_below", &r.Eval.DenseBelow, 0.0)
+	setDefault(d, "eval.coarse_from", &r.Eval.CoarseFrom, 0.0)
+	setDefault(d, "eval.coarse_rho", &r.Eval.CoarseRho, 0.0)
 	setDefault(d, "eval.cfg", &r.Eval.CFG, 1.0)
 	setDefault(d, "eval.held_out", &r.Eval.HeldOut, 64)
 	setDefault(d, "eval.samples", &r.Eval.Samples, 16)

@@ -843,20 +843,31 @@ func planFLOPs(pl *Plan, r *Recipe, m *planned) {
 	}
 	c, h := pl.DC, pl.mainSpec
 	f.KeptTokens = fmt.Sprintf("assumed: the router marks ⌊L/N⌋ = ⌊%d/%g⌋ = %d boundaries (the ratio loss's target), tail dropping removes ⌊n·ρ⌋", c.Cells(), c.TargetN, keptTokens(c, 0))
-	// eval.dense_below runs its steps on every cell.
-	dense := 0
-	if r.Eval.DenseBelow > 0 {
+	// eval.dense_below runs its steps on every cell; the steps from
+	// eval.coarse_from drop at least eval.coarse_rho.
+	dense, coarse := 0, 0
+	if r.Eval.DenseBelow > 0 || r.Eval.CoarseFrom > 0 {
 		if ts, err := ddpm.SpaceTimesteps(r.Diffusion.Steps, strconv.Itoa(steps)); err == nil {
 			for _, t := range ts {
-				if float64(t) < r.Eval.DenseBelow {
+				switch {
+				case float64(t) < r.Eval.DenseBelow:
 					dense++
+				case r.Eval.CoarseFrom > 0 && float64(t) >= r.Eval.CoarseFrom:
+					coarse++
 				}
 			}
 		}
+	}
+	if r.Eval.DenseBelow > 0 {
 		f.KeptTokens += fmt.Sprintf("; the %d of %d steps below t = %g (eval.dense_below) keep all %d", dense, steps, r.Eval.DenseBelow, c.Cells())
 	}
-	perImage := func(fwd, denseFwd float64, branches int) float64 {
-		return (float64(steps-dense)*fwd + float64(dense)*denseFwd) * float64(branches)
+	if coarse > 0 {
+		f.KeptTokens += fmt.Sprintf("; the %d from t = %g (eval.coarse_from) drop at least ρ = %g", coarse, r.Eval.CoarseFrom, r.Eval.CoarseRho)
+	}
+	// perImage is a run's FLOPs: fwd at the routed steps, coarseFwd at
+	// the coarse ones, denseFwd at the dense ones.
+	perImage := func(fwd, coarseFwd, denseFwd float64, branches int) float64 {
+		return (float64(steps-dense-coarse)*fwd + float64(coarse)*coarseFwd + float64(dense)*denseFwd) * float64(branches)
 	}
 	branches := 1
 	if guided {
@@ -867,21 +878,33 @@ func planFLOPs(pl *Plan, r *Recipe, m *planned) {
 		k := keptTokens(c, rho)
 		parts := dcForward(c, h, k)
 		fwd := parts.Total()
+		coarseFwd := dcForward(c, h, keptTokens(c, coarseRho(rho, r.Eval.CoarseRho))).Total()
 		f.Rows = append(f.Rows, FLOPsRow{Model: "dc", Rho: rho, Tokens: c.Cells(), Kept: k, GFLOPsPerForward: fwd / 1e9,
-			TFLOPsPerImage: perImage(fwd, denseOne, branches) / 1e12, Parts: &parts})
+			TFLOPsPerImage: perImage(fwd, coarseFwd, denseOne, branches) / 1e12, Parts: &parts})
 	}
 	if len(r.Eval.LiteCFG) == 2 {
 		rc, ru := r.Eval.LiteCFG[0], r.Eval.LiteCFG[1]
 		parts := dcForward(c, h, keptTokens(c, rc), keptTokens(c, ru))
 		fwd := parts.Total()
+		cr := r.Eval.CoarseRho
+		coarseFwd := dcForward(c, h, keptTokens(c, coarseRho(rc, cr)), keptTokens(c, coarseRho(ru, cr))).Total()
 		f.Rows = append(f.Rows, FLOPsRow{Model: "dc-lite-cfg", Rho: rc, RhoUncond: &ru, Tokens: c.Cells(), Kept: keptTokens(c, rc),
-			GFLOPsPerForward: fwd / 1e9, TFLOPsPerImage: perImage(fwd, dcForward(c, h, c.Cells(), c.Cells()).Total(), 1) / 1e12, Parts: &parts})
+			GFLOPsPerForward: fwd / 1e9, TFLOPsPerImage: perImage(fwd, coarseFwd, dcForward(c, h, c.Cells(), c.Cells()).Total(), 1) / 1e12, Parts: &parts})
 	}
 	if r.Base != nil {
 		for i := range f.Rows {
 			f.Rows[i].RelativeToBase = f.Rows[i].TFLOPsPerImage / f.Rows[0].TFLOPsPerImage
 		}
 	}
+}
+
+// coarseRho is the drop fraction of a coarse step in a row at ρ
+// (dc.Schedule): at least coarse in a row with a budget, 0 at ρ 0.
+func coarseRho(rho, coarse float64) float64 {
+	if rho > 0 {
+		return max(rho, coarse)
+	}
+	return 0
 }
 
 // planData checks a data file's header and sizes the data.

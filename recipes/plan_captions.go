@@ -27,6 +27,9 @@ func planCaptioned(p *problems, r *Recipe, pl *Plan, m *planned) {
 	if r.Eval.DenseBelow > 0 {
 		pl.Warnings = append(pl.Warnings, fmt.Sprintf("eval.dense_below = %g: the FLOPs assume every step at its ρ (the dense steps below it are not counted)", r.Eval.DenseBelow))
 	}
+	if r.Eval.CoarseFrom > 0 {
+		pl.Warnings = append(pl.Warnings, fmt.Sprintf("eval.coarse_from = %g: the FLOPs assume every step at its ρ (the coarse steps from it are not counted)", r.Eval.CoarseFrom))
+	}
 	pl.Params = modelParams(pl, m, true, r.Scaffold)
 	addWidthRouters(p, r, pl)
 	countParams(pl, m, true)

@@ -199,6 +199,26 @@ func TestToyRecipe(t *testing.T) {
 		}
 		prev = row.GFLOPsPerForward
 	}
+	// Coarse steps cost what their ρ keeps: every row with a budget below
+	// coarse_rho is cheaper with them, and the others (ρ 0 among them)
+	// cost the same.
+	coarse := filepath.Join(t.TempDir(), file)
+	testdata, err := filepath.Abs(filepath.Join("..", "testdata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(text), "\ndense_below = 600.0     # every", "\ncoarse_from = 900.0\ncoarse_rho = 0.7\ndense_below = 600.0     # every", 1)
+	os.WriteFile(coarse, []byte(strings.ReplaceAll(edited, `"../testdata`, `"`+testdata)), 0o644)
+	_, cpl, err := Check(coarse, LoadOptions{BasePath: base})
+	if err != nil {
+		t.Fatalf("toy plan with coarse steps: %v", err)
+	}
+	for i, row := range cpl.FLOPs.Rows {
+		was := pl.FLOPs.Rows[i].TFLOPsPerImage
+		if cheaper := row.TFLOPsPerImage < was; row.Model == "dc" && cheaper != (row.Rho > 0 && row.Rho < 0.7) || row.Model != "dc" && row.Model != "dc-lite-cfg" && row.TFLOPsPerImage != was {
+			t.Errorf("%s at ρ %g: %.4g TFLOP per image with coarse steps from t = 900 at ρ 0.7, %.4g without", row.Model, row.Rho, row.TFLOPsPerImage, was)
+		}
+	}
 	// Dense training steps cost the full grid: the more of them, the
 	// dearer a sample, up to the dense forward itself.
 	st := r.Stages[0]

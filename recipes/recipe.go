@@ -655,6 +655,15 @@ type Eval struct {
 	// full grid where a cell without a token cannot know its clean value
 	// well enough (docs/design.md). 0: never. Default: 0.
 	DenseBelow float64 `toml:"dense_below"`
+	// CoarseFrom makes the sampling steps at timesteps at or above it
+	// drop at least CoarseRho of their boundaries, in every row
+	// (dc.Schedule): the noisiest steps block out the picture from a
+	// handful of tokens, and the tokens they leave serve the steps that
+	// draw it. 0: never. Default: 0.
+	CoarseFrom float64 `toml:"coarse_from"`
+	// CoarseRho is the least drop fraction of the steps from CoarseFrom
+	// (0 ≤ ρ < 1; written only with coarse_from). Default: 0.
+	CoarseRho float64 `toml:"coarse_rho"`
 	// HeldOut is the number of held-out noisy inputs (not trained on)
 	// for the ε relative MSE. Default: 64.
 	HeldOut int `toml:"held_out"`

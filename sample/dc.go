@@ -13,14 +13,19 @@ import (
 // branch at tail-drop fraction Rho and, in a guided batch, its
 // unconditional branch at RhoUncond in the same forward — the reference's
 // Lite-CFG (the official hnet.LiteCFG) when the two differ, plain batched guidance
-// when they do not — and samples whose timestep lies below DenseBelow on
-// every cell (dc.FracAt).
+// when they do not — samples whose timestep lies below DenseBelow on
+// every cell and those at or above CoarseFrom at CoarseRho or more
+// (dc.Schedule).
 type DC struct {
 	Model          *dc.Model
 	Rho, RhoUncond float32
 	// DenseBelow is the timestep below which a sample runs dense (0:
 	// never).
 	DenseBelow float32
+	// CoarseFrom is the timestep at and above which a sample drops at
+	// least CoarseRho of its boundaries, whatever its branch's ρ
+	// (dc.Schedule; 0: never).
+	CoarseFrom, CoarseRho float32
 	// Timestep maps a model time to the timestep DenseBelow is compared
 	// with; nil takes the model time itself (DDPM's timesteps).
 	Timestep func(modelTime float32) float32
@@ -41,8 +46,9 @@ type DC struct {
 	Cache *TeaCache
 	// Lookback, when set, makes every call after the first keep, as many
 	// as the router, the cells chosen on the previous call's clean
-	// estimate: each call is one step of its run. It does not combine
-	// with Choose or Cache.
+	// estimate, in every sample with a budget (ρ > 0; at ρ 0 the router's
+	// own, as dc.Schedule leaves them): each call is one step of its run.
+	// It does not combine with Choose or Cache.
 	Lookback *Lookback
 }
 
@@ -120,7 +126,7 @@ func (d *DC) Forward(x, t []float32, c Conditions, guided bool) ([]float32, *dc.
 		if d.Timestep != nil {
 			tm = d.Timestep(tm)
 		}
-		frac[i] = dc.FracAt(rho, tm, d.DenseBelow)
+		frac[i] = dc.Schedule{DenseBelow: d.DenseBelow, CoarseFrom: d.CoarseFrom, CoarseRho: d.CoarseRho}.Frac(rho, tm)
 	}
 	var out []float32
 	var res *dc.Result
@@ -133,6 +139,7 @@ func (d *DC) Forward(x, t []float32, c Conditions, guided bool) ([]float32, *dc.
 		if choose, err = d.Lookback.chooser(d.Model.Config, n); err != nil {
 			return nil, nil, err
 		}
+		choose = budgetsOnly(choose, frac)
 	}
 	if d.Cache != nil && d.Model.Config.DroppedContext {
 		return nil, nil, errors.New("sample: a step cache does not run a model with dropped_context yet: its probe would run the context convolution a second time, outside the FLOPs counted")
@@ -236,6 +243,27 @@ func (l *Lookback) chooser(cfg *dc.Config, n int) (dc.Chooser, error) {
 		return nil, fmt.Errorf("sample: lookback: the last step had %d latent values, this one %d samples of %d", len(l.prev), n, cfg.InChannels*cfg.Tokens())
 	}
 	return dc.ChangeKeep(l.prev, n, cfg.InChannels, cfg.CellRows(), cfg.CellCols(), cfg.Patch())
+}
+
+// budgetsOnly is choose for the samples whose drop fraction frac is a
+// budget (> 0) and the router's choice for the others (nil: nil).
+func budgetsOnly(choose dc.Chooser, frac []float32) dc.Chooser {
+	if choose == nil {
+		return nil
+	}
+	return func(kept []bool, batch int) ([]bool, error) {
+		chosen, err := choose(kept, batch)
+		if err != nil || len(chosen) != len(kept) || len(frac) != batch {
+			return chosen, err
+		}
+		L := len(kept) / batch
+		for b, f := range frac {
+			if f == 0 {
+				copy(chosen[b*L:(b+1)*L], kept[b*L:(b+1)*L])
+			}
+		}
+		return chosen, nil
+	}
 }
 
 // record keeps the clean estimate of a step's first n samples (the

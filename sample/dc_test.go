@@ -155,6 +155,44 @@ func TestSelfGuidedIsLiteCFG(t *testing.T) {
 	})
 }
 
+// Samples at or above CoarseFrom drop the larger of their branch's ρ and
+// CoarseRho when that ρ is a budget (> 0), those below DenseBelow run
+// dense, the rest at their branch's ρ: the forward is the reference's
+// Lite-CFG at those fractions.
+func TestCoarseSteps(t *testing.T) {
+	forEachModel(t, func(t *testing.T, m *dc.Model, nullClass int) {
+		cfg := m.Config
+		n, C, HW := 3, cfg.InChannels, cfg.Tokens()
+		x := normal(rand.New(rand.NewPCG(7, 8)), n*C*HW)
+		ts, ys := []float32{999, 700, 500}, []int{3, 0, 1}
+		conds := Conditions{Labels: ys, Null: nullClass}
+		const scale = 3
+		for _, tt := range []struct {
+			rho, rhoUncond float32
+			fracs          []float32
+		}{
+			{0.3, 0.5, []float32{0.8, 0.3, dc.Dense, 0.8, 0.5, dc.Dense}},
+			{0, 0.9, []float32{0, 0, dc.Dense, 0.9, 0.9, dc.Dense}},
+		} {
+			d := &DC{Model: m, Rho: tt.rho, RhoUncond: tt.rhoUncond, DenseBelow: 600, CoarseFrom: 900, CoarseRho: 0.8,
+				Rule: liteRule(cfg.OutChannels), Scale: scale}
+			got, res, err := d.Forward(x, ts, conds, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x2 := append(slices.Clone(x), x...)
+			in := cond.Input{T: slices.Concat(ts, ts), Labels: append(slices.Clone(ys), nullClass, nullClass, nullClass)}
+			want, wres, err := hnet.LiteCFGFracs(m, x2, in, scale, tt.fracs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) || !slices.Equal(res.Chunks.NumKept, wres.Chunks.NumKept) {
+				t.Errorf("ρ %v/%v: forward differs from LiteCFGFracs at %v (kept %v, want %v)", tt.rho, tt.rhoUncond, tt.fracs, res.Chunks.NumKept, wres.Chunks.NumKept)
+			}
+		}
+	})
+}
+
 // The random router keeps, at every forward of a run and in every sample
 // of both guidance branches, as many cells as the router kept on the same
 // input, other cells than the router's and other cells for another seed;
@@ -333,8 +371,8 @@ func TestSpreadDropSampling(t *testing.T) {
 
 // Lookback keeps the router's cells at a run's first step and, at the
 // next, as many cells as the router keeps, those dc.ChangeKeep picks on
-// the first step's clean estimate of the guided samples; it refuses a
-// chooser beside it.
+// the first step's clean estimate of the guided samples, in the branches
+// with a budget (ρ > 0); it refuses a chooser beside it.
 func TestLookbackSampling(t *testing.T) {
 	forEachModel(t, func(t *testing.T, m *dc.Model, nullClass int) {
 		cfg := m.Config
@@ -390,6 +428,42 @@ func TestLookbackSampling(t *testing.T) {
 		if !slices.Equal(res.Chunks.Kept, wantKept) {
 			t.Error("the second step did not keep the cells the first step's estimate changes most in")
 		}
+		// ρ 0 is no budget: its samples keep the router's cells, and the
+		// other branch the estimate's.
+		x0, t0 := normal(rand.New(rand.NewPCG(5, 6)), n*C*HW), []float32{999, 900}
+		lite := func(lb *Lookback) *DC {
+			d := setting(lb)
+			d.Rho = 0
+			return d
+		}
+		plain, mixed := lite(nil), lite(&Lookback{Clean: proc.Clean})
+		first, _, err := mixed.Forward(x0, t0, conds, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := proc.Clean(prev, x0, first[:n*cfg.OutChannels*HW], t0, diffusion.Shape{B: n, C: C, HW: HW}); err != nil {
+			t.Fatal(err)
+		}
+		if choose, err = dc.ChangeKeep(prev, n, C, cfg.CellRows(), cfg.CellCols(), cfg.Patch()); err != nil {
+			t.Fatal(err)
+		}
+		_, pres, err := plain.Forward(x, ts, conds, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, mres, err := mixed.Forward(x, ts, conds, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lookedAt, err := choose(pres.Chunks.Kept, 2*n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		half := n * cfg.Cells()
+		if !slices.Equal(mres.Chunks.Kept[:half], pres.Chunks.Kept[:half]) || !slices.Equal(mres.Chunks.Kept[half:], lookedAt[half:]) {
+			t.Error("Lite-CFG at ρ 0 / 0.6: want the router's cells in the ρ 0 branch and the estimate's in the other")
+		}
+
 		both := setting(&Lookback{Clean: proc.Clean})
 		both.Choose = dc.RandomKeep(rand.New(rand.NewPCG(1, 0)))
 		if _, _, err := both.Forward(x, ts, conds, false); err == nil || !strings.Contains(err.Error(), "does not combine") {

@@ -31,8 +31,9 @@ const (
 
 // Sampling is how a model samples as it was evaluated: the settings
 // `dcdit sample` and `dcdit eval` take for every flag not given. JSON
-// {"process", "dense_below", "cfg", "sampling_steps"} and, for flow
-// matching, "shift"; every key is required and no other is allowed.
+// {"process", "dense_below", "cfg", "sampling_steps"}, for flow
+// matching "shift", and with coarse steps "coarse_from" and
+// "coarse_rho"; those keys are required and no other is allowed.
 type Sampling struct {
 	// Process is the diffusion process the model was trained with:
 	// ProcessDDPM or ProcessFlowMatching.
@@ -42,6 +43,11 @@ type Sampling struct {
 	// dropped cell cannot know its clean value at low noise. 0: never
 	// (the recipe's eval.dense_below; `--dense-below`).
 	DenseBelow float64
+	// CoarseFrom makes the sampling steps at timesteps at or above it
+	// drop at least CoarseRho of their boundaries, whatever ρ
+	// (dc.Schedule; the recipe's eval.coarse_from and eval.coarse_rho;
+	// `--coarse-from`, `--coarse-rho`). 0: never, and CoarseRho 0.
+	CoarseFrom, CoarseRho float64
 	// CFG is the guidance scale (the recipe's eval.cfg; `--cfg`, with the
 	// flag's meaning for the process: DDPM guides for a scale above 1).
 	CFG float64
@@ -61,6 +67,8 @@ type samplingJSON struct {
 	CFG        *float64 `json:"cfg"`
 	Steps      *int     `json:"sampling_steps"`
 	Shift      *float64 `json:"shift,omitempty"`
+	CoarseFrom *float64 `json:"coarse_from,omitempty"`
+	CoarseRho  *float64 `json:"coarse_rho,omitempty"`
 }
 
 // MarshalJSON writes the record, with "shift" for flow matching only.
@@ -71,6 +79,9 @@ func (s Sampling) MarshalJSON() ([]byte, error) {
 	j := samplingJSON{Process: &s.Process, DenseBelow: &s.DenseBelow, CFG: &s.CFG, Steps: &s.Steps}
 	if s.Process == ProcessFlowMatching {
 		j.Shift = &s.Shift
+	}
+	if s.CoarseFrom > 0 {
+		j.CoarseFrom, j.CoarseRho = &s.CoarseFrom, &s.CoarseRho
 	}
 	return json.Marshal(j)
 }
@@ -98,6 +109,15 @@ func (s *Sampling) UnmarshalJSON(data []byte) error {
 		return fmt.Errorf("sampling: shift %v with process %.40q, want it with %s only", *j.Shift, ns.Process, ProcessFlowMatching)
 	case j.Shift != nil:
 		ns.Shift = *j.Shift
+	}
+	switch {
+	case (j.CoarseFrom == nil) != (j.CoarseRho == nil):
+		return errors.New("sampling: coarse_from and coarse_rho go together, and one of them is missing")
+	case j.CoarseFrom != nil:
+		ns.CoarseFrom, ns.CoarseRho = *j.CoarseFrom, *j.CoarseRho
+		if ns.CoarseFrom == 0 {
+			return errors.New("sampling: coarse_from 0, want a timestep > 0 (leave both coarse keys out for none)")
+		}
 	}
 	if err := ns.Validate(); err != nil {
 		return fmt.Errorf("sampling: %w", err)
@@ -129,6 +149,12 @@ func (s *Sampling) Validate() error {
 		return fmt.Errorf("cfg %v, want a guidance scale in 0 … %g", s.CFG, MaxGuidance)
 	case s.Steps < 1 || s.Steps > MaxDiffusionSteps:
 		return fmt.Errorf("sampling_steps %d, want 1 … %d", s.Steps, MaxDiffusionSteps)
+	case !(s.CoarseFrom >= 0 && s.CoarseFrom <= MaxDiffusionSteps):
+		return fmt.Errorf("coarse_from %v, want a timestep in 0 … %d (0: never)", s.CoarseFrom, MaxDiffusionSteps)
+	case !(s.CoarseRho >= 0 && s.CoarseRho < 1):
+		return fmt.Errorf("coarse_rho %v, want a tail-drop fraction in [0, 1)", s.CoarseRho)
+	case s.CoarseFrom == 0 && s.CoarseRho != 0:
+		return fmt.Errorf("coarse_rho %v without coarse_from", s.CoarseRho)
 	}
 	return nil
 }
@@ -141,7 +167,12 @@ func (s *Sampling) String() string {
 		out += fmt.Sprintf(", shift %g", s.Shift)
 	}
 	if s.DenseBelow > 0 {
-		return out + fmt.Sprintf(", dense below t = %g", s.DenseBelow)
+		out += fmt.Sprintf(", dense below t = %g", s.DenseBelow)
+	} else {
+		out += ", never dense"
 	}
-	return out + ", never dense"
+	if s.CoarseFrom > 0 {
+		out += fmt.Sprintf(", ρ ≥ %g from t = %g", s.CoarseRho, s.CoarseFrom)
+	}
+	return out
 }

@@ -68,6 +68,7 @@ func TestSamplingRoundTrip(t *testing.T) {
 		{"ddpm", checkpoint.Sampling{Process: checkpoint.ProcessDDPM, DenseBelow: 600, CFG: 4, Steps: 25}, false},
 		{"ddpm never dense, unguided", checkpoint.Sampling{Process: checkpoint.ProcessDDPM, CFG: 1, Steps: 250}, false},
 		{"flow matching", checkpoint.Sampling{Process: checkpoint.ProcessFlowMatching, DenseBelow: 300, CFG: 2.5, Steps: 8, Shift: 3}, true},
+		{"ddpm with coarse steps", checkpoint.Sampling{Process: checkpoint.ProcessDDPM, DenseBelow: 520, CoarseFrom: 830, CoarseRho: 0.95, CFG: 4, Steps: 25}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,6 +93,9 @@ func TestSamplingRoundTrip(t *testing.T) {
 			}
 			if _, ok := stored.Sampling["shift"]; ok != tc.withShift {
 				t.Errorf("stored %v: shift present %v, want %v", stored.Sampling, ok, tc.withShift)
+			}
+			if _, ok := stored.Sampling["coarse_from"]; ok != (tc.rec.CoarseFrom > 0) {
+				t.Errorf("stored %v: coarse_from present %v, want %v", stored.Sampling, ok, tc.rec.CoarseFrom > 0)
 			}
 		})
 	}
@@ -144,6 +148,9 @@ func TestSamplingRejected(t *testing.T) {
 		{"shift with ddpm", `{"process":"ddpm","dense_below":600,"cfg":4,"sampling_steps":25,"shift":3}`, "shift 3 with process"},
 		{"flow without shift", `{"process":"flow_matching","dense_below":600,"cfg":4,"sampling_steps":25}`, "shift missing"},
 		{"flow with shift 0", `{"process":"flow_matching","dense_below":600,"cfg":4,"sampling_steps":25,"shift":0}`, "shift 0"},
+		{"coarse_from without coarse_rho", `{"process":"ddpm","dense_below":600,"cfg":4,"sampling_steps":25,"coarse_from":800}`, "coarse_rho go together"},
+		{"coarse_from 0", `{"process":"ddpm","dense_below":600,"cfg":4,"sampling_steps":25,"coarse_from":0,"coarse_rho":0.9}`, "coarse_from 0"},
+		{"coarse_rho 1", `{"process":"ddpm","dense_below":600,"cfg":4,"sampling_steps":25,"coarse_from":800,"coarse_rho":1}`, "coarse_rho 1"},
 		{"not an object", `"fast"`, "sampling"},
 		{"empty object", `{}`, "missing"},
 	}

@@ -106,7 +106,7 @@ const DropUsage = "how ρ drops boundaries: " + DropRules + " (lowest: the refer
 
 // LookbackUsage is --lookback's help, shared by the commands that sample
 // a DC model.
-const LookbackUsage = "from the second sampling step, keep as many cells as the router, chosen on the previous step's clean estimate: where it changes most, kept apart as the spread drop keeps them"
+const LookbackUsage = "from the second sampling step, keep as many cells as the router, chosen on the previous step's clean estimate: where it changes most, kept apart as the spread drop keeps them (a budget's cells: at ρ 0 the router's own)"
 
 // SetDrop applies --drop to a DC model's config: "" keeps the rule the
 // file records, "lowest" is the reference tail drop, "spread" SpreadDrop.

@@ -50,16 +50,19 @@ type Options struct {
 	Batch        int
 	ProbeT       []int
 	DenseBelow   float64 // model times below it run on every cell
-	Seed         uint64
-	JSON         bool
-	Out          string
-	NumHeads     int
-	TeacherHeads int
-	Sigma        float64
-	Drop         string  // --drop: the tail drop's rule ("": the file's)
-	Lookback     bool    // --lookback: the kept cells from the previous step's estimate
-	Shift        float64 // flow matching's shift (a caption-conditioned Z-Image)
-	Quiet        bool
+	// CoarseFrom and CoarseRho: the steps at timesteps from CoarseFrom
+	// drop at least CoarseRho (0: none).
+	CoarseFrom, CoarseRho float64
+	Seed                  uint64
+	JSON                  bool
+	Out                   string
+	NumHeads              int
+	TeacherHeads          int
+	Sigma                 float64
+	Drop                  string  // --drop: the tail drop's rule ("": the file's)
+	Lookback              bool    // --lookback: the kept cells from the previous step's estimate
+	Shift                 float64 // flow matching's shift (a caption-conditioned Z-Image)
+	Quiet                 bool
 	// VAE decodes the pictures (and the samples FID scores); Inception
 	// and Ref add FID per row against the reference pictures or
 	// statistics Ref names.
@@ -77,7 +80,7 @@ type Options struct {
 }
 
 // unsetFlags are the sampling flags the command line did not give.
-type unsetFlags struct{ steps, cfg, denseBelow, shift, rho, lite bool }
+type unsetFlags struct{ steps, cfg, denseBelow, coarseFrom, coarseRho, shift, rho, lite bool }
 
 // Defaults of the sampling flags, for a checkpoint that records no
 // sampling settings.
@@ -129,9 +132,11 @@ the model was not trained on, e.g. another seed):
                  accuracy of x̂0 (what each model knows of the shape at t)
 
 A DC checkpoint made by 'dcdit upcycle' records how its evaluation sampled
-(the recipe's eval.sampling_steps, eval.cfg, eval.dense_below and, for flow
-matching, diffusion.shift): each of --steps, --cfg, --dense-below and
---shift not given takes the recorded value, else its default. One line on
+(the recipe's eval.sampling_steps, eval.cfg, eval.dense_below,
+eval.coarse_from and eval.coarse_rho and, for flow matching,
+diffusion.shift): each of --steps, --cfg, --dense-below, --coarse-from,
+--coarse-rho and --shift not given takes the recorded value, else its
+default. One line on
 stderr says what was used and where each value came from (flag,
 checkpoint or default), and a ρ (a row or --lite) outside the fractions
 the model was trained for is warned of.
@@ -238,6 +243,7 @@ teacher row's, bit for bit.`,
 			}
 			f := cmd.Flags()
 			opts.unset = unsetFlags{steps: !f.Changed("steps"), cfg: !f.Changed("cfg"), denseBelow: !f.Changed("dense-below"), shift: !f.Changed("shift"),
+				coarseFrom: !f.Changed("coarse-from"), coarseRho: !f.Changed("coarse-rho"),
 				rho: !f.Changed("rho"), lite: !f.Changed("lite")}
 			return Run(opts)
 		},
@@ -257,6 +263,8 @@ teacher row's, bit for bit.`,
 	f.IntVar(&opts.Steps, "steps", defaultSteps, "DDPM sampling steps (the 1000 training steps respaced); a DC checkpoint's recorded value unless given")
 	f.IntVar(&opts.Batch, "batch", 16, "images per forward pass for the held-out inputs")
 	f.Float64Var(&opts.DenseBelow, "dense-below", 0, "run the sampling steps below this timestep on every cell (the low-noise steps at full cost; 0: never; default: a DC checkpoint's recorded value, else 0)")
+	f.Float64Var(&opts.CoarseFrom, "coarse-from", 0, "the sampling steps at and above this timestep drop at least --coarse-rho of their boundaries in every row (the noisiest steps at a handful of tokens; 0: never; default: a DC checkpoint's recorded value, else 0)")
+	f.Float64Var(&opts.CoarseRho, "coarse-rho", 0, "the least tail-drop fraction of the steps from --coarse-from (default: a DC checkpoint's recorded value, else 0)")
 	opts.ProbeT = slices.Clone(eval.DefaultProbeTimesteps)
 	f.Var((*timesteps)(&opts.ProbeT), "probe-t", "timesteps of the one-step error table, comma-separated (\"\": none)")
 	f.Uint64Var(&opts.Seed, "seed", 0, "seed of the input and sampling noise")
@@ -299,6 +307,10 @@ func validate(cmd *cobra.Command, o *Options) error {
 		return cmdutil.Usagef(cmd, "--num %d, --samples %d, --batch %d: want each ≥ 1", o.Num, o.Samples, o.Batch)
 	case o.Steps < 1 || o.Steps > eval.TrainSteps:
 		return cmdutil.Usagef(cmd, "--steps %d: want 1..%d", o.Steps, eval.TrainSteps)
+	case !(o.CoarseFrom >= 0 && o.CoarseFrom <= eval.TrainSteps):
+		return cmdutil.Usagef(cmd, "--coarse-from %v: want a timestep in 0..%d (0: never)", o.CoarseFrom, eval.TrainSteps)
+	case !(o.CoarseRho >= 0 && o.CoarseRho < 1):
+		return cmdutil.Usagef(cmd, "--coarse-rho %v: want 0 ≤ ρ < 1", o.CoarseRho)
 	case o.NumHeads < 0 || o.TeacherHeads < 0:
 		return cmdutil.Usagef(cmd, "--num-heads %d, --teacher-heads %d: want positive head counts", o.NumHeads, o.TeacherHeads)
 	case !(o.Sigma > 0):
@@ -399,7 +411,7 @@ func Run(opts *Options) error {
 	eo := eval.Options{
 		Rhos: opts.Rhos, NumInputs: opts.Num, NumSamples: opts.Samples, Steps: opts.Steps,
 		BatchSize: opts.Batch, Seed: opts.Seed, CFG: opts.CFG, ProbeTimesteps: opts.ProbeT, DenseBelow: opts.DenseBelow,
-		NoRandomRouter: !opts.RandomRouter, Lookback: opts.Lookback,
+		CoarseFrom: opts.CoarseFrom, CoarseRho: opts.CoarseRho, NoRandomRouter: !opts.RandomRouter, Lookback: opts.Lookback,
 	}
 	if opts.Features != "" {
 		net, err := featnet.Load(opts.Features)
@@ -572,6 +584,10 @@ func resolveSampling(opts *Options, meta *checkpoint.Meta, flow bool) (notes []s
 	opts.Steps = cmdutil.Pick(&used, "--steps", !opts.unset.steps, opts.Steps, has, r.Steps, defaultSteps)
 	opts.CFG = cmdutil.Pick(&used, "--cfg", !opts.unset.cfg, opts.CFG, has, r.CFG, defaultCFG)
 	opts.DenseBelow = cmdutil.Pick(&used, "--dense-below", !opts.unset.denseBelow, opts.DenseBelow, has, r.DenseBelow, 0)
+	if has && r.CoarseFrom > 0 || !opts.unset.coarseFrom || !opts.unset.coarseRho {
+		opts.CoarseFrom = cmdutil.Pick(&used, "--coarse-from", !opts.unset.coarseFrom, opts.CoarseFrom, has, r.CoarseFrom, 0)
+		opts.CoarseRho = cmdutil.Pick(&used, "--coarse-rho", !opts.unset.coarseRho, opts.CoarseRho, has, r.CoarseRho, 0)
+	}
 	if flow {
 		opts.Shift = cmdutil.Pick(&used, "--shift", !opts.unset.shift, opts.Shift, has, r.Shift, flowmatch.DefaultConfig().Shift)
 	}

@@ -112,7 +112,8 @@ func runDC(opts *Options) error {
 		rhoUncond = float32(opts.RhoUncond)
 	}
 	stats := &sample.Stats{}
-	d := &sample.DC{Model: m, Rho: rhoCond, RhoUncond: rhoUncond, DenseBelow: float32(opts.DenseBelow), Stats: stats}
+	d := &sample.DC{Model: m, Rho: rhoCond, RhoUncond: rhoUncond, DenseBelow: float32(opts.DenseBelow),
+		CoarseFrom: float32(opts.CoarseFrom), CoarseRho: float32(opts.CoarseRho), Stats: stats}
 	if d.Cache, err = teaCache(opts, sched.Steps()); err != nil {
 		return err
 	}
@@ -155,6 +156,7 @@ func runDC(opts *Options) error {
 	}
 	md["dcdit.tokens"] = strconv.Itoa(L)
 	md["dcdit.dense_below"] = strconv.FormatFloat(opts.DenseBelow, 'g', -1, 64)
+	coarseMeta(md, opts)
 	md["dcdit.kept_per_step"] = joinFloats(stats.Kept)
 	md["dcdit.flops_per_image"] = strconv.FormatFloat(perImage, 'g', 8, 64)
 	teaCacheMeta(md, d.Cache)
@@ -175,6 +177,14 @@ func runDC(opts *Options) error {
 func lookbackMeta(md map[string]string, opts *Options) {
 	if opts.Lookback {
 		md["dcdit.lookback"] = "true"
+	}
+}
+
+// coarseMeta records the coarse steps of a run that had them.
+func coarseMeta(md map[string]string, opts *Options) {
+	if opts.CoarseFrom > 0 {
+		md["dcdit.coarse_from"] = strconv.FormatFloat(opts.CoarseFrom, 'g', -1, 64)
+		md["dcdit.coarse_rho"] = strconv.FormatFloat(opts.CoarseRho, 'g', -1, 64)
 	}
 }
 
@@ -276,7 +286,7 @@ func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta, captionWidth
 	}
 	stats, run := &sample.Stats{}, &zimageRun{}
 	d := &sample.DC{Model: m, Rho: rhoCond, RhoUncond: rhoUncond, DenseBelow: float32(opts.DenseBelow),
-		Timestep: sample.FlowMatchingTimestep(trainSteps), Stats: stats}
+		CoarseFrom: float32(opts.CoarseFrom), CoarseRho: float32(opts.CoarseRho), Timestep: sample.FlowMatchingTimestep(trainSteps), Stats: stats}
 	if d.Cache, err = teaCache(opts, job.sched.Steps()); err != nil {
 		return err
 	}
@@ -297,6 +307,7 @@ func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta, captionWidth
 			"dcdit.dense_below":   strconv.FormatFloat(opts.DenseBelow, 'g', -1, 64),
 			"dcdit.kept_per_step": joinFloats(stats.Kept),
 		}
+		coarseMeta(md, opts)
 		teaCacheMeta(md, d.Cache)
 		lookbackMeta(md, opts)
 		return md
@@ -354,6 +365,10 @@ func resolveSampling(opts *Options, meta *checkpoint.Meta, process string, def s
 	opts.Steps = cmdutil.Pick(&used, "--steps", !opts.unset.steps, opts.Steps, has, r.Steps, def.steps)
 	opts.CFG = cmdutil.Pick(&used, "--cfg", !opts.unset.cfg, opts.CFG, has, r.CFG, def.cfg)
 	opts.DenseBelow = cmdutil.Pick(&used, "--dense-below", !opts.unset.denseBelow, opts.DenseBelow, has, r.DenseBelow, def.denseBelow)
+	if has && r.CoarseFrom > 0 || !opts.unset.coarseFrom || !opts.unset.coarseRho {
+		opts.CoarseFrom = cmdutil.Pick(&used, "--coarse-from", !opts.unset.coarseFrom, opts.CoarseFrom, has, r.CoarseFrom, 0)
+		opts.CoarseRho = cmdutil.Pick(&used, "--coarse-rho", !opts.unset.coarseRho, opts.CoarseRho, has, r.CoarseRho, 0)
+	}
 	if process == checkpoint.ProcessFlowMatching {
 		opts.Shift = cmdutil.Pick(&used, "--shift", !opts.unset.shift, opts.Shift, has, r.Shift, def.shift)
 	}

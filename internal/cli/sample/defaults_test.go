@@ -110,6 +110,37 @@ func TestSamplingDefaultsFromCheckpoint(t *testing.T) {
 		t.Errorf("kept per step %v of %s tokens: want the last (cleanest) step dense and the first not", kept, L)
 	}
 
+	// Coarse steps: the recorded ones drop at least their ρ at the first
+	// (noisiest) step of a run with a budget, and --coarse-from 0 turns
+	// them off.
+	coarseRec := rec
+	coarseRec.CoarseFrom, coarseRec.CoarseRho = 900, 0.9
+	coarse := filepath.Join(dir, "coarse.safetensors")
+	if err := checkpoint.Save(coarse, m, checkpoint.Info{TrainedRhos: rhos, Sampling: &coarseRec}); err != nil {
+		t.Fatal(err)
+	}
+	firstKept := func(args ...string) (float64, map[string]string, string) {
+		t.Helper()
+		md, stderr, err := sampleCmd(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := strconv.ParseFloat(strings.Split(md["dcdit.kept_per_step"], ",")[0], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k, md, stderr
+	}
+	withCoarse, cmd, cstderr := firstKept(coarse, "--rho", "0.05")
+	without, omd, _ := firstKept(coarse, "--rho", "0.05", "--coarse-from", "0")
+	if !(withCoarse < without) || cmd["dcdit.coarse_from"] != "900" || cmd["dcdit.coarse_rho"] != "0.9" || omd["dcdit.coarse_from"] != "" {
+		t.Errorf("first step kept %v with the recorded coarse steps (metadata %q, %q), %v without (metadata %q): want fewer, recorded",
+			withCoarse, cmd["dcdit.coarse_from"], cmd["dcdit.coarse_rho"], without, omd["dcdit.coarse_from"])
+	}
+	if !strings.Contains(cstderr, "--coarse-from 900 (checkpoint)") {
+		t.Errorf("stderr %q: want the recorded --coarse-from in the settings line", cstderr)
+	}
+
 	// An untrained ρ warns on stderr, and samples at it.
 	md, stderr, err := sampleCmd(t, recorded, "--rho", f(untrained))
 	if err != nil {

@@ -62,6 +62,9 @@ type Options struct {
 	// DenseBelow runs a DC checkpoint's sampling steps below this
 	// timestep on every cell (0: never).
 	DenseBelow float64
+	// CoarseFrom makes a DC checkpoint's sampling steps at and above this
+	// timestep drop at least CoarseRho of their boundaries (0: never).
+	CoarseFrom, CoarseRho float64
 
 	// Z-Image checkpoints (see zimage.go).
 
@@ -111,7 +114,7 @@ type Options struct {
 }
 
 // unsetFlags are the sampling flags the command line did not give.
-type unsetFlags struct{ steps, cfg, denseBelow, shift bool }
+type unsetFlags struct{ steps, cfg, denseBelow, coarseFrom, coarseRho, shift bool }
 
 // Defaults, as in DiT's sample.py.
 const (
@@ -172,7 +175,8 @@ sample, the lowest-probability floor(n·ρ) of the router's n boundaries are
 dropped before the backbone. --rho-uncond runs the unconditional branch at
 its own ρ in the same batched forward (Lite-CFG); without it both branches
 use --rho. The output metadata adds dcdit.architecture, dcdit.rho,
-dcdit.rho_uncond (with guidance), dcdit.dense_below, dcdit.tokens (L),
+dcdit.rho_uncond (with guidance), dcdit.dense_below, dcdit.coarse_from and
+dcdit.coarse_rho (with coarse steps), dcdit.tokens (L),
 dcdit.kept_per_step and dcdit.kept_uncond_per_step (the mean kept tokens
 per image of each step, in sampling order) and dcdit.flops_per_image (FLOPs
 actually run per image, both guidance branches included; 2 per
@@ -181,10 +185,11 @@ them up. --rho and --rho-uncond on a DiT
 checkpoint are usage errors.
 
 A DC checkpoint made by 'dcdit upcycle' records how its evaluation
-sampled (the recipe's eval.sampling_steps, eval.cfg, eval.dense_below and,
-for flow matching, diffusion.shift; 'dcdit inspect' shows them): each of
---steps, --cfg, --dense-below and --shift not given takes the recorded
-value, else the default above. A flag still overrides. One line on stderr
+sampled (the recipe's eval.sampling_steps, eval.cfg, eval.dense_below,
+eval.coarse_from and eval.coarse_rho and, for flow matching,
+diffusion.shift; 'dcdit inspect' shows them): each of --steps, --cfg,
+--dense-below, --coarse-from, --coarse-rho and --shift not given takes the
+recorded value, else the default above. A flag still overrides. One line on stderr
 says what the run used and where each value came from (flag, checkpoint
 or default), and a --rho or --rho-uncond outside the fractions the model
 was trained for (its trained ρ) is warned of, and runs.
@@ -234,7 +239,7 @@ dcdit.flops_per_image. --class, --num, --num-heads, --cfg-all-channels and
 A DC checkpoint around a Z-Image (a DC-Z-Image: 'dcdit upcycle' of a
 Z-Image base) takes both: the Z-Image's captions, sampler, schedule and
 guidance, on its own grid (no --size), and --rho, --rho-uncond (Lite-CFG)
-and --dense-below, whose timesteps are σ·1000.
+and --dense-below and --coarse-from, whose timesteps are σ·1000.
 
 --teacache T caches steps with TeaCache: at each step the relative L1 change
 of the first block's modulated input, rescaled by the model's calibration
@@ -274,7 +279,8 @@ terminal; otherwise a plain line appears every 10 seconds.`,
 				return runF(opts)
 			}
 			f := cmd.Flags()
-			opts.unset = unsetFlags{steps: !f.Changed("steps"), cfg: !f.Changed("cfg"), denseBelow: !f.Changed("dense-below"), shift: !f.Changed("shift")}
+			opts.unset = unsetFlags{steps: !f.Changed("steps"), cfg: !f.Changed("cfg"), denseBelow: !f.Changed("dense-below"), shift: !f.Changed("shift"),
+				coarseFrom: !f.Changed("coarse-from"), coarseRho: !f.Changed("coarse-rho")}
 			return Run(opts)
 		},
 	}
@@ -296,6 +302,8 @@ terminal; otherwise a plain line appears every 10 seconds.`,
 	f.Float64Var(&opts.Rho, "rho", 0, "DC checkpoints: tail-drop fraction ρ in [0, 1), the share of the router's boundaries dropped per sample")
 	f.Float64Var(&opts.RhoUncond, "rho-uncond", 0, "DC checkpoints: ρ of the unconditional branch (Lite-CFG; default: --rho)")
 	f.Float64Var(&opts.DenseBelow, "dense-below", 0, "DC checkpoints: run the steps below this timestep on every cell (the low-noise steps at full cost; 0: never; default: the checkpoint's recorded value, else 0)")
+	f.Float64Var(&opts.CoarseFrom, "coarse-from", 0, "DC checkpoints: the steps at and above this timestep drop at least --coarse-rho of their boundaries (the noisiest steps at a handful of tokens; 0: never; default: the checkpoint's recorded value, else 0)")
+	f.Float64Var(&opts.CoarseRho, "coarse-rho", 0, "DC checkpoints: the least tail-drop fraction of the steps from --coarse-from (default: the checkpoint's recorded value, else 0)")
 	f.StringVar(&opts.Captions, "captions", "", "Z-Image: safetensors file of caption features (cap_feats F32 [N, L, cap_feat_dim], cap_lens I64 [N]) from the text encoder, which dcdit does not run")
 	f.StringVar(&opts.Negative, "negative", "", "Z-Image: caption features of the negative prompts guidance contrasts with (N of them, or 1 for all)")
 	f.StringArrayVar(&opts.Prompts, "prompt", nil, "Z-Image: a prompt (repeat for several samples; instead of --captions), encoded by the repository's text encoder, or by a dcdit-trained toy's caption table")
@@ -339,6 +347,10 @@ func validate(cmd *cobra.Command, o *Options) error {
 		return cmdutil.Usagef(cmd, "--rho-uncond %v: want 0 ≤ ρ < 1 (the fraction of each sample's boundaries dropped)", o.RhoUncond)
 	case !(o.DenseBelow >= 0) || math.IsInf(o.DenseBelow, 0):
 		return cmdutil.Usagef(cmd, "--dense-below %v: want a timestep ≥ 0 (0: never)", o.DenseBelow)
+	case !(o.CoarseFrom >= 0) || math.IsInf(o.CoarseFrom, 0):
+		return cmdutil.Usagef(cmd, "--coarse-from %v: want a timestep ≥ 0 (0: never)", o.CoarseFrom)
+	case !validRho(o.CoarseRho):
+		return cmdutil.Usagef(cmd, "--coarse-rho %v: want 0 ≤ ρ < 1", o.CoarseRho)
 	case o.TeaCacheGiven && (!(o.TeaCache >= 0) || math.IsInf(o.TeaCache, 0)):
 		return cmdutil.Usagef(cmd, "--teacache %v: want a finite threshold ≥ 0", o.TeaCache)
 	case o.Lookback && o.TeaCache > 0:
@@ -388,13 +400,17 @@ func Run(opts *Options) error {
 	if flag := zimageFlag(opts); flag != "" {
 		return &cmdutil.UsageError{Err: fmt.Errorf("%s applies to Z-Image checkpoints; %s is a %s checkpoint, which is class-conditional (see 'dcdit sample --help')", flag, opts.Checkpoint, a)}
 	}
-	if opts.RhoGiven || opts.RhoUncondGiven || opts.DenseBelow != 0 || opts.Drop != "" || opts.Lookback {
+	if opts.RhoGiven || opts.RhoUncondGiven || opts.DenseBelow != 0 || opts.CoarseFrom != 0 || opts.CoarseRho != 0 || opts.Drop != "" || opts.Lookback {
 		flag := "--rho"
 		switch {
 		case opts.RhoUncondGiven && !opts.RhoGiven:
 			flag = "--rho-uncond"
 		case opts.DenseBelow != 0 && !opts.RhoGiven:
 			flag = "--dense-below"
+		case opts.CoarseFrom != 0 && !opts.RhoGiven:
+			flag = "--coarse-from"
+		case opts.CoarseRho != 0 && !opts.RhoGiven:
+			flag = "--coarse-rho"
 		case opts.Drop != "" && !opts.RhoGiven:
 			flag = "--drop"
 		case !opts.RhoGiven:

@@ -78,7 +78,7 @@ type Calibration struct {
 func Calibrate(ios *iostreams.IO, c Calibration, calib *sample.Calibration) (steps int, cfg float64, _ error) {
 	opts := &Options{IO: ios, Checkpoint: c.Checkpoint, Classes: c.Classes, Num: c.Num, Seed: c.Seed, Rho: c.Rho, RhoGiven: c.Rho != 0, NumHeads: c.NumHeads,
 		Steps: defaultSteps, CFG: defaultCFG, Out: c.Out, Quiet: true, calib: calib,
-		unset: unsetFlags{steps: c.Steps == 0, cfg: c.CFG == 0, denseBelow: true, shift: true}}
+		unset: unsetFlags{steps: c.Steps == 0, cfg: c.CFG == 0, denseBelow: true, coarseFrom: true, coarseRho: true, shift: true}}
 	if len(c.Prompts) > 0 {
 		opts.Prompts, opts.Classes, opts.Num, opts.Size = c.Prompts, []int{0}, 1, c.Size
 	}

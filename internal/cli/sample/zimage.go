@@ -113,6 +113,7 @@ func classFlag(o *Options) string {
 		{"--class", !slices.Equal(o.Classes, []int{0}) && len(o.Classes) > 0}, {"--num", o.Num != 1},
 		{"--num-heads", o.NumHeads != 0}, {"--cfg-all-channels", o.CFGAll},
 		{"--rho", o.RhoGiven}, {"--rho-uncond", o.RhoUncondGiven}, {"--dense-below", o.DenseBelow != 0},
+		{"--coarse-from", o.CoarseFrom != 0}, {"--coarse-rho", o.CoarseRho != 0},
 		{"--drop", o.Drop != ""},
 	} {
 		if f.set {
