@@ -146,9 +146,9 @@ type Options struct {
 	// steps. 0: never.
 	DenseBelow float64
 	// CoarseFrom makes the steps at timesteps at or above it drop at
-	// least CoarseRho of their boundaries in the ρ rows and the Lite-CFG
-	// row (dc.Schedule): the noisiest steps at a handful of tokens. 0:
-	// never.
+	// least CoarseRho of their boundaries in the rows and Lite-CFG
+	// branches with a budget (ρ > 0; dc.Schedule): the noisiest steps at
+	// a handful of tokens. 0: never.
 	CoarseFrom, CoarseRho float64
 	// NumInputs is the number of held-out noisy inputs (data samples
 	// 0..NumInputs−1, fewer if the data set is smaller); default 64.

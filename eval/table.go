@@ -120,10 +120,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(w, "drop: spread (ρ keeps as many boundaries as the tail drop, spread over the grid)")
 	}
 	if r.CoarseFrom > 0 {
-		fmt.Fprintf(w, "coarse: the steps at t ≥ %g drop at least ρ = %g of their boundaries in every row\n", r.CoarseFrom, r.CoarseRho)
+		fmt.Fprintf(w, "coarse: the steps at t ≥ %g drop at least ρ = %g of their boundaries in every row with ρ > 0\n", r.CoarseFrom, r.CoarseRho)
 	}
 	if r.Lookback {
-		fmt.Fprintln(w, "lookback: from the second sampling step each row keeps as many cells as the router, ranked where the previous step's clean estimate changes most, kept apart")
+		fmt.Fprintln(w, "lookback: from the second sampling step each row with ρ > 0 keeps as many cells as the router, ranked where the previous step's clean estimate changes most, kept apart")
 	}
 	if randoms {
 		fmt.Fprintln(w, "random: the same samples' noise with the kept cells drawn uniformly at random, as many per sample and step as the router kept")

@@ -44,8 +44,8 @@ type Sampling struct {
 	// (the recipe's eval.dense_below; `--dense-below`).
 	DenseBelow float64
 	// CoarseFrom makes the sampling steps at timesteps at or above it
-	// drop at least CoarseRho of their boundaries, whatever ρ
-	// (dc.Schedule; the recipe's eval.coarse_from and eval.coarse_rho;
+	// drop at least CoarseRho of their boundaries in a run with a budget
+	// (ρ > 0; dc.Schedule; the recipe's eval.coarse_from and eval.coarse_rho;
 	// `--coarse-from`, `--coarse-rho`). 0: never, and CoarseRho 0.
 	CoarseFrom, CoarseRho float64
 	// CFG is the guidance scale (the recipe's eval.cfg; `--cfg`, with the
@@ -172,7 +172,7 @@ func (s *Sampling) String() string {
 		out += ", never dense"
 	}
 	if s.CoarseFrom > 0 {
-		out += fmt.Sprintf(", ρ ≥ %g from t = %g", s.CoarseRho, s.CoarseFrom)
+		out += fmt.Sprintf(", budgets at ρ ≥ %g from t = %g", s.CoarseRho, s.CoarseFrom)
 	}
 	return out
 }

@@ -136,10 +136,9 @@ A DC checkpoint made by 'dcdit upcycle' records how its evaluation sampled
 eval.coarse_from and eval.coarse_rho and, for flow matching,
 diffusion.shift): each of --steps, --cfg, --dense-below, --coarse-from,
 --coarse-rho and --shift not given takes the recorded value, else its
-default. One line on
-stderr says what was used and where each value came from (flag,
-checkpoint or default), and a ρ (a row or --lite) outside the fractions
-the model was trained for is warned of.
+default. One line on stderr says what was used and where each value came
+from (flag, checkpoint or default), and a ρ (a row or --lite) outside the
+fractions the model was trained for is warned of.
 
 The rows are unguided unless --cfg > 1 (then both branches run at the row's
 ρ and the teacher is guided too). Lite-CFG runs the conditional branch at
@@ -263,7 +262,7 @@ teacher row's, bit for bit.`,
 	f.IntVar(&opts.Steps, "steps", defaultSteps, "DDPM sampling steps (the 1000 training steps respaced); a DC checkpoint's recorded value unless given")
 	f.IntVar(&opts.Batch, "batch", 16, "images per forward pass for the held-out inputs")
 	f.Float64Var(&opts.DenseBelow, "dense-below", 0, "run the sampling steps below this timestep on every cell (the low-noise steps at full cost; 0: never; default: a DC checkpoint's recorded value, else 0)")
-	f.Float64Var(&opts.CoarseFrom, "coarse-from", 0, "the sampling steps at and above this timestep drop at least --coarse-rho of their boundaries in every row (the noisiest steps at a handful of tokens; 0: never; default: a DC checkpoint's recorded value, else 0)")
+	f.Float64Var(&opts.CoarseFrom, "coarse-from", 0, "the sampling steps at and above this timestep drop at least --coarse-rho of their boundaries in every row with ρ > 0 (the noisiest steps at a handful of tokens; 0: never; default: a DC checkpoint's recorded value, else 0)")
 	f.Float64Var(&opts.CoarseRho, "coarse-rho", 0, "the least tail-drop fraction of the steps from --coarse-from (default: a DC checkpoint's recorded value, else 0)")
 	opts.ProbeT = slices.Clone(eval.DefaultProbeTimesteps)
 	f.Var((*timesteps)(&opts.ProbeT), "probe-t", "timesteps of the one-step error table, comma-separated (\"\": none)")
@@ -587,6 +586,12 @@ func resolveSampling(opts *Options, meta *checkpoint.Meta, flow bool) (notes []s
 	if has && r.CoarseFrom > 0 || !opts.unset.coarseFrom || !opts.unset.coarseRho {
 		opts.CoarseFrom = cmdutil.Pick(&used, "--coarse-from", !opts.unset.coarseFrom, opts.CoarseFrom, has, r.CoarseFrom, 0)
 		opts.CoarseRho = cmdutil.Pick(&used, "--coarse-rho", !opts.unset.coarseRho, opts.CoarseRho, has, r.CoarseRho, 0)
+	}
+	switch {
+	case opts.CoarseFrom == 0 && opts.CoarseRho != 0 && !opts.unset.coarseRho:
+		return nil, &cmdutil.UsageError{Err: fmt.Errorf("--coarse-rho %g: no step is coarse (give --coarse-from)", opts.CoarseRho)}
+	case opts.CoarseFrom == 0:
+		opts.CoarseRho = 0 // the recorded one, with its steps turned off
 	}
 	if flow {
 		opts.Shift = cmdutil.Pick(&used, "--shift", !opts.unset.shift, opts.Shift, has, r.Shift, flowmatch.DefaultConfig().Shift)

@@ -369,6 +369,12 @@ func resolveSampling(opts *Options, meta *checkpoint.Meta, process string, def s
 		opts.CoarseFrom = cmdutil.Pick(&used, "--coarse-from", !opts.unset.coarseFrom, opts.CoarseFrom, has, r.CoarseFrom, 0)
 		opts.CoarseRho = cmdutil.Pick(&used, "--coarse-rho", !opts.unset.coarseRho, opts.CoarseRho, has, r.CoarseRho, 0)
 	}
+	switch {
+	case opts.CoarseFrom == 0 && opts.CoarseRho != 0 && !opts.unset.coarseRho:
+		return nil, &cmdutil.UsageError{Err: fmt.Errorf("--coarse-rho %g: no step is coarse (give --coarse-from)", opts.CoarseRho)}
+	case opts.CoarseFrom == 0:
+		opts.CoarseRho = 0 // the recorded one, with its steps turned off
+	}
 	if process == checkpoint.ProcessFlowMatching {
 		opts.Shift = cmdutil.Pick(&used, "--shift", !opts.unset.shift, opts.Shift, has, r.Shift, def.shift)
 	}

@@ -302,7 +302,7 @@ terminal; otherwise a plain line appears every 10 seconds.`,
 	f.Float64Var(&opts.Rho, "rho", 0, "DC checkpoints: tail-drop fraction ρ in [0, 1), the share of the router's boundaries dropped per sample")
 	f.Float64Var(&opts.RhoUncond, "rho-uncond", 0, "DC checkpoints: ρ of the unconditional branch (Lite-CFG; default: --rho)")
 	f.Float64Var(&opts.DenseBelow, "dense-below", 0, "DC checkpoints: run the steps below this timestep on every cell (the low-noise steps at full cost; 0: never; default: the checkpoint's recorded value, else 0)")
-	f.Float64Var(&opts.CoarseFrom, "coarse-from", 0, "DC checkpoints: the steps at and above this timestep drop at least --coarse-rho of their boundaries (the noisiest steps at a handful of tokens; 0: never; default: the checkpoint's recorded value, else 0)")
+	f.Float64Var(&opts.CoarseFrom, "coarse-from", 0, "DC checkpoints: at ρ > 0, the steps at and above this timestep drop at least --coarse-rho of their boundaries (the noisiest steps at a handful of tokens; 0: never; default: the checkpoint's recorded value, else 0)")
 	f.Float64Var(&opts.CoarseRho, "coarse-rho", 0, "DC checkpoints: the least tail-drop fraction of the steps from --coarse-from (default: the checkpoint's recorded value, else 0)")
 	f.StringVar(&opts.Captions, "captions", "", "Z-Image: safetensors file of caption features (cap_feats F32 [N, L, cap_feat_dim], cap_lens I64 [N]) from the text encoder, which dcdit does not run")
 	f.StringVar(&opts.Negative, "negative", "", "Z-Image: caption features of the negative prompts guidance contrasts with (N of them, or 1 for all)")
