@@ -41,6 +41,25 @@ func Pick[T any](used *[]Setting, flag string, given bool, value T, recorded boo
 	return v
 }
 
+// PickCoarse resolves --coarse-from and --coarse-rho (the values from and
+// rho, each given or not) as Pick resolves a setting, from the record r
+// when has: they join used only when a flag gives one or r has coarse
+// steps. A --coarse-rho with no step coarse is a usage error; a recorded
+// ρ whose steps --coarse-from 0 turns off is dropped.
+func PickCoarse(used *[]Setting, from, rho *float64, fromGiven, rhoGiven, has bool, r checkpoint.Sampling) error {
+	if has && r.CoarseFrom > 0 || fromGiven || rhoGiven {
+		*from = Pick(used, "--coarse-from", fromGiven, *from, has, r.CoarseFrom, 0)
+		*rho = Pick(used, "--coarse-rho", rhoGiven, *rho, has, r.CoarseRho, 0)
+	}
+	switch {
+	case *from == 0 && *rho != 0 && rhoGiven:
+		return &UsageError{Err: fmt.Errorf("--coarse-rho %g: no step is coarse (give --coarse-from)", *rho)}
+	case *from == 0:
+		*rho = 0
+	}
+	return nil
+}
+
 // SettingsLine is the one line a command prints about the settings it
 // used: "sampling with --steps 25 (checkpoint), --cfg 4 (flag), …".
 func SettingsLine(what string, used []Setting) string {

@@ -583,15 +583,8 @@ func resolveSampling(opts *Options, meta *checkpoint.Meta, flow bool) (notes []s
 	opts.Steps = cmdutil.Pick(&used, "--steps", !opts.unset.steps, opts.Steps, has, r.Steps, defaultSteps)
 	opts.CFG = cmdutil.Pick(&used, "--cfg", !opts.unset.cfg, opts.CFG, has, r.CFG, defaultCFG)
 	opts.DenseBelow = cmdutil.Pick(&used, "--dense-below", !opts.unset.denseBelow, opts.DenseBelow, has, r.DenseBelow, 0)
-	if has && r.CoarseFrom > 0 || !opts.unset.coarseFrom || !opts.unset.coarseRho {
-		opts.CoarseFrom = cmdutil.Pick(&used, "--coarse-from", !opts.unset.coarseFrom, opts.CoarseFrom, has, r.CoarseFrom, 0)
-		opts.CoarseRho = cmdutil.Pick(&used, "--coarse-rho", !opts.unset.coarseRho, opts.CoarseRho, has, r.CoarseRho, 0)
-	}
-	switch {
-	case opts.CoarseFrom == 0 && opts.CoarseRho != 0 && !opts.unset.coarseRho:
-		return nil, &cmdutil.UsageError{Err: fmt.Errorf("--coarse-rho %g: no step is coarse (give --coarse-from)", opts.CoarseRho)}
-	case opts.CoarseFrom == 0:
-		opts.CoarseRho = 0 // the recorded one, with its steps turned off
+	if err := cmdutil.PickCoarse(&used, &opts.CoarseFrom, &opts.CoarseRho, !opts.unset.coarseFrom, !opts.unset.coarseRho, has, r); err != nil {
+		return nil, err
 	}
 	if flow {
 		opts.Shift = cmdutil.Pick(&used, "--shift", !opts.unset.shift, opts.Shift, has, r.Shift, flowmatch.DefaultConfig().Shift)
