@@ -413,3 +413,65 @@ func TestForwardKeptGate(t *testing.T) {
 		t.Fatal("no boundary the tail drop removed has a gradient: nothing tested")
 	}
 }
+
+// ForwardChoosing trains the router on its own choices only: in a sample
+// whose cells a Chooser changed its logits take no gradient, in a sample
+// the Chooser left alone they take Forward's, and the prediction is the
+// one PredictChoosing gives.
+func TestForwardChoosingTrainsTheRouterOnItsOwnCells(t *testing.T) {
+	m := scaffoldAround(t, randomDiT(t, 2, 7), nil)
+	lo, hi, _ := m.Params.Range("final_layer.linear.weight")
+	copy(m.Params.Data[lo:hi], randn(8, hi-lo))
+	cfg := m.Config
+	L := cfg.Cells()
+	x := randn(6, 2*cfg.InChannels*cfg.Tokens())
+	in := cond.Input{T: []float32{10, 600}, Labels: []int{1, 2}}
+	tokens := dc.ToTokens(x, 2, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
+	w := randn(7, 2*L*cfg.CellOut())
+	// Sample 1 keeps its cells shifted by one (as many), sample 0 the router's.
+	var shift dc.Chooser = func(kept []bool, batch int) ([]bool, error) {
+		out := slices.Clone(kept)
+		for l := range L {
+			out[L+l] = kept[L+(l+1)%L]
+		}
+		return out, nil
+	}
+	run := func(choose dc.Chooser) (*dc.Result, []float32) {
+		cv, err := m.Backbone.Condition(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := mat.NewDense[float32](mat.WithShape(2*L, cfg.CellIn()), mat.WithBacking(slices.Clone(tokens)))
+		x.SetRequiresGrad(false)
+		res, err := m.ForwardChoosing(x, cv, []float32{0.5}, choose, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		loss := ops.Sum(ops.Mul(res.Out, mat.NewDense[float32](mat.WithShape(res.Out.Shape()...), mat.WithBacking(w))))
+		if err := ops.Backward(loss); err != nil {
+			t.Fatal(err)
+		}
+		return res, slices.Clone(mat.Data[float32](res.Routing.Logit.Value().Grad()))
+	}
+	router, own := run(nil)
+	chosen, g := run(shift)
+	if slices.Equal(chosen.Chunks.Kept[L:], router.Chunks.Kept[L:]) {
+		t.Fatal("the chooser changed nothing: nothing tested")
+	}
+	if !slices.Equal(g[:L], own[:L]) {
+		t.Errorf("the sample with the router's cells: logit gradient %v, want Forward's %v", g[:4], own[:4])
+	}
+	if slices.ContainsFunc(own[:L], func(v float32) bool { return v != 0 }) == false {
+		t.Error("no logit gradient in the router's own sample: nothing tested")
+	}
+	if i := slices.IndexFunc(g[L:], func(v float32) bool { return v != 0 }); i >= 0 {
+		t.Errorf("the chosen sample's cell %d has logit gradient %g, want none", i, g[L+i])
+	}
+	want, _, err := m.PredictChoosing(x, in, []float32{0.5}, shift)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := dc.FromTokens(mat.Data[float32](chosen.Out.Value()), 2, cfg.OutChannels, cfg.GridRows, cfg.GridCols, cfg.Patch()); !slices.Equal(got, want) {
+		t.Error("ForwardChoosing predicts other than PredictChoosing")
+	}
+}

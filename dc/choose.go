@@ -129,3 +129,26 @@ func ChangeKeep(x0 []float32, samples, channels, rows, cols, patch int) (Chooser
 		return out, nil
 	}, nil
 }
+
+// BudgetsOnly is choose for the samples whose drop fraction frac (one per
+// sample) is a budget (> 0) and the router's choice for the others (nil:
+// nil): ρ 0 is the model at its best, whose cells are the router's, and a
+// dense sample keeps every cell whoever chooses.
+func BudgetsOnly(choose Chooser, frac []float32) Chooser {
+	if choose == nil {
+		return nil
+	}
+	return func(kept []bool, batch int) ([]bool, error) {
+		chosen, err := choose(kept, batch)
+		if err != nil || len(chosen) != len(kept) || len(frac) != batch {
+			return chosen, err
+		}
+		L := len(kept) / batch
+		for b, f := range frac {
+			if f == 0 {
+				copy(chosen[b*L:(b+1)*L], kept[b*L:(b+1)*L])
+			}
+		}
+		return chosen, nil
+	}
+}

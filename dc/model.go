@@ -83,6 +83,16 @@ func (m *Model) ForwardKeptGate(x mat.Tensor, cv cond.Value, frac []float32) (*R
 	return m.forward(x, cv, frac, nil, nil, true)
 }
 
+// ForwardChoosing is Forward, or ForwardKeptGate when keptGate is set,
+// with the kept cells chosen by choose in place of the router's (Chooser;
+// nil: the router's), so that training sees the cells a sampler that
+// chooses them keeps (sample.Lookback). Gradients flow as in Forward,
+// except to the router from a sample whose cells choose changed: that
+// choice was not the router's to learn from.
+func (m *Model) ForwardChoosing(x mat.Tensor, cv cond.Value, frac []float32, choose Chooser, keptGate bool) (*Result, error) {
+	return m.forward(x, cv, frac, choose, nil, keptGate)
+}
+
 // forward is Forward with the kept cells, when choose is set, chosen by
 // choose instead of the router (Chooser), and then, when plan is set,
 // replaced by plan's (Planner), and with the gate on the kept cells when
@@ -139,11 +149,14 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 	if err != nil {
 		return nil, err
 	}
-	var probRows []int // the rows of Routing.P the de-chunk reads: the kept cells' own without a Chooser
+	var probRows []int    // the rows of Routing.P the de-chunk reads: the kept cells' own without a Chooser
+	prob := res.Routing.P // what the de-chunk and the gate read
 	if choose != nil {
+		routerKept := kept
 		if kept, probRows, err = choose.apply(kept, g.batch); err != nil {
 			return nil, err
 		}
+		prob = ownedOnly(prob, routerKept, kept, g.batch)
 	}
 	tokens := func(cells []int) mat.Tensor { return ops.GatherRows(enc, cells) }
 	if cfg.TokenEmbedder {
@@ -185,7 +198,7 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 
 	// De-chunk: smoothing over the kept tokens, plug-back onto the grid,
 	// straight-through confidence gate, residual.
-	pKept := ops.GatherRows(res.Routing.P, probRows)
+	pKept := ops.GatherRows(prob, probRows)
 	res.DeChunked = ops.DeChunk(main, pKept, ch.Offsets, ch.Pos, cfg.Sigma, ProbClamp)
 	back := ops.GatherRows(res.DeChunked, ch.plugBackRows()) // [B·L, D]
 	// Each cell's kept cell, for the paths relative to it.
@@ -198,6 +211,9 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 		residual = ops.Linear(ops.Sub(enc, ops.GatherRows(enc, tokenCell)), m.p("hnet.residual_proj.weight"), nil)
 	}
 	gate := res.Routing.Confidence
+	if prob != res.Routing.P {
+		gate = confidence(prob, res.Routing.Natural)
+	}
 	if keptGate {
 		// The router's decision after tail dropping: a boundary it kept.
 		// A cell kept only because its sample runs dense stays the
@@ -206,7 +222,7 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 		for i, k := range kept {
 			marked[i] = k && res.Routing.Natural[i]
 		}
-		gate = confidence(res.Routing.P, marked)
+		gate = confidence(prob, marked)
 	}
 	h = ops.Add(ops.ScaleRows(back, ops.STE(gate)), residual)
 	var wide mat.Tensor
@@ -230,6 +246,37 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 		res.Out = ops.Add(res.Out, ops.Modulate(ops.Linear(diff, m.p("latent_skip.weight"), nil), zero, scale, g.offsets()))
 	}
 	return res, nil
+}
+
+// ownedOnly is the router's probabilities prob [B·L, 1] with the rows of
+// every sample whose cells a Chooser changed (chosen differs from the
+// router's kept) read as constants: the router learns nothing from a
+// choice that was not its own. Trained through them, it was told to raise
+// or lower cells it did not keep by the tokens of other cells. The values
+// are prob's; prob itself when no sample changed.
+func ownedOnly(prob mat.Tensor, kept, chosen []bool, batch int) mat.Tensor {
+	L := len(kept) / batch
+	own := make([]float32, len(kept))
+	changed := false
+	for b := range batch {
+		if slices.Equal(kept[b*L:(b+1)*L], chosen[b*L:(b+1)*L]) {
+			for l := range L {
+				own[b*L+l] = 1
+			}
+		} else {
+			changed = true
+		}
+	}
+	if !changed {
+		return prob
+	}
+	N := len(kept)
+	other := make([]float32, N)
+	for i, o := range own {
+		other[i] = 1 - o
+	}
+	fixed := constant(N, 1, append([]float32(nil), mat.Data[float32](prob.Value())...))
+	return ops.Add(ops.Mul(prob, constant(N, 1, own)), ops.Mul(fixed, constant(N, 1, other)))
 }
 
 // DetachedLogits runs the router again on a copy of this pass's encoder

@@ -110,6 +110,17 @@ type Budget struct {
 	// it, as sampling with the same dense_below does (dc.FracAt): the
 	// drawn ρ applies to the noisier samples only.
 	DenseBelow float64
+	// CoarseFrom, when > 0, makes a sample with a budget (ρ > 0) whose
+	// timestep is at or above it drop at least CoarseRho of its
+	// boundaries, as sampling with the same eval.coarse_from and
+	// eval.coarse_rho does (dc.Schedule), so that the model is trained at
+	// the coarse steps it is sampled with.
+	CoarseFrom, CoarseRho float64
+}
+
+// schedule is the budget's dc.Schedule.
+func (b Budget) schedule() dc.Schedule {
+	return dc.Schedule{DenseBelow: float32(b.DenseBelow), CoarseFrom: float32(b.CoarseFrom), CoarseRho: float32(b.CoarseRho)}
 }
 
 // noiseTimesteps are a batch's noise levels as timesteps, the scale
@@ -152,14 +163,15 @@ func (o *DCObjective) cleanMap(proc diffusion.Process, levels []int) (a, c []flo
 }
 
 // fracs gives each sample of a batch drawn at timesteps ts its drop
-// fraction: the step's ρ, or dc.Dense below DenseBelow.
+// fraction: the step's ρ, dc.Dense below DenseBelow, at least CoarseRho
+// from CoarseFrom (dc.Schedule).
 func (b Budget) fracs(rho float64, ts []float32) []float32 {
-	if !(b.DenseBelow > 0) {
+	if !(b.DenseBelow > 0) && !(b.CoarseFrom > 0) {
 		return []float32{float32(rho)}
 	}
 	f := make([]float32, len(ts))
 	for i, t := range ts {
-		f[i] = dc.FracAt(float32(rho), t, float32(b.DenseBelow))
+		f[i] = b.schedule().Frac(float32(rho), t)
 	}
 	return f
 }
@@ -273,6 +285,18 @@ type DCObjective struct {
 	// KeptGate trains through dc.Model.ForwardKeptGate: the gate's
 	// gradient ranks a boundary the tail drop removed lower, not higher.
 	KeptGate bool
+	// Lookback, when > 0, is the share of the samples with a budget (ρ >
+	// 0, not dense), drawn per sample, trained on the cells dc.ChangeKeep
+	// ranks on the teacher's clean estimate at their input, as many as
+	// the router keeps: the cells sampling with lookback keeps
+	// (sample.Lookback ranks them on the previous step's estimate, one
+	// step noisier). Trained on the router's cells only, the decoder
+	// learns to fill in around a choice that sampling does not make. The
+	// router learns from the other samples alone
+	// (dc.Model.ForwardChoosing), and it needs them: with every budget on
+	// the lookback cells, its ρ 0 choice fell apart (docs/results.md).
+	// Distillation only.
+	Lookback float64
 	// WidthTarget, when > 0, is DyDiT's target FLOPs ratio λ for a
 	// width-gated backbone (family.WidthGated, which the model's must be):
 	// the loss adds WidthWeight·(r − λ)², r the batch's FLOPs ratio of the
@@ -410,11 +434,22 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 	if err != nil {
 		return Metrics{}, err
 	}
-	forward := o.Model.Forward
-	if o.KeptGate {
-		forward = o.Model.ForwardKeptGate
+	fracs := o.Budget.fracs(rho, steps)
+	var target []float32 // the teacher's prediction, when distilling
+	var choose dc.Chooser
+	if o.Loss == DistillL1 || o.Loss == DistillL2 {
+		if target, err = o.teacher(xt, in); err != nil {
+			return Metrics{}, err
+		}
+		if o.Lookback > 0 {
+			if choose, err = o.lookback(proc, target, tokens, t, o.lookbackFracs(fracs, B, rng), B); err != nil {
+				return Metrics{}, err
+			}
+		}
+	} else if o.Lookback > 0 {
+		return Metrics{}, fmt.Errorf("distill: lookback ranks cells on the teacher's clean estimate, the %s loss has no teacher", o.Loss)
 	}
-	res, err := forward(x, cv, o.Budget.fracs(rho, steps))
+	res, err := o.Model.ForwardChoosing(x, cv, fracs, choose, o.KeptGate)
 	if err != nil {
 		return Metrics{}, err
 	}
@@ -424,10 +459,6 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 	var routerTerm mat.Tensor // RouterTargetWeight's surrogate, Σ logit·∂loss/∂logit
 	switch o.Loss {
 	case DistillL1, DistillL2:
-		target, err := o.teacher(xt, in)
-		if err != nil {
-			return Metrics{}, err
-		}
 		if o.RouterTargetWeight > 0 {
 			a, c, err := o.cleanMap(proc, t)
 			if err != nil {
@@ -529,6 +560,59 @@ func (o *DCObjective) widthPenalty(cv cond.Value, lengths []int, m *Metrics) (ma
 	m.Width = float64(mat.Data[float32](r.Value())[0])
 	m.Loss += float64(mat.Data[float32](pen.Value())[0])
 	return pen, nil
+}
+
+// lookbackFracs is the batch's drop fractions fracs (one, or one per
+// sample) with each budget drawn out of Lookback's share set to 0 (so
+// that dc.BudgetsOnly leaves it the router's cells); the draws come from
+// rng only when the share is below 1.
+func (o *DCObjective) lookbackFracs(fracs []float32, B int, rng *rand.Rand) []float32 {
+	if len(fracs) != B {
+		fracs = slices.Repeat(fracs[:1], B)
+	} else {
+		fracs = slices.Clone(fracs)
+	}
+	if o.Lookback >= 1 {
+		return fracs
+	}
+	for i, f := range fracs {
+		if f > 0 && !(rng.Float64() < o.Lookback) {
+			fracs[i] = 0
+		}
+	}
+	return fracs
+}
+
+// lookback is the Chooser of a batch of B samples at noise levels t whose
+// budgets (drop fractions frac, one per sample) choose their cells on the
+// teacher's clean estimate (Lookback): dc.ChangeKeep on keepTargets' affine
+// map of it, whose per-sample scale leaves the ranks alone; a fraction of
+// 0 keeps the router's.
+func (o *DCObjective) lookback(proc diffusion.Process, pred, tokens []float32, t []int, fracs []float32, B int) (dc.Chooser, error) {
+	cfg := o.Model.Config
+	if len(fracs) != B {
+		return nil, fmt.Errorf("distill: lookback: %d drop fractions for %d samples", len(fracs), B)
+	}
+	a, c, err := o.cleanMap(proc, t)
+	if err != nil {
+		return nil, err
+	}
+	L, k, stride := cfg.Cells(), cfg.CellIn(), cfg.CellOut()
+	u := make([]float32, B*L*k)
+	for b := range B {
+		for l := range L {
+			r := b*L + l
+			for j := range k {
+				u[r*k+j] = float32(a[b]*float64(pred[r*stride+j]) + c[b]*float64(tokens[r*k+j]))
+			}
+		}
+	}
+	x0 := dc.FromTokens(u, B, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
+	choose, err := dc.ChangeKeep(x0, B, cfg.InChannels, cfg.CellRows(), cfg.CellCols(), cfg.Patch())
+	if err != nil {
+		return nil, fmt.Errorf("distill: lookback: %w", err)
+	}
+	return dc.BudgetsOnly(choose, fracs), nil
 }
 
 // teacher returns the frozen teacher's prediction at (x_t, in) in the DC
@@ -715,6 +799,12 @@ func (o *DCObjective) Settings() map[string]string {
 	}
 	if o.KeptGate {
 		s["router_gate"] = "kept"
+	}
+	if o.Budget.CoarseFrom > 0 {
+		s["coarse_from"], s["coarse_rho"] = num(o.Budget.CoarseFrom), num(o.Budget.CoarseRho)
+	}
+	if o.Lookback > 0 {
+		s["lookback"] = num(o.Lookback)
 	}
 	if o.WidthTarget > 0 {
 		s["dydit_lambda"], s["dydit_weight"] = num(o.WidthTarget), num(o.WidthWeight)

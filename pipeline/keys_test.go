@@ -116,6 +116,7 @@ func TestEveryRecipeKeyIsUsedOrRefused(t *testing.T) {
 		"stage.min_lr": e(`1e-4`, changes), "stage.warmup_steps": e(`1`, changes), "stage.loss": d0(`"l2"`, changes),
 		"stage.target": d0(`"eps"`, changes), "stage.trainable": e(`["scaffold"]`, changes), "stage.frozen": e(`["router"]`, changes),
 		"stage.rho": e(`[0.0, 0.4]`, changes), "stage.multi_budget_start": e(`2`, changes), "stage.dense_fraction": e(`0.25`, changes), "stage.dense_below": e(`500.0`, changes),
+		"stage.coarse_from": d0(`800.0`, changes), "stage.coarse_rho": d0(`0.9`, rejected), "stage.lookback": d0(`0.5`, changes),
 		"stage.ratio_loss_weight": e(`0.1`, changes), "stage.class_dropout": e(`0.3`, changes), "stage.grad_clip": e(`0.5`, changes),
 		"stage.router_lr_scale": e(`2.0`, changes), "stage.class_embedder_lr_scale": e(`10.0`, changes), "stage.ema_decay": e(`0.9`, changes), "stage.weight_decay": e(`0.01`, changes),
 		"stage.betas": e(`[0.8, 0.99]`, changes), "stage.eps": e(`1e-6`, changes),

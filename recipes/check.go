@@ -313,6 +313,27 @@ func checkStages(p *problems, r *Recipe) {
 		} else if r.Scaffold == nil && st.DenseBelow != 0 {
 			p.bad(k("dense_below"), st.DenseBelow, "0 without [scaffold] (every step of a plain DiT is dense)")
 		}
+		switch {
+		case !(st.CoarseFrom >= 0 && st.CoarseFrom <= float64(r.Diffusion.Steps)):
+			p.bad(k("coarse_from"), st.CoarseFrom, "a timestep in 0..%d (diffusion.steps)", r.Diffusion.Steps)
+		case st.CoarseFrom > 0 && st.CoarseFrom <= st.DenseBelow:
+			p.bad(k("coarse_from"), st.CoarseFrom, "a timestep above dense_below = %g (the samples below it keep every cell)", st.DenseBelow)
+		case !(st.CoarseRho >= 0 && st.CoarseRho < 1):
+			p.bad(k("coarse_rho"), st.CoarseRho, "a tail-drop fraction 0 ≤ ρ < 1")
+		case st.CoarseFrom == 0 && st.CoarseRho != 0:
+			p.bad(k("coarse_rho"), st.CoarseRho, "0 without coarse_from (no sample is coarse)")
+		case st.CoarseFrom > 0 && r.Scaffold == nil:
+			p.bad(k("coarse_from"), st.CoarseFrom, "0 without [scaffold] (a plain DiT drops nothing)")
+		}
+		switch {
+		case !(st.Lookback >= 0 && st.Lookback <= 1):
+			p.bad(k("lookback"), st.Lookback, "a share in [0, 1]")
+		case st.Lookback == 0:
+		case r.Scaffold == nil:
+			p.bad(k("lookback"), st.Lookback, "0 without [scaffold] (a plain DiT keeps every cell)")
+		case st.Kind != KindDistill || (st.Loss != "l1" && st.Loss != "l2"):
+			p.add(k("lookback"), "found %g, expected 0 in a %s stage with loss %q: lookback ranks the cells on the teacher's clean estimate, which only distillation (loss l1 or l2) has", st.Lookback, st.Kind, st.Loss)
+		}
 		if !(st.RatioLossWeight >= 0) {
 			p.bad(k("ratio_loss_weight"), st.RatioLossWeight, "a number ≥ 0")
 		} else if r.Scaffold == nil && st.RatioLossWeight != 0 {

@@ -207,6 +207,9 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 		setDefault(d, k("multi_budget_start"), &st.MultiBudgetStart, mbs)
 		setDefault(d, k("dense_fraction"), &st.DenseFraction, 0.0)
 		setDefault(d, k("dense_below"), &st.DenseBelow, 0.0)
+		setDefault(d, k("coarse_from"), &st.CoarseFrom, 0.0)
+		setDefault(d, k("coarse_rho"), &st.CoarseRho, 0.0)
+		setDefault(d, k("lookback"), &st.Lookback, 0.0)
 		ratio := 0.0
 		if scaffold {
 			ratio = r.Scaffold.Router.RatioLossWeight

@@ -1100,6 +1100,15 @@ func budgets(st *Stage, isDC bool) string {
 	if st.DenseBelow > 0 {
 		s = fmt.Sprintf("%s; every cell kept below t = %g", s, st.DenseBelow)
 	}
+	if st.CoarseFrom > 0 {
+		s = fmt.Sprintf("%s; a budget drops at least ρ = %g from t = %g", s, st.CoarseRho, st.CoarseFrom)
+	}
+	switch {
+	case st.Lookback >= 1:
+		s += "; every budget keeps the cells ranked on the teacher's clean estimate"
+	case st.Lookback > 0:
+		s = fmt.Sprintf("%s; a share %g of the budgets keeps the cells ranked on the teacher's clean estimate", s, st.Lookback)
+	}
 	if st.MultiBudgetStart > 0 {
 		s = fmt.Sprintf("ρ = 0 for steps 1–%d, then %s", st.MultiBudgetStart, s)
 	}
@@ -1120,17 +1129,28 @@ func meanForward(pl *Plan, m *planned, st *Stage, diffusionSteps int) float64 {
 	// Timesteps are drawn uniformly, so a share dense_below/steps of the
 	// samples keeps every cell whatever the step's ρ.
 	below := min(st.DenseBelow/float64(diffusionSteps), 1)
-	mix := func(sparse float64) float64 { return below*dense + (1-below)*sparse }
+	// and a share of them at or above coarse_from drops at least coarse_rho.
+	coarse := 0.0
+	if st.CoarseFrom > 0 {
+		coarse = max(1-st.CoarseFrom/float64(diffusionSteps), 0)
+	}
+	mix := func(rho float64) float64 {
+		c := at(rho)
+		if rho > 0 {
+			c = at(max(rho, st.CoarseRho))
+		}
+		return below*dense + coarse*c + (1-below-coarse)*at(rho)
+	}
 	var mean float64
 	for _, rho := range st.Rho {
-		mean += at(rho)
+		mean += mix(rho)
 	}
-	mean = st.DenseFraction*dense + (1-st.DenseFraction)*mix(mean/float64(len(st.Rho)))
+	mean = st.DenseFraction*dense + (1-st.DenseFraction)*mean/float64(len(st.Rho))
 	warm := float64(min(st.MultiBudgetStart, st.Steps))
 	if len(st.Rho) == 1 && st.DenseFraction == 0 {
 		warm = 0
 	}
-	return (warm*mix(at(0)) + (float64(st.Steps)-warm)*mean) / float64(st.Steps)
+	return (warm*mix(0) + (float64(st.Steps)-warm)*mean) / float64(st.Steps)
 }
 
 // memoryWith is memory given one sample's activation floats.

@@ -237,6 +237,20 @@ func TestToyRecipe(t *testing.T) {
 	if !(math.Abs(prevCost-dense) <= 1e-9*dense) {
 		t.Errorf("every sample below dense_below: %.6g FLOP per sample, want the dense forward's %.6g", prevCost, dense)
 	}
+	// Coarse training samples cost what coarse_rho keeps: a stage whose ρ
+	// are all below it is cheaper with them, one at ρ 0 alone is not.
+	for _, tt := range []struct {
+		rho     []float64
+		cheaper bool
+	}{{[]float64{0, 0.3, 0.6}, true}, {[]float64{0}, false}} {
+		s := st
+		s.Rho, s.DenseBelow = tt.rho, 500
+		was := meanForward(pl, nil, &s, 1000)
+		s.CoarseFrom, s.CoarseRho = 800, 0.9
+		if got := meanForward(pl, nil, &s, 1000); (got < was) != tt.cheaper || !(got > 0) {
+			t.Errorf("ρ %v, coarse from t = 800 at 0.9: %.4g FLOP per sample, %.4g without, want cheaper: %v", tt.rho, got, was, tt.cheaper)
+		}
+	}
 	var total float64
 	for _, s := range pl.Stages {
 		total += s.PFLOPsTotal * 1e15

@@ -577,6 +577,22 @@ type Stage struct {
 	// eval.dense_below does, on the noisy steps. Default: 0 (every sample
 	// at the step's ρ).
 	DenseBelow float64 `toml:"dense_below"`
+	// CoarseFrom, when > 0, makes a sample with a budget (ρ > 0) drawn at
+	// a timestep at or above it drop at least CoarseRho of its
+	// boundaries (DC stages only; above dense_below): the coarse steps of
+	// eval.coarse_from and eval.coarse_rho, trained as sampled. Default:
+	// 0 (none).
+	CoarseFrom float64 `toml:"coarse_from"`
+	// CoarseRho is the least tail-drop fraction at the coarse steps
+	// (0 ≤ it < 1; needs coarse_from). Default: 0.
+	CoarseRho float64 `toml:"coarse_rho"`
+	// Lookback is the share (0 ≤ it ≤ 1) of the samples with a budget
+	// (ρ > 0, not dense) trained on the cells an ideal router ranks on
+	// the teacher's clean estimate, as many as the router keeps: the
+	// cells eval.lookback keeps at sampling, ranked there on the previous
+	// step's estimate (distill stages with an l1 or l2 loss only). The
+	// router learns from the others. Default: 0 (the router's cells).
+	Lookback float64 `toml:"lookback"`
 	// RatioLossWeight is λ for this stage. Default: the scaffold's
 	// router.ratio_loss_weight.
 	RatioLossWeight float64 `toml:"ratio_loss_weight"`

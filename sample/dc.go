@@ -139,7 +139,7 @@ func (d *DC) Forward(x, t []float32, c Conditions, guided bool) ([]float32, *dc.
 		if choose, err = d.Lookback.chooser(d.Model.Config, n); err != nil {
 			return nil, nil, err
 		}
-		choose = budgetsOnly(choose, frac)
+		choose = dc.BudgetsOnly(choose, frac)
 	}
 	if d.Cache != nil && d.Model.Config.DroppedContext {
 		return nil, nil, errors.New("sample: a step cache does not run a model with dropped_context yet: its probe would run the context convolution a second time, outside the FLOPs counted")
@@ -243,27 +243,6 @@ func (l *Lookback) chooser(cfg *dc.Config, n int) (dc.Chooser, error) {
 		return nil, fmt.Errorf("sample: lookback: the last step had %d latent values, this one %d samples of %d", len(l.prev), n, cfg.InChannels*cfg.Tokens())
 	}
 	return dc.ChangeKeep(l.prev, n, cfg.InChannels, cfg.CellRows(), cfg.CellCols(), cfg.Patch())
-}
-
-// budgetsOnly is choose for the samples whose drop fraction frac is a
-// budget (> 0) and the router's choice for the others (nil: nil).
-func budgetsOnly(choose dc.Chooser, frac []float32) dc.Chooser {
-	if choose == nil {
-		return nil
-	}
-	return func(kept []bool, batch int) ([]bool, error) {
-		chosen, err := choose(kept, batch)
-		if err != nil || len(chosen) != len(kept) || len(frac) != batch {
-			return chosen, err
-		}
-		L := len(kept) / batch
-		for b, f := range frac {
-			if f == 0 {
-				copy(chosen[b*L:(b+1)*L], kept[b*L:(b+1)*L])
-			}
-		}
-		return chosen, nil
-	}
 }
 
 // record keeps the clean estimate of a step's first n samples (the
