@@ -374,23 +374,7 @@ func TestForwardKeptGate(t *testing.T) {
 	in := cond.Input{T: []float32{10, 600}, Labels: []int{1, 2}}
 	tokens := dc.ToTokens(x, 2, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
 	w := randn(7, 2*cfg.Cells()*cfg.CellOut()) // a random linear loss on the output
-	run := func(forward func(mat.Tensor, cond.Value, []float32) (*dc.Result, error)) (*dc.Result, []float32) {
-		cv, err := m.Backbone.Condition(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x := mat.NewDense[float32](mat.WithShape(2*cfg.Cells(), cfg.CellIn()), mat.WithBacking(slices.Clone(tokens)))
-		x.SetRequiresGrad(false)
-		res, err := forward(x, cv, []float32{0.5})
-		if err != nil {
-			t.Fatal(err)
-		}
-		loss := ops.Sum(ops.Mul(res.Out, mat.NewDense[float32](mat.WithShape(res.Out.Shape()...), mat.WithBacking(w))))
-		if err := ops.Backward(loss); err != nil {
-			t.Fatal(err)
-		}
-		return res, slices.Clone(mat.Data[float32](res.Routing.Logit.Value().Grad()))
-	}
+	run := func(forward forwardFunc) (*dc.Result, []float32) { return logitGrad(t, m, in, tokens, w, forward) }
 	natural, gn := run(m.Forward)
 	kept, gk := run(m.ForwardKeptGate)
 	if !slices.Equal(mat.Data[float32](natural.Out.Value()), mat.Data[float32](kept.Out.Value())) {
@@ -437,21 +421,9 @@ func TestForwardChoosingTrainsTheRouterOnItsOwnCells(t *testing.T) {
 		return out, nil
 	}
 	run := func(choose dc.Chooser) (*dc.Result, []float32) {
-		cv, err := m.Backbone.Condition(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x := mat.NewDense[float32](mat.WithShape(2*L, cfg.CellIn()), mat.WithBacking(slices.Clone(tokens)))
-		x.SetRequiresGrad(false)
-		res, err := m.ForwardChoosing(x, cv, []float32{0.5}, choose, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		loss := ops.Sum(ops.Mul(res.Out, mat.NewDense[float32](mat.WithShape(res.Out.Shape()...), mat.WithBacking(w))))
-		if err := ops.Backward(loss); err != nil {
-			t.Fatal(err)
-		}
-		return res, slices.Clone(mat.Data[float32](res.Routing.Logit.Value().Grad()))
+		return logitGrad(t, m, in, tokens, w, func(x mat.Tensor, cv cond.Value, frac []float32) (*dc.Result, error) {
+			return m.ForwardChoosing(x, cv, frac, choose, false)
+		})
 	}
 	router, own := run(nil)
 	chosen, g := run(shift)
@@ -474,4 +446,29 @@ func TestForwardChoosingTrainsTheRouterOnItsOwnCells(t *testing.T) {
 	if got := dc.FromTokens(mat.Data[float32](chosen.Out.Value()), 2, cfg.OutChannels, cfg.GridRows, cfg.GridCols, cfg.Patch()); !slices.Equal(got, want) {
 		t.Error("ForwardChoosing predicts other than PredictChoosing")
 	}
+}
+
+// forwardFunc is one of the model's training forwards.
+type forwardFunc func(x mat.Tensor, cv cond.Value, frac []float32) (*dc.Result, error)
+
+// logitGrad runs forward on a batch of two grids of cell-major tokens at
+// ρ 0.5 under in, backpropagates the linear loss Σ out·w, and returns the
+// result and the router logits' gradient.
+func logitGrad(t *testing.T, m *dc.Model, in cond.Input, tokens, w []float32, forward forwardFunc) (*dc.Result, []float32) {
+	t.Helper()
+	cv, err := m.Backbone.Condition(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := mat.NewDense[float32](mat.WithShape(2*m.Config.Cells(), m.Config.CellIn()), mat.WithBacking(slices.Clone(tokens)))
+	x.SetRequiresGrad(false)
+	res, err := forward(x, cv, []float32{0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loss := ops.Sum(ops.Mul(res.Out, mat.NewDense[float32](mat.WithShape(res.Out.Shape()...), mat.WithBacking(w))))
+	if err := ops.Backward(loss); err != nil {
+		t.Fatal(err)
+	}
+	return res, slices.Clone(mat.Data[float32](res.Routing.Logit.Value().Grad()))
 }

@@ -313,18 +313,7 @@ func checkStages(p *problems, r *Recipe) {
 		} else if r.Scaffold == nil && st.DenseBelow != 0 {
 			p.bad(k("dense_below"), st.DenseBelow, "0 without [scaffold] (every step of a plain DiT is dense)")
 		}
-		switch {
-		case !(st.CoarseFrom >= 0 && st.CoarseFrom <= float64(r.Diffusion.Steps)):
-			p.bad(k("coarse_from"), st.CoarseFrom, "a timestep in 0..%d (diffusion.steps)", r.Diffusion.Steps)
-		case st.CoarseFrom > 0 && st.CoarseFrom <= st.DenseBelow:
-			p.bad(k("coarse_from"), st.CoarseFrom, "a timestep above dense_below = %g (the samples below it keep every cell)", st.DenseBelow)
-		case !(st.CoarseRho >= 0 && st.CoarseRho < 1):
-			p.bad(k("coarse_rho"), st.CoarseRho, "a tail-drop fraction 0 ≤ ρ < 1")
-		case st.CoarseFrom == 0 && st.CoarseRho != 0:
-			p.bad(k("coarse_rho"), st.CoarseRho, "0 without coarse_from (no sample is coarse)")
-		case st.CoarseFrom > 0 && r.Scaffold == nil:
-			p.bad(k("coarse_from"), st.CoarseFrom, "0 without [scaffold] (a plain DiT drops nothing)")
-		}
+		checkCoarse(p, r, k(""), "", st.CoarseFrom, st.CoarseRho, st.DenseBelow)
 		switch {
 		case !(st.Lookback >= 0 && st.Lookback <= 1):
 			p.bad(k("lookback"), st.Lookback, "a share in [0, 1]")
@@ -437,18 +426,7 @@ func checkEval(p *problems, r *Recipe) {
 	if !(e.DenseBelow >= 0 && e.DenseBelow <= float64(r.Diffusion.Steps)) {
 		p.bad("eval.dense_below", e.DenseBelow, "a timestep in 0..%d (diffusion.steps)", r.Diffusion.Steps)
 	}
-	switch {
-	case !(e.CoarseFrom >= 0 && e.CoarseFrom <= float64(r.Diffusion.Steps)):
-		p.bad("eval.coarse_from", e.CoarseFrom, "a timestep in 0..%d (diffusion.steps)", r.Diffusion.Steps)
-	case e.CoarseFrom > 0 && e.CoarseFrom <= e.DenseBelow:
-		p.bad("eval.coarse_from", e.CoarseFrom, "a timestep above eval.dense_below = %g (the steps below it run dense)", e.DenseBelow)
-	case !(e.CoarseRho >= 0 && e.CoarseRho < 1):
-		p.bad("eval.coarse_rho", e.CoarseRho, "a tail-drop fraction 0 ≤ ρ < 1")
-	case e.CoarseFrom == 0 && e.CoarseRho != 0:
-		p.bad("eval.coarse_rho", e.CoarseRho, "0 without eval.coarse_from (no step is coarse)")
-	case e.CoarseFrom > 0 && r.Scaffold == nil:
-		p.bad("eval.coarse_from", e.CoarseFrom, "0 without [scaffold] (a plain DiT drops nothing)")
-	}
+	checkCoarse(p, r, "eval.", "eval.", e.CoarseFrom, e.CoarseRho, e.DenseBelow)
 	atLeast(p, "eval.held_out", e.HeldOut, 0)
 	atLeast(p, "eval.samples", e.Samples, 0)
 	if e.SamplingSteps < 1 || e.SamplingSteps > r.Diffusion.Steps {
@@ -695,5 +673,25 @@ func checkDyDiT(p *problems, r *Recipe, st *Stage, k func(string) string) {
 		p.bad(k("dydit_lr_scale"), st.DyDiTLRScale, "a finite factor > 0")
 	} else if p.lines.has(k("dydit_lr_scale")) && st.DyDiTLambda == 0 {
 		p.add(k("dydit_lr_scale"), "found %v with dydit_lambda = 0, expected dydit_lambda > 0 (the routers it scales train with it)", st.DyDiTLRScale)
+	}
+}
+
+// checkCoarse checks the coarse steps of a stage or the evaluation
+// (prefix is their keys' prefix, "stage[i]." or "eval.", and sibling how
+// a message names the keys beside them, "" or "eval."): from a timestep
+// above dense_below, ρ a tail-drop fraction that needs them, and a
+// scaffold to drop from.
+func checkCoarse(p *problems, r *Recipe, prefix, sibling string, from, rho, denseBelow float64) {
+	switch {
+	case !(from >= 0 && from <= float64(r.Diffusion.Steps)):
+		p.bad(prefix+"coarse_from", from, "a timestep in 0..%d (diffusion.steps)", r.Diffusion.Steps)
+	case from > 0 && from <= denseBelow:
+		p.bad(prefix+"coarse_from", from, "a timestep above %sdense_below = %g (the steps below it run dense)", sibling, denseBelow)
+	case !(rho >= 0 && rho < 1):
+		p.bad(prefix+"coarse_rho", rho, "a tail-drop fraction 0 ≤ ρ < 1")
+	case from == 0 && rho != 0:
+		p.bad(prefix+"coarse_rho", rho, "0 without %scoarse_from (no step is coarse)", sibling)
+	case from > 0 && r.Scaffold == nil:
+		p.bad(prefix+"coarse_from", from, "0 without [scaffold] (a plain DiT drops nothing)")
 	}
 }

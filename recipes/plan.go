@@ -1135,11 +1135,12 @@ func meanForward(pl *Plan, m *planned, st *Stage, diffusionSteps int) float64 {
 		coarse = max(1-st.CoarseFrom/float64(diffusionSteps), 0)
 	}
 	mix := func(rho float64) float64 {
-		c := at(rho)
-		if rho > 0 {
-			c = at(max(rho, st.CoarseRho))
+		sparse := at(rho)
+		noisy := sparse
+		if rho > 0 && coarse > 0 {
+			noisy = at(max(rho, st.CoarseRho))
 		}
-		return below*dense + coarse*c + (1-below-coarse)*at(rho)
+		return below*dense + coarse*noisy + (1-below-coarse)*sparse
 	}
 	var mean float64
 	for _, rho := range st.Rho {
