@@ -33,6 +33,7 @@ const (
 	paretoLegendLine     = 16 // between the legend's lines
 	paretoDash           = 5  // on and off pixels of a dashed line
 	glyphWidth           = 7  // basicfont.Face7x13's advance
+	glyphLine            = 13 // and its line height
 )
 
 var (
@@ -180,9 +181,19 @@ func (r *Report) WriteParetoPNG(path string) error {
 	for i := 1; i < len(dc); i++ {
 		line(img, px(dc[i-1].x), py(dc[i-1].y), px(dc[i].x), py(dc[i].y), plotDC)
 	}
+	// A label that would run into the one before it (two ρ a few
+	// GFLOPs apart) goes under its point instead.
+	var prev image.Rectangle
 	for _, p := range dc {
 		disc(img, px(p.x), py(p.y), plotDC)
-		text(img, px(p.x)+paretoLabelOffset, py(p.y)-paretoLabelOffset, p.label, plotDC)
+		x, y := px(p.x)+paretoLabelOffset, py(p.y)-paretoLabelOffset
+		box := image.Rect(x, y-glyphLine, x+glyphWidth*len(p.label), y)
+		if box.Overlaps(prev) {
+			y += 3 * paretoLabelOffset
+			box = box.Add(image.Pt(0, 3*paretoLabelOffset))
+		}
+		text(img, x, y, p.label, plotDC)
+		prev = box
 	}
 	square(img, px(teacher.x), py(teacher.y), plotTeacher)
 	text(img, px(teacher.x)+paretoLabelOffset, py(teacher.y)+2*paretoLabelOffset, teacher.label, plotTeacher)
