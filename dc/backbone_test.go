@@ -412,14 +412,7 @@ func TestForwardChoosingTrainsTheRouterOnItsOwnCells(t *testing.T) {
 	in := cond.Input{T: []float32{10, 600}, Labels: []int{1, 2}}
 	tokens := dc.ToTokens(x, 2, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
 	w := randn(7, 2*L*cfg.CellOut())
-	// Sample 1 keeps its cells shifted by one (as many), sample 0 the router's.
-	var shift dc.Chooser = func(kept []bool, batch int) ([]bool, error) {
-		out := slices.Clone(kept)
-		for l := range L {
-			out[L+l] = kept[L+(l+1)%L]
-		}
-		return out, nil
-	}
+	shift := shiftSecond(L)
 	run := func(choose dc.Chooser) (*dc.Result, []float32) {
 		return logitGrad(t, m, in, tokens, w, func(x mat.Tensor, cv cond.Value, frac []float32) (*dc.Result, error) {
 			return m.ForwardChoosing(x, cv, frac, choose, false)
@@ -448,6 +441,19 @@ func TestForwardChoosingTrainsTheRouterOnItsOwnCells(t *testing.T) {
 	}
 }
 
+// shiftSecond is a Chooser for a batch of two grids of L cells: sample 1
+// keeps the router's cells shifted by one (as many), sample 0 the
+// router's own.
+func shiftSecond(L int) dc.Chooser {
+	return func(kept []bool, batch int) ([]bool, error) {
+		out := slices.Clone(kept)
+		for l := range L {
+			out[L+l] = kept[L+(l+1)%L]
+		}
+		return out, nil
+	}
+}
+
 // forwardFunc is one of the model's training forwards.
 type forwardFunc func(x mat.Tensor, cv cond.Value, frac []float32) (*dc.Result, error)
 
@@ -471,4 +477,70 @@ func logitGrad(t *testing.T, m *dc.Model, in cond.Input, tokens, w []float32, fo
 		t.Fatal(err)
 	}
 	return res, slices.Clone(mat.Data[float32](res.Routing.Logit.Value().Grad()))
+}
+
+// The chosen embedding tells the decoder whose cells it fills: started at
+// zero it changes no prediction; set, it moves the samples whose cells a
+// Chooser changed and no other, and it learns from those alone.
+func TestChosenEmbedding(t *testing.T) {
+	bb := randomDiT(t, 2, 7)
+	plain := scaffoldAround(t, bb, nil)
+	m := scaffoldAround(t, bb, func(s *upcycle.Scaffold) { s.ChosenEmbedding = true })
+	for _, mm := range []*dc.Model{plain, m} {
+		lo, hi, _ := mm.Params.Range("final_layer.linear.weight")
+		copy(mm.Params.Data[lo:hi], randn(8, hi-lo))
+	}
+	cfg := m.Config
+	L := cfg.Cells()
+	x := randn(6, 2*cfg.InChannels*cfg.Tokens())
+	in := cond.Input{T: []float32{10, 600}, Labels: []int{1, 2}}
+	shift := shiftSecond(L)
+	predict := func(mm *dc.Model) []float32 {
+		p, _, err := mm.PredictChoosing(x, in, []float32{0.5}, shift)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if !slices.Equal(predict(m), predict(plain)) {
+		t.Fatal("a zero chosen embedding changed the prediction")
+	}
+	lo, hi, ok := m.Params.Range("hnet.decoder.chosen_embedding")
+	if !ok {
+		t.Fatal("no hnet.decoder.chosen_embedding")
+	}
+	before := predict(m)
+	copy(m.Params.Data[lo:hi], randn(9, hi-lo))
+	after := predict(m)
+	half := len(after) / 2
+	if !slices.Equal(after[:half], before[:half]) {
+		t.Error("the embedding moved the sample on the router's cells")
+	}
+	if slices.Equal(after[half:], before[half:]) {
+		t.Error("the embedding left the chosen sample as it was")
+	}
+
+	tokens := dc.ToTokens(x, 2, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
+	w := randn(7, 2*L*cfg.CellOut())
+	grad := func(choose dc.Chooser) float64 {
+		m.Params.ZeroGrad()
+		logitGrad(t, m, in, tokens, w, func(x mat.Tensor, cv cond.Value, frac []float32) (*dc.Result, error) {
+			return m.ForwardChoosing(x, cv, frac, choose, false)
+		})
+		var n float64
+		for _, p := range m.Params.List() {
+			if p.Name == "hnet.decoder.chosen_embedding" {
+				for _, g := range p.Gradient() {
+					n += float64(g) * float64(g)
+				}
+			}
+		}
+		return n
+	}
+	if g := grad(nil); g != 0 {
+		t.Errorf("the router's cells everywhere: the embedding's gradient norm² %g, want 0", g)
+	}
+	if g := grad(shift); !(g > 0) || math.IsInf(g, 0) {
+		t.Errorf("a chosen sample: the embedding's gradient norm² %g, want a finite non-zero one", g)
+	}
 }

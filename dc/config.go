@@ -101,6 +101,14 @@ type Config struct {
 	// encoder's pooled features, without that encoder moving the tokens
 	// of the dense steps.
 	DroppedContext bool `json:"dropped_context,omitempty"`
+	// ChosenEmbedding adds a learned vector, hnet.decoder.chosen_embedding
+	// (started at zero), to the conditioning the decoder and the final
+	// layer read, in every sample whose kept cells a Chooser changed
+	// (ForwardChoosing, PredictChoosing: a lookback budget). One decoder
+	// then fills in around two choices, told which: the router's, to
+	// which it and the router fit each other (what ranks ρ 0's dropped
+	// cells), and lookback's, the cells a budget keeps in sampling.
+	ChosenEmbedding bool `json:"chosen_embedding,omitempty"`
 
 	EncDecDim int `json:"enc_dec_dim"` // E = D / f, the conv blocks' width
 	ModelDim  int `json:"model_dim"`   // D, the routing width = the backbone's width

@@ -151,12 +151,14 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 	}
 	var probRows []int    // the rows of Routing.P the de-chunk reads: the kept cells' own without a Chooser
 	prob := res.Routing.P // what the de-chunk and the gate read
+	var changed []bool    // per sample: a Chooser changed its cells
 	if choose != nil {
 		routerKept := kept
 		if kept, probRows, err = choose.apply(kept, g.batch); err != nil {
 			return nil, err
 		}
-		prob = ownedOnly(prob, routerKept, kept, g.batch)
+		changed = changedSamples(routerKept, kept, g.batch)
+		prob = ownedOnly(prob, changed)
 	}
 	tokens := func(cells []int) mat.Tensor { return ops.GatherRows(enc, cells) }
 	if cfg.TokenEmbedder {
@@ -231,11 +233,23 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 	}
 
 	// Decoder and final layer.
+	cDecoder := cScaffold
+	if cfg.ChosenEmbedding && slices.Contains(changed, true) {
+		flag := make([]float32, g.batch)
+		for b, c := range changed {
+			if c {
+				flag[b] = 1
+			}
+		}
+		zero := constant(g.batch, cfg.CondDim, make([]float32, g.batch*cfg.CondDim))
+		chosen := ops.ScaleRows(ops.AddRowVector(zero, m.p("hnet.decoder.chosen_embedding")), constant(g.batch, 1, flag))
+		cDecoder = ops.Add(cScaffold, chosen)
+	}
 	for i := range cfg.DecoderBlocks {
-		h = convBlock(m.Params, fmt.Sprintf("hnet.decoder.layers.%d.", i), h, cScaffold, g, cfg.NormGroups)
+		h = convBlock(m.Params, fmt.Sprintf("hnet.decoder.layers.%d.", i), h, cDecoder, g, cfg.NormGroups)
 	}
 	h = ops.RMSNorm(h, m.p("hnet.decoder.rmsnorm.weight"), RMSNormEps)
-	res.Out = finalLayer(m.Params, "final_layer.", h, cScaffold, g)
+	res.Out = finalLayer(m.Params, "final_layer.", h, cDecoder, g)
 	if wide != nil {
 		res.Out = ops.Add(res.Out, wide)
 	}
@@ -248,29 +262,37 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 	return res, nil
 }
 
-// ownedOnly is the router's probabilities prob [B·L, 1] with the rows of
-// every sample whose cells a Chooser changed (chosen differs from the
-// router's kept) read as constants: the router learns nothing from a
-// choice that was not its own. Trained through them, it was told to raise
-// or lower cells it did not keep by the tokens of other cells. The values
-// are prob's; prob itself when no sample changed.
-func ownedOnly(prob mat.Tensor, kept, chosen []bool, batch int) mat.Tensor {
+// changedSamples reports, per sample of a batch, whether a Chooser's
+// mask chosen differs from the router's kept.
+func changedSamples(kept, chosen []bool, batch int) []bool {
 	L := len(kept) / batch
-	own := make([]float32, len(kept))
-	changed := false
+	out := make([]bool, batch)
 	for b := range batch {
-		if slices.Equal(kept[b*L:(b+1)*L], chosen[b*L:(b+1)*L]) {
+		out[b] = !slices.Equal(kept[b*L:(b+1)*L], chosen[b*L:(b+1)*L])
+	}
+	return out
+}
+
+// ownedOnly is the router's probabilities prob [B·L, 1] with the rows of
+// every sample whose cells a Chooser changed (changedSamples) read as
+// constants: the router learns nothing from a choice that was not its
+// own. Trained through them, it was told to raise or lower cells it did
+// not keep by the tokens of other cells. The values are prob's; prob
+// itself when no sample changed.
+func ownedOnly(prob mat.Tensor, changed []bool) mat.Tensor {
+	if !slices.Contains(changed, true) {
+		return prob
+	}
+	N := prob.Shape()[0]
+	L := N / len(changed)
+	own := make([]float32, N)
+	for b, c := range changed {
+		if !c {
 			for l := range L {
 				own[b*L+l] = 1
 			}
-		} else {
-			changed = true
 		}
 	}
-	if !changed {
-		return prob
-	}
-	N := len(kept)
 	other := make([]float32, N)
 	for i, o := range own {
 		other[i] = 1 - o

@@ -61,6 +61,9 @@ func ScaffoldShapes(c *Config) map[string][]int {
 		s["dropped_context.proj.weight"] = []int{c.EncDecDim, c.ModelDim}
 		s["dropped_context.conv.weight"] = []int{c.ModelDim, c.EncDecDim, 3, 3}
 	}
+	if c.ChosenEmbedding {
+		s["hnet.decoder.chosen_embedding"] = []int{c.CondDim}
+	}
 	if c.TokenEmbedder {
 		s["token_embedder.weight"] = []int{c.ModelDim, c.CellIn()}
 		s["token_embedder.bias"] = []int{c.ModelDim}

@@ -168,3 +168,74 @@ func TestLookbackShare(t *testing.T) {
 		t.Fatalf("one fraction for the batch: %v, want one per sample", got)
 	}
 }
+
+// LookbackTwins appends a twin of every sample lookback takes, copies of
+// its rows, and leaves every first sample on the router's cells (lookback
+// fraction 0), so that the router keeps learning from each budget; guided
+// distillation, which pairs the batch too, is refused.
+func TestLookbackTwins(t *testing.T) {
+	rows := func(n, width int) []float32 {
+		s := make([]float32, n*width)
+		for i := range s {
+			s[i] = float32(i)
+		}
+		return s
+	}
+	tests := []struct {
+		name      string
+		fracs, lf []float32
+		caps      [][]int
+		twinOf    []int // the samples the twins copy, in order
+		wantFracs []float32
+	}{
+		{"budgets twinned, ρ 0 and dense not", []float32{0, 0.4, dc.Dense, 0.95}, []float32{0, 0.4, dc.Dense, 0.95}, nil,
+			[]int{1, 3}, []float32{0, 0.4, dc.Dense, 0.95, 0.4, 0.95}},
+		{"a share left some budgets to the router", []float32{0.4, 0.4, 0.4}, []float32{0, 0.4, 0}, [][]int{{1}, {2, 3}, {4}},
+			[]int{1}, []float32{0.4, 0.4, 0.4, 0.4}},
+		{"one fraction for the batch", []float32{0.6}, []float32{0.6, 0.6}, nil,
+			[]int{0, 1}, []float32{0.6, 0.6, 0.6, 0.6}},
+		{"no budget: nothing twinned", []float32{0, 0}, []float32{0, 0}, nil, nil, []float32{0, 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			B, width, out := len(tt.lf), 6, 4
+			in := twinBatch{xt: rows(B, width), ts: rows(B, 1), t: []int{900, 800, 700, 600}[:B], y: []int{5, 6, 7, 8}[:B],
+				caps: tt.caps, target: rows(B, out), fracs: tt.fracs}
+			got, err := (&DCObjective{}).twins(in, tt.lf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := B + len(tt.twinOf)
+			if len(got.y) != n || len(got.t) != n || len(got.ts) != n || len(got.xt) != n*width || len(got.target) != n*out {
+				t.Fatalf("%d labels, %d levels, %d times, %d input values, %d target values for %d samples", len(got.y), len(got.t), len(got.ts), len(got.xt), len(got.target), n)
+			}
+			for j, i := range tt.twinOf {
+				tw := B + j
+				if got.y[tw] != in.y[i] || got.t[tw] != in.t[i] || got.ts[tw] != in.ts[i] ||
+					!slices.Equal(got.xt[tw*width:(tw+1)*width], in.xt[i*width:(i+1)*width]) ||
+					!slices.Equal(got.target[tw*out:(tw+1)*out], in.target[i*out:(i+1)*out]) {
+					t.Fatalf("twin %d is not a copy of sample %d", tw, i)
+				}
+				if tt.caps != nil && !slices.Equal(got.caps[tw], tt.caps[i]) {
+					t.Fatalf("twin %d's caption %v, want sample %d's %v", tw, got.caps[tw], i, tt.caps[i])
+				}
+				if got.lf[tw] != tt.lf[i] {
+					t.Fatalf("twin %d's lookback fraction %g, want %g", tw, got.lf[tw], tt.lf[i])
+				}
+			}
+			if !slices.Equal(got.lf[:B], make([]float32, B)) {
+				t.Fatalf("the first samples' lookback fractions %v, want 0: the router's cells", got.lf[:B])
+			}
+			if !slices.Equal(got.fracs, tt.wantFracs) {
+				t.Fatalf("drop fractions %v, want %v", got.fracs, tt.wantFracs)
+			}
+			if (tt.caps == nil) != (got.caps == nil) {
+				t.Fatalf("captions %v from %v", got.caps, tt.caps)
+			}
+		})
+	}
+	in := twinBatch{xt: rows(1, 2), ts: rows(1, 1), t: []int{1}, y: []int{1}, target: rows(1, 2), fracs: []float32{0.5}}
+	if _, err := (&DCObjective{GuidedScale: 4}).twins(in, []float32{0.5}); err == nil {
+		t.Fatal("twins with guided distillation: no error")
+	}
+}

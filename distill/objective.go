@@ -297,6 +297,14 @@ type DCObjective struct {
 	// the lookback cells, its ρ 0 choice fell apart (docs/results.md).
 	// Distillation only.
 	Lookback float64
+	// LookbackTwins trains every sample Lookback puts on lookback cells
+	// twice, in the same batch: once on those cells and once on the
+	// router's own, so that the decoder learns the cells sampling keeps
+	// while the router still learns its order from every budget (the
+	// gate's gradient where a budget dropped its cells is what ranks
+	// them). A step with budgets runs up to twice the samples. Not with
+	// GuidedScale, whose twins are the unconditional branch.
+	LookbackTwins bool
 	// WidthTarget, when > 0, is DyDiT's target FLOPs ratio λ for a
 	// width-gated backbone (family.WidthGated, which the model's must be):
 	// the loss adds WidthWeight·(r − λ)², r the batch's FLOPs ratio of the
@@ -442,7 +450,24 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 			return Metrics{}, err
 		}
 		if o.Lookback > 0 {
-			if choose, err = o.lookback(proc, target, tokens, t, o.lookbackFracs(fracs, B, rng), B); err != nil {
+			lf := o.lookbackFracs(fracs, B, rng)
+			if o.LookbackTwins {
+				tw, err := o.twins(twinBatch{xt: xt, ts: ts, t: t, y: y, caps: caps, target: target, fracs: fracs}, lf)
+				if err != nil {
+					return Metrics{}, err
+				}
+				xt, ts, t, y, caps, target, fracs, lf = tw.xt, tw.ts, tw.t, tw.y, tw.caps, tw.target, tw.fracs, tw.lf
+				B = len(y)
+				if in, err = o.condition(caps, ts, y); err != nil {
+					return Metrics{}, err
+				}
+				if cv, err = o.Model.Backbone.Condition(in); err != nil {
+					return Metrics{}, err
+				}
+				tokens = dc.ToTokens(xt, B, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
+				x = mat.NewDense[float32](mat.WithShape(B*cfg.Cells(), cfg.CellIn()), mat.WithBacking(tokens))
+			}
+			if choose, err = o.lookback(proc, target, tokens, t, lf, B); err != nil {
 				return Metrics{}, err
 			}
 		}
@@ -581,6 +606,69 @@ func (o *DCObjective) lookbackFracs(fracs []float32, B int, rng *rand.Rand) []fl
 		}
 	}
 	return fracs
+}
+
+// twinBatch is a step's batch as LookbackTwins extends it: the noisy
+// inputs, their times and levels, labels, captions (nil without), the
+// teacher's prediction in cells, the drop fractions (one, or one per
+// sample) and, once extended, the lookback fractions of its samples.
+type twinBatch struct {
+	xt, ts    []float32
+	t, y      []int
+	caps      [][]int
+	target    []float32
+	fracs, lf []float32
+}
+
+// twins appends to b a twin of every sample lf (lookbackFracs' per-sample
+// fractions) sends to lookback cells; it returns the batch, with per-sample
+// fractions, and the lookback fractions of the whole: 0 for every first
+// sample, which keeps the router's cells, and the twins' own.
+func (o *DCObjective) twins(b twinBatch, lf []float32) (twinBatch, error) {
+	if o.GuidedScale > 0 {
+		return twinBatch{}, fmt.Errorf("distill: lookback twins and guided distillation both pair the batch; use one")
+	}
+	B := len(b.y)
+	if len(lf) != B {
+		return twinBatch{}, fmt.Errorf("distill: lookback twins: %d lookback fractions for %d samples", len(lf), B)
+	}
+	var idx []int
+	for i, f := range lf {
+		if f > 0 {
+			idx = append(idx, i)
+		}
+	}
+	fracs := b.fracs
+	if len(fracs) != B {
+		fracs = slices.Repeat(fracs[:1], B)
+	}
+	out := twinBatch{
+		xt:     appendRows(b.xt, idx, len(b.xt)/B),
+		ts:     appendRows(b.ts, idx, 1),
+		t:      appendRows(b.t, idx, 1),
+		y:      appendRows(b.y, idx, 1),
+		target: appendRows(b.target, idx, len(b.target)/B),
+		fracs:  appendRows(fracs, idx, 1),
+	}
+	if b.caps != nil {
+		out.caps = appendRows(b.caps, idx, 1)
+	}
+	all := make([]float32, B, B+len(idx))
+	for _, i := range idx {
+		all = append(all, lf[i])
+	}
+	out.lf = all
+	return out, nil
+}
+
+// appendRows is s, of rows of width values, followed by copies of the rows
+// idx.
+func appendRows[T any](s []T, idx []int, width int) []T {
+	out := slices.Clone(s)
+	for _, i := range idx {
+		out = append(out, s[i*width:(i+1)*width]...)
+	}
+	return out
 }
 
 // lookback is the Chooser of a batch of B samples at noise levels t whose
@@ -805,6 +893,9 @@ func (o *DCObjective) Settings() map[string]string {
 	}
 	if o.Lookback > 0 {
 		s["lookback"] = num(o.Lookback)
+	}
+	if o.LookbackTwins {
+		s["lookback_twins"] = "true"
 	}
 	if o.WidthTarget > 0 {
 		s["dydit_lambda"], s["dydit_weight"] = num(o.WidthTarget), num(o.WidthWeight)

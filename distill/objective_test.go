@@ -59,23 +59,25 @@ func TestDCObjectives(t *testing.T) {
 		// lookback trains the budgets on the teacher's clean estimate's
 		// cells (DCObjective.Lookback).
 		lookback float64
+		twins    bool // LookbackTwins
 	}{
-		{"l2", distill.DistillL2, distill.Budget{}, 0, 0, 0},
-		{"l1", distill.DistillL1, distill.Budget{}, 0, 0, 0},
-		{"hybrid", distill.Hybrid, distill.Budget{Rhos: []float64{0, 0.5}, Warmup: 2}, 0, 0, 0},
-		{"l1 with dense steps", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}, Warmup: 2, Dense: 0.4}, 0, 0, 0},
+		{"l2", distill.DistillL2, distill.Budget{}, 0, 0, 0, false},
+		{"l1", distill.DistillL1, distill.Budget{}, 0, 0, 0, false},
+		{"hybrid", distill.Hybrid, distill.Budget{Rhos: []float64{0, 0.5}, Warmup: 2}, 0, 0, 0, false},
+		{"l1 with dense steps", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}, Warmup: 2, Dense: 0.4}, 0, 0, 0, false},
 		// Every timestep of the schedule is below 1000: no sample drops.
-		{"l1 dense below every timestep", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}, DenseBelow: 1000}, 0, 0, 0},
-		{"l1 guided", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}}, 4, 0, 0},
-		{"l1 with router targets", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}, DenseBelow: 500}, 0, 1, 0},
-		{"l1 coarse, with lookback", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}, DenseBelow: 300, CoarseFrom: 700, CoarseRho: 0.9}, 0, 0, 1},
-		{"l1 guided, half with lookback", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}}, 4, 0, 0.5},
+		{"l1 dense below every timestep", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}, DenseBelow: 1000}, 0, 0, 0, false},
+		{"l1 guided", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}}, 4, 0, 0, false},
+		{"l1 with router targets", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}, DenseBelow: 500}, 0, 1, 0, false},
+		{"l1 coarse, with lookback", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}, DenseBelow: 300, CoarseFrom: 700, CoarseRho: 0.9}, 0, 0, 1, false},
+		{"l1 guided, half with lookback", distill.DistillL1, distill.Budget{Rhos: []float64{0, 0.5}}, 4, 0, 0.5, false},
+		{"l1 half with lookback, twinned", distill.DistillL1, distill.Budget{Rhos: []float64{0.5}, DenseBelow: 300}, 0, 0, 0.5, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			teacher, g := graftPair(t)
 			obj := &distill.DCObjective{Model: g.Model, Teacher: dit.Teacher{Model: teacher}, NullClass: teacher.Config.NumClasses, Schedule: ddpm.Linear(1000), Loss: tt.loss,
-				Budget: tt.budget, RatioWeight: 0.03, GuidedScale: tt.guided, RouterTargetWeight: tt.router, Lookback: tt.lookback}
+				Budget: tt.budget, RatioWeight: 0.03, GuidedScale: tt.guided, RouterTargetWeight: tt.router, Lookback: tt.lookback, LookbackTwins: tt.twins}
 			rng := rand.New(rand.NewPCG(5, 5))
 			B := 4
 			x0 := make([]float32, B*4*8*8)

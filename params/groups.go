@@ -64,7 +64,7 @@ func Groups() []GroupInfo {
 		{GroupEncoder, "the encoder's conv blocks and RMSNorm (hnet.encoder.*)"},
 		{GroupRouter, "the router (hnet.routing_module.*)"},
 		{GroupResidual, "the residual projection around the backbone (hnet.residual_proj.*)"},
-		{GroupDecoder, "the decoder's conv blocks and RMSNorm (hnet.decoder.*)"},
+		{GroupDecoder, "the decoder's conv blocks and RMSNorm, and the chosen-cells embedding (hnet.decoder.*; scaffold.chosen_embedding)"},
 		{GroupBackboneNorm, "the norm after the blocks: DC-DiT's main network's RMSNorm, which DC-DiT adds to DiT's blocks (so it is also in scaffold)"},
 		{GroupFinalLayer, "the output layer (final_layer.*): a DC model's scaffold's, a fixed-patch model's own"},
 		{GroupWideHead, "the wide output head (wide_head.*; scaffold.head = \"wide\")"},

@@ -323,6 +323,13 @@ func checkStages(p *problems, r *Recipe) {
 		case st.Kind != KindDistill || (st.Loss != "l1" && st.Loss != "l2"):
 			p.add(k("lookback"), "found %g, expected 0 in a %s stage with loss %q: lookback ranks the cells on the teacher's clean estimate, which only distillation (loss l1 or l2) has", st.Lookback, st.Kind, st.Loss)
 		}
+		switch {
+		case !st.LookbackTwins:
+		case !(st.Lookback > 0):
+			p.add(k("lookback_twins"), "found true with lookback %g, expected lookback > 0 (the twins are lookback's samples)", st.Lookback)
+		case st.GuidedScale > 0:
+			p.add(k("lookback_twins"), "found true with guided_scale %g, expected one of them: both pair the batch", st.GuidedScale)
+		}
 		if !(st.RatioLossWeight >= 0) {
 			p.bad(k("ratio_loss_weight"), st.RatioLossWeight, "a number ≥ 0")
 		} else if r.Scaffold == nil && st.RatioLossWeight != 0 {

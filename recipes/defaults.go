@@ -134,6 +134,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 		setDefault(d, "scaffold.cond_norm", &s.CondNorm, false)
 		setDefault(d, "scaffold.token_embedder", &s.TokenEmbedder, false)
 		setDefault(d, "scaffold.dropped_context", &s.DroppedContext, false)
+		setDefault(d, "scaffold.chosen_embedding", &s.ChosenEmbedding, false)
 		setDefault(d, "scaffold.router.dim_factor", &s.Router.DimFactor, 4)
 		setDefault(d, "scaffold.router.groups", &s.Router.Groups, 8)
 		setDefault(d, "scaffold.router.ratio_loss_weight", &s.Router.RatioLossWeight, DefaultRatioWeight)
@@ -210,6 +211,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 		setDefault(d, k("coarse_from"), &st.CoarseFrom, 0.0)
 		setDefault(d, k("coarse_rho"), &st.CoarseRho, 0.0)
 		setDefault(d, k("lookback"), &st.Lookback, 0.0)
+		setDefault(d, k("lookback_twins"), &st.LookbackTwins, false)
 		ratio := 0.0
 		if scaffold {
 			ratio = r.Scaffold.Router.RatioLossWeight

@@ -304,7 +304,7 @@ type Memory struct {
 // MemoryFormula states how Memory is estimated.
 const MemoryFormula = "4 B × (P weights + T grads + 2T AdamW m,v + T EMA when on + P_teacher when distilling) + activations; " +
 	"activations ≈ 4 B × batch × [L × (scaffold floats per grid position: conv blocks 2·in+4·inner+2·out, router 6·D/4, ~5·D of residual, de-chunk and norms) " +
-	"+ depth × (M × (12·D + 2·mlp) + heads × M²)] at the stage's largest kept count M (ρ = 0); P all parameters, T trainable"
+	"+ depth × (M × (12·D + 2·mlp) + heads × M²)] at the stage's largest kept count M (ρ = 0), × 2 with lookback_twins; P all parameters, T trainable"
 
 // FLOPsConvention is the counting convention of every FLOPs figure.
 const FLOPsConvention = "2 FLOPs per multiply-add of matmuls and convolutions, attention H·Σ M_b²·(4·d_h+3), no elementwise work (the DC-DiT reference counter's)"
@@ -1109,6 +1109,9 @@ func budgets(st *Stage, isDC bool) string {
 	case st.Lookback > 0:
 		s = fmt.Sprintf("%s; a share %g of the budgets keeps the cells ranked on the teacher's clean estimate", s, st.Lookback)
 	}
+	if st.Lookback > 0 && st.LookbackTwins {
+		s += ", each with a twin on the router's own cells"
+	}
 	if st.MultiBudgetStart > 0 {
 		s = fmt.Sprintf("ρ = 0 for steps 1–%d, then %s", st.MultiBudgetStart, s)
 	}
@@ -1134,13 +1137,23 @@ func meanForward(pl *Plan, m *planned, st *Stage, diffusionSteps int) float64 {
 	if st.CoarseFrom > 0 {
 		coarse = max(1-st.CoarseFrom/float64(diffusionSteps), 0)
 	}
+	// lookback_twins runs each of lookback's samples (a share of the
+	// routed samples with a budget) a second time.
+	twins := 0.0
+	if st.LookbackTwins {
+		twins = st.Lookback
+	}
 	mix := func(rho float64) float64 {
 		sparse := at(rho)
 		noisy := sparse
 		if rho > 0 && coarse > 0 {
 			noisy = at(max(rho, st.CoarseRho))
 		}
-		return below*dense + coarse*noisy + (1-below-coarse)*sparse
+		routed := coarse*noisy + (1-below-coarse)*sparse
+		if rho > 0 {
+			routed *= 1 + twins
+		}
+		return below*dense + routed
 	}
 	var mean float64
 	for _, rho := range st.Rho {
@@ -1169,6 +1182,11 @@ func memoryWith(pl *Plan, st *Stage, trainable, activations int64) Memory {
 	}
 	m.ActivationsPerSample = f32 * activations
 	m.Activations = int64(st.BatchSize) * m.ActivationsPerSample
+	if st.LookbackTwins {
+		// A step whose every sample is routed and drawn to lookback
+		// twins them all.
+		m.Activations *= 2
+	}
 	m.Total = m.Weights + m.Grads + m.Optimizer + m.EMA + m.Teacher + m.Activations
 	return m
 }

@@ -251,6 +251,20 @@ func TestToyRecipe(t *testing.T) {
 			t.Errorf("ρ %v, coarse from t = 800 at 0.9: %.4g FLOP per sample, %.4g without, want cheaper: %v", tt.rho, got, was, tt.cheaper)
 		}
 	}
+	// Lookback's twins run their budget samples again: a stage with budgets
+	// costs more with them, one at ρ 0 alone the same.
+	for _, tt := range []struct {
+		rho    []float64
+		dearer bool
+	}{{[]float64{0, 0.3, 0.6}, true}, {[]float64{0}, false}} {
+		s := st
+		s.Rho, s.DenseBelow, s.Lookback = tt.rho, 500, 1
+		was := meanForward(pl, nil, &s, 1000)
+		s.LookbackTwins = true
+		if got := meanForward(pl, nil, &s, 1000); (got > was) != tt.dearer || !(got >= was) {
+			t.Errorf("ρ %v with lookback twins: %.4g FLOP per sample, %.4g without, want dearer: %v", tt.rho, got, was, tt.dearer)
+		}
+	}
 	var total float64
 	for _, s := range pl.Stages {
 		total += s.PFLOPsTotal * 1e15

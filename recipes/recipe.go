@@ -313,6 +313,10 @@ type Scaffold struct {
 	// dropped neighbours' encoder features, zero where none is dropped
 	// (dc.Config.DroppedContext). Default: false.
 	DroppedContext bool `toml:"dropped_context"`
+	// ChosenEmbedding adds dc.Config.ChosenEmbedding: the decoder told
+	// whether a sample's cells are the router's or were chosen for it (a
+	// lookback budget). Default: false.
+	ChosenEmbedding bool `toml:"chosen_embedding"`
 	// BackboneNorm is what follows the transformer blocks: "rmsnorm" (as
 	// DC-DiT's main network; new, initialised to ones when upcycling) or
 	// "none". Default: "rmsnorm".
@@ -333,6 +337,7 @@ func (s *Scaffold) Upcycle() upcycle.Scaffold {
 		PatchSize: s.PatchSize, WideHead: s.Head == "wide", NoEncoderNorm: s.EncoderNorm == "none",
 		RelativeResidual: s.Residual == "relative", LatentSkip: s.LatentSkip, CondNorm: s.CondNorm,
 		SpreadDrop: s.Router.Drop == "spread", TokenEmbedder: s.TokenEmbedder, DroppedContext: s.DroppedContext,
+		ChosenEmbedding: s.ChosenEmbedding,
 	}
 }
 
@@ -593,6 +598,12 @@ type Stage struct {
 	// step's estimate (distill stages with an l1 or l2 loss only). The
 	// router learns from the others. Default: 0 (the router's cells).
 	Lookback float64 `toml:"lookback"`
+	// LookbackTwins trains each of lookback's samples twice in its batch:
+	// on the lookback cells and on the router's own, so that the router
+	// still learns its order from every budget (needs lookback > 0; not
+	// with guided_scale). A step with budgets runs up to twice the
+	// samples. Default: false.
+	LookbackTwins bool `toml:"lookback_twins"`
 	// RatioLossWeight is λ for this stage. Default: the scaffold's
 	// router.ratio_loss_weight.
 	RatioLossWeight float64 `toml:"ratio_loss_weight"`

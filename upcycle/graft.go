@@ -59,6 +59,9 @@ type Scaffold struct {
 	// DroppedContext is dc.Config.DroppedContext (InitScaffold starts its
 	// convolution at zero).
 	DroppedContext bool
+	// ChosenEmbedding is dc.Config.ChosenEmbedding (InitScaffold starts
+	// it at zero).
+	ChosenEmbedding bool
 }
 
 // StartAsTeacher returns s set so that a graft starts as its teacher:
@@ -110,6 +113,7 @@ func (s Scaffold) Config(inChannels, outChannels, rows, cols, D, condWidth int) 
 		Sigma: s.Sigma, TargetN: s.TargetN, RatioLossWeight: s.RatioLossWeight, RatioBatchSize: s.RatioBatchSize,
 		WideHead: s.WideHead, NoEncoderNorm: s.NoEncoderNorm, RelativeResidual: s.RelativeResidual,
 		LatentSkip: s.LatentSkip, CondNorm: s.CondNorm, SpreadDrop: s.SpreadDrop, TokenEmbedder: s.TokenEmbedder, DroppedContext: s.DroppedContext,
+		ChosenEmbedding: s.ChosenEmbedding,
 	}
 	if s.PatchSize > 1 {
 		c.PatchSize = s.PatchSize
@@ -388,8 +392,9 @@ func InitScaffold(cfg *dc.Config, seed uint64) map[string]dc.Tensor {
 			}
 		case strings.HasPrefix(name, "latent_skip."):
 			// Zero: the skip's scale starts at 1.
-		case name == "dropped_context.conv.weight":
-			// Zero: the kept tokens start as they were.
+		case name == "dropped_context.conv.weight", name == "hnet.decoder.chosen_embedding":
+			// Zero: the kept tokens, and the decoder's conditioning, start
+			// as they were.
 		case isNorm(base):
 			if !isBias {
 				fill(t.Data, 1)

@@ -62,6 +62,7 @@ func ConfigOf(meta *checkpoint.Meta, force bool) (_ *Config, warnings []string, 
 	no(s.LatentSkip, "the latent skip path")
 	no(s.CondNorm, "the conditioning adaptor")
 	no(s.TokenEmbedder, "a token embedder (the official main network reads the encoder's output)")
+	no(s.ChosenEmbedding, "the chosen-cells embedding (the official decoder reads the conditioning alone)")
 	no(s.DroppedContext, "the dropped context (the official tokens are the encoder's output alone)")
 	no(s.InChannels != inChannels, "%d input channels (the official code builds %d)", s.InChannels, inChannels)
 	no(s.OutChannels != inChannels && s.OutChannels != 2*inChannels, "%d output channels (official: %d, or %d with learned σ)", s.OutChannels, inChannels, 2*inChannels)

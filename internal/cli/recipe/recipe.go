@@ -180,9 +180,9 @@ func WriteTable(w io.Writer, pl *recipes.Plan) {
 		line("scaffold", "grid %d×%d at patch %d (%d cells), E %d, D %d, cond %d, router %d; %d encoder + %d decoder blocks; GroupNorm %d, router %d; σ %g; N %g; ratio loss λ %g over groups of %d",
 			d.GridRows, d.GridCols, d.Patch(), d.Cells(), d.EncDecDim, d.ModelDim, d.CondDim, d.RouterDim, d.EncoderBlocks, d.DecoderBlocks,
 			d.NormGroups, d.RouterGroups, d.Sigma, d.TargetN, d.RatioLossWeight, d.RatioBatchSize)
-		if d.WideHead || d.NoEncoderNorm || d.RelativeResidual || d.LatentSkip || d.TokenEmbedder || d.DroppedContext {
-			line("scaffold", "not in the official DC-DiT: wide head %v, encoder RMSNorm dropped %v, relative residual %v, latent skip %v, token embedder %v, dropped context %v",
-				d.WideHead, d.NoEncoderNorm, d.RelativeResidual, d.LatentSkip, d.TokenEmbedder, d.DroppedContext)
+		if d.WideHead || d.NoEncoderNorm || d.RelativeResidual || d.LatentSkip || d.TokenEmbedder || d.DroppedContext || d.ChosenEmbedding {
+			line("scaffold", "not in the official DC-DiT: wide head %v, encoder RMSNorm dropped %v, relative residual %v, latent skip %v, token embedder %v, dropped context %v, chosen embedding %v",
+				d.WideHead, d.NoEncoderNorm, d.RelativeResidual, d.LatentSkip, d.TokenEmbedder, d.DroppedContext, d.ChosenEmbedding)
 		}
 		if s := pl.MainNetworkSummary(); s != "" {
 			line("main network", "%s", s)
