@@ -404,12 +404,9 @@ func TestForwardKeptGate(t *testing.T) {
 // one PredictChoosing gives.
 func TestForwardChoosingTrainsTheRouterOnItsOwnCells(t *testing.T) {
 	m := scaffoldAround(t, randomDiT(t, 2, 7), nil)
-	lo, hi, _ := m.Params.Range("final_layer.linear.weight")
-	copy(m.Params.Data[lo:hi], randn(8, hi-lo))
+	x, in := chooserInputs(m)
 	cfg := m.Config
 	L := cfg.Cells()
-	x := randn(6, 2*cfg.InChannels*cfg.Tokens())
-	in := cond.Input{T: []float32{10, 600}, Labels: []int{1, 2}}
 	tokens := dc.ToTokens(x, 2, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
 	w := randn(7, 2*L*cfg.CellOut())
 	shift := shiftSecond(L)
@@ -439,6 +436,17 @@ func TestForwardChoosingTrainsTheRouterOnItsOwnCells(t *testing.T) {
 	if got := dc.FromTokens(mat.Data[float32](chosen.Out.Value()), 2, cfg.OutChannels, cfg.GridRows, cfg.GridCols, cfg.Patch()); !slices.Equal(got, want) {
 		t.Error("ForwardChoosing predicts other than PredictChoosing")
 	}
+}
+
+// chooserInputs gives m's final layer random weights, so that what the
+// decoder reads shows in its prediction, and returns latents for a batch
+// of two grids and their conditioning (a low-noise and a noisy sample):
+// the batch shiftSecond chooses for.
+func chooserInputs(m *dc.Model) ([]float32, cond.Input) {
+	lo, hi, _ := m.Params.Range("final_layer.linear.weight")
+	copy(m.Params.Data[lo:hi], randn(8, hi-lo))
+	cfg := m.Config
+	return randn(6, 2*cfg.InChannels*cfg.Tokens()), cond.Input{T: []float32{10, 600}, Labels: []int{1, 2}}
 }
 
 // shiftSecond is a Chooser for a batch of two grids of L cells: sample 1
@@ -486,14 +494,10 @@ func TestChosenEmbedding(t *testing.T) {
 	bb := randomDiT(t, 2, 7)
 	plain := scaffoldAround(t, bb, nil)
 	m := scaffoldAround(t, bb, func(s *upcycle.Scaffold) { s.ChosenEmbedding = true })
-	for _, mm := range []*dc.Model{plain, m} {
-		lo, hi, _ := mm.Params.Range("final_layer.linear.weight")
-		copy(mm.Params.Data[lo:hi], randn(8, hi-lo))
-	}
+	chooserInputs(plain)
+	x, in := chooserInputs(m)
 	cfg := m.Config
 	L := cfg.Cells()
-	x := randn(6, 2*cfg.InChannels*cfg.Tokens())
-	in := cond.Input{T: []float32{10, 600}, Labels: []int{1, 2}}
 	shift := shiftSecond(L)
 	predict := func(mm *dc.Model) []float32 {
 		p, _, err := mm.PredictChoosing(x, in, []float32{0.5}, shift)

@@ -285,17 +285,13 @@ func ownedOnly(prob mat.Tensor, changed []bool) mat.Tensor {
 	}
 	N := prob.Shape()[0]
 	L := N / len(changed)
-	own := make([]float32, N)
-	for b, c := range changed {
-		if !c {
-			for l := range L {
-				own[b*L+l] = 1
-			}
+	own, other := make([]float32, N), make([]float32, N)
+	for i := range N {
+		if changed[i/L] {
+			other[i] = 1
+		} else {
+			own[i] = 1
 		}
-	}
-	other := make([]float32, N)
-	for i, o := range own {
-		other[i] = 1 - o
 	}
 	fixed := constant(N, 1, append([]float32(nil), mat.Data[float32](prob.Value())...))
 	return ops.Add(ops.Mul(prob, constant(N, 1, own)), ops.Mul(fixed, constant(N, 1, other)))
