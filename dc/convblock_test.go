@@ -63,7 +63,7 @@ func computeConvBlock(t *testing.T, c fixtures.Case) *fixtures.Got {
 	N := g.batch * g.tokens()
 	x := dense(N, in, io.F32("x"), true)
 	cv := dense(g.batch, cond, io.F32("cond"), true)
-	y := convBlock(params, "", x, cv, g, groups)
+	y := convBlock(params, "", x, cv, g, groups, false)
 	got.F32("out", values(y), forwardTol)
 
 	// The block's intermediates, recomputed from its parameters along

@@ -56,7 +56,9 @@
 //
 // ForwardFLOPs counts per part with the kept counts the run had, in the
 // reference counter's convention: 2 FLOPs per multiply-add, packed
-// attention H·Σ M_b²·(4·d_h + 3) from the backbone, de-chunk Σ M_b²·D.
+// attention H·Σ M_b²·(4·d_h + 3) from the backbone, de-chunk Σ M_b²·D;
+// ResultFLOPs counts what a pass ran, which leaves out conv blocks'
+// residual branches that are exactly zero and train nothing.
 // Presets holds the paper's DC-DiT-S/B/L/XL, whose parameter counts
 // match its tables; AssumedBoundaries and KeptAfterDrop price a model
 // from its config alone.

@@ -16,8 +16,8 @@ import (
 // (packed, no padding), everything else the full grid.
 type FLOPs struct {
 	Embed     float64 `json:"embed"`      // latent embedder conv 3×3 (and the token embedder on the kept cells)
-	Encoder   float64 `json:"encoder"`    // encoder conv blocks (convs, skip, cond_proj) and the dropped context
-	Residual  float64 `json:"residual"`   // residual_proj
+	Encoder   float64 `json:"encoder"`    // encoder conv blocks (convs, skip, cond_proj; an idle residual branch, none) and the dropped context
+	Residual  float64 `json:"residual"`   // residual_proj (relative: on the dropped cells)
 	Routing   float64 `json:"routing"`    // router convs
 	Backbone  float64 `json:"backbone"`   // conditioning and main network (BackboneFLOPs)
 	DeChunk   float64 `json:"dechunk"`    // Σ_b M_b²·D of the Gaussian smoothing product
@@ -40,8 +40,15 @@ type BackboneFLOPs interface {
 }
 
 // ForwardFLOPs counts one forward pass of a batch whose samples keep
-// numKept tokens each (len(numKept) = B).
+// numKept tokens each (len(numKept) = B), every conv block's residual
+// branch run (ResultFLOPs counts the idle ones out).
 func (m *Model) ForwardFLOPs(numKept []int) FLOPs {
+	return m.forwardFLOPs(numKept, nil)
+}
+
+// forwardFLOPs is ForwardFLOPs with the residual branch of conv block i
+// (encoder then decoder) left out where idle[i].
+func (m *Model) forwardFLOPs(numKept []int, idle []bool) FLOPs {
 	c := m.Config
 	B, L := float64(len(numKept)), float64(c.Cells())
 	N := B * L
@@ -51,7 +58,10 @@ func (m *Model) ForwardFLOPs(numKept []int) FLOPs {
 	for i, w := range c.ConvWidths() {
 		in, out := float64(w[0]), float64(w[1])
 		inner := min(in, out)
-		cost := mac(N, in*9, inner) + mac(B, float64(c.CondDim), inner) + mac(N, inner*9, out)
+		var cost float64
+		if i >= len(idle) || !idle[i] {
+			cost = mac(N, in*9, inner) + mac(B, float64(c.CondDim), inner) + mac(N, inner*9, out)
+		}
 		if w[0] != w[1] {
 			cost += mac(N, in, out)
 		}
@@ -62,12 +72,15 @@ func (m *Model) ForwardFLOPs(numKept []int) FLOPs {
 		}
 	}
 	D, R := float64(c.ModelDim), float64(c.RouterDim)
-	f.Residual = mac(N, D, D)
 	f.Routing = mac(N, D, R) + 2*mac(N, R*9, R) + mac(N, R, 1)
 	var kept float64
 	for _, mb := range numKept {
 		f.DeChunk += mac(float64(mb), float64(mb), D)
 		kept += float64(mb)
+	}
+	f.Residual = mac(N, D, D)
+	if c.RelativeResidual {
+		f.Residual = mac(N-kept, D, D) // a kept cell's difference is zero and does not run
 	}
 	f.Backbone = m.Backbone.FLOPs(numKept)
 	if c.DroppedContext {
@@ -92,10 +105,11 @@ func (m *Model) ForwardFLOPs(numKept []int) FLOPs {
 }
 
 // ResultFLOPs counts the forward that made res as it ran: ForwardFLOPs of
-// the tokens it kept, with a width-gated backbone (family.WidthGated) at
-// the width its gates chose for each sample.
+// the tokens it kept, less the conv blocks' idle residual branches, with a
+// width-gated backbone (family.WidthGated) at the width its gates chose
+// for each sample.
 func (m *Model) ResultFLOPs(res *Result) (FLOPs, error) {
-	f := m.ForwardFLOPs(res.Chunks.NumKept)
+	f := m.forwardFLOPs(res.Chunks.NumKept, res.idle)
 	if g, ok := family.GatedWidth(m.Backbone); ok {
 		b, err := g.GatedFLOPs(res.cond, res.Chunks.NumKept)
 		if err != nil {

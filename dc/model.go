@@ -58,6 +58,7 @@ type Result struct {
 
 	batch int
 	cond  cond.Value // what the backbone ran under
+	idle  []bool     // per conv block, encoder then decoder: its residual branch was idle (idleBranch)
 }
 
 // Forward runs the model on cell-major latents x [B·L, InChannels·p²] (see
@@ -66,7 +67,7 @@ type Result struct {
 // frac of each sample's boundaries (one value, one per sample, or none for
 // ρ = 0). Gradients flow to x, c and every parameter.
 func (m *Model) Forward(x mat.Tensor, cv cond.Value, frac []float32) (*Result, error) {
-	return m.forward(x, cv, frac, nil, nil, false)
+	return m.forward(x, cv, frac, nil, nil, false, false)
 }
 
 // ForwardKeptGate is Forward with the straight-through gate on the
@@ -80,7 +81,7 @@ func (m *Model) Forward(x mat.Tensor, cv cond.Value, frac []float32) (*Result, e
 // the kept decision, that dropping it sure would, which lowers them and
 // keeps the order.
 func (m *Model) ForwardKeptGate(x mat.Tensor, cv cond.Value, frac []float32) (*Result, error) {
-	return m.forward(x, cv, frac, nil, nil, true)
+	return m.forward(x, cv, frac, nil, nil, true, false)
 }
 
 // ForwardChoosing is Forward, or ForwardKeptGate when keptGate is set,
@@ -90,14 +91,16 @@ func (m *Model) ForwardKeptGate(x mat.Tensor, cv cond.Value, frac []float32) (*R
 // except to the router from a sample whose cells choose changed: that
 // choice was not the router's to learn from.
 func (m *Model) ForwardChoosing(x mat.Tensor, cv cond.Value, frac []float32, choose Chooser, keptGate bool) (*Result, error) {
-	return m.forward(x, cv, frac, choose, nil, keptGate)
+	return m.forward(x, cv, frac, choose, nil, keptGate, false)
 }
 
 // forward is Forward with the kept cells, when choose is set, chosen by
 // choose instead of the router (Chooser), and then, when plan is set,
 // replaced by plan's (Planner), and with the gate on the kept cells when
-// keptGate is set (ForwardKeptGate).
-func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Chooser, plan Planner, keptGate bool) (*Result, error) {
+// keptGate is set (ForwardKeptGate); inference says no gradient will be
+// asked of the pass (Predict), which lets idle conv blocks (idleBranch)
+// that are set to train be left out too.
+func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Chooser, plan Planner, keptGate, inference bool) (*Result, error) {
 	cfg := m.Config
 	L := cfg.Cells()
 	xs := x.Shape()
@@ -119,8 +122,11 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 
 	// Encoder: latent embedder, conv blocks, RMSNorm → [B·L, D].
 	h := g.conv3x3(x, m.p("x_embedder.proj.weight"), m.p("x_embedder.proj.bias")) // [B·L, E]
+	res.idle = make([]bool, cfg.EncoderBlocks+cfg.DecoderBlocks)
 	for i := range cfg.EncoderBlocks {
-		h = convBlock(m.Params, fmt.Sprintf("hnet.encoder.layers.%d.", i), h, cScaffold, g, cfg.NormGroups)
+		prefix := fmt.Sprintf("hnet.encoder.layers.%d.", i)
+		res.idle[i] = idleBranch(m.Params, prefix, inference)
+		h = convBlock(m.Params, prefix, h, cScaffold, g, cfg.NormGroups, res.idle[i])
 	}
 	enc := h
 	if !cfg.NoEncoderNorm {
@@ -209,8 +215,7 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 		tokenCell = ch.plugBackCells()
 	}
 	if cfg.RelativeResidual {
-		// No bias: it would cancel.
-		residual = ops.Linear(ops.Sub(enc, ops.GatherRows(enc, tokenCell)), m.p("hnet.residual_proj.weight"), nil)
+		residual = relativeResidual(enc, m.p("hnet.residual_proj.weight"), tokenCell)
 	}
 	gate := res.Routing.Confidence
 	if prob != res.Routing.P {
@@ -226,7 +231,10 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 		}
 		gate = confidence(prob, marked)
 	}
-	h = ops.Add(ops.ScaleRows(back, ops.STE(gate)), residual)
+	h = ops.ScaleRows(back, ops.STE(gate))
+	if residual != nil {
+		h = ops.Add(h, residual)
+	}
 	var wide mat.Tensor
 	if cfg.WideHead {
 		wide = finalLayer(m.Params, "wide_head.", h, c, g)
@@ -246,7 +254,10 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 		cDecoder = ops.Add(cScaffold, chosen)
 	}
 	for i := range cfg.DecoderBlocks {
-		h = convBlock(m.Params, fmt.Sprintf("hnet.decoder.layers.%d.", i), h, cDecoder, g, cfg.NormGroups)
+		prefix := fmt.Sprintf("hnet.decoder.layers.%d.", i)
+		idle := idleBranch(m.Params, prefix, inference)
+		res.idle[cfg.EncoderBlocks+i] = idle
+		h = convBlock(m.Params, prefix, h, cDecoder, g, cfg.NormGroups, idle)
 	}
 	h = ops.RMSNorm(h, m.p("hnet.decoder.rmsnorm.weight"), RMSNormEps)
 	res.Out = finalLayer(m.Params, "final_layer.", h, cDecoder, g)
@@ -260,6 +271,24 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 		res.Out = ops.Add(res.Out, ops.Modulate(ops.Linear(diff, m.p("latent_skip.weight"), nil), zero, scale, g.offsets()))
 	}
 	return res, nil
+}
+
+// relativeResidual is residual_proj of each cell's encoding less that of
+// the kept cell it takes its features from (tokenCell), without a bias,
+// which would cancel: [B·L, D], or nil when every cell is kept. A kept
+// cell's difference is exactly zero, so only the dropped cells run.
+func relativeResidual(enc, w mat.Tensor, tokenCell []int) mat.Tensor {
+	var dropped, from []int
+	for i, j := range tokenCell {
+		if i != j {
+			dropped, from = append(dropped, i), append(from, j)
+		}
+	}
+	if len(dropped) == 0 {
+		return nil
+	}
+	diff := ops.Sub(ops.GatherRows(enc, dropped), ops.GatherRows(enc, from))
+	return ops.ScatterRows(ops.Linear(diff, w, nil), dropped, len(tokenCell))
 }
 
 // changedSamples reports, per sample of a batch, whether a Chooser's
@@ -346,7 +375,7 @@ func (m *Model) predict(x []float32, in cond.Input, frac []float32, choose Choos
 		return nil, nil, fmt.Errorf("dc: backbone conditioning: %w", err)
 	}
 	tokens := ToTokens(x, B, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
-	res, err := m.forward(constant(B*cfg.Cells(), cfg.CellIn(), tokens), c, frac, choose, plan, false)
+	res, err := m.forward(constant(B*cfg.Cells(), cfg.CellIn(), tokens), c, frac, choose, plan, false, true)
 	if err != nil {
 		return nil, nil, err
 	}
