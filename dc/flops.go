@@ -40,15 +40,16 @@ type BackboneFLOPs interface {
 }
 
 // ForwardFLOPs counts one forward pass of a batch whose samples keep
-// numKept tokens each (len(numKept) = B), every conv block's residual
-// branch run (ResultFLOPs counts the idle ones out).
+// numKept tokens each (len(numKept) = B) as inference runs it, every conv
+// block's residual branch run (ResultFLOPs counts the idle ones out).
 func (m *Model) ForwardFLOPs(numKept []int) FLOPs {
-	return m.forwardFLOPs(numKept, nil)
+	return m.forwardFLOPs(numKept, nil, -1)
 }
 
 // forwardFLOPs is ForwardFLOPs with the residual branch of conv block i
-// (encoder then decoder) left out where idle[i].
-func (m *Model) forwardFLOPs(numKept []int, idle []bool) FLOPs {
+// (encoder then decoder) left out where idle[i], and the relative
+// residual over residualRows rows (< 0: the dropped cells).
+func (m *Model) forwardFLOPs(numKept []int, idle []bool, residualRows int) FLOPs {
 	c := m.Config
 	B, L := float64(len(numKept)), float64(c.Cells())
 	N := B * L
@@ -80,7 +81,11 @@ func (m *Model) forwardFLOPs(numKept []int, idle []bool) FLOPs {
 	}
 	f.Residual = mac(N, D, D)
 	if c.RelativeResidual {
-		f.Residual = mac(N-kept, D, D) // a kept cell's difference is zero and does not run
+		rows := N - kept // a kept cell's difference is zero and does not run
+		if residualRows >= 0 {
+			rows = float64(residualRows)
+		}
+		f.Residual = mac(rows, D, D)
 	}
 	f.Backbone = m.Backbone.FLOPs(numKept)
 	if c.DroppedContext {
@@ -105,11 +110,17 @@ func (m *Model) forwardFLOPs(numKept []int, idle []bool) FLOPs {
 }
 
 // ResultFLOPs counts the forward that made res as it ran: ForwardFLOPs of
-// the tokens it kept, less the conv blocks' idle residual branches, with a
+// the tokens it kept, less the conv blocks' idle residual branches, with
+// the relative residual over the rows it ran (a training pass runs every
+// cell's), with a
 // width-gated backbone (family.WidthGated) at the width its gates chose
 // for each sample.
 func (m *Model) ResultFLOPs(res *Result) (FLOPs, error) {
-	f := m.forwardFLOPs(res.Chunks.NumKept, res.idle)
+	rows := -1
+	if m.Config.RelativeResidual {
+		rows = res.residualRows
+	}
+	f := m.forwardFLOPs(res.Chunks.NumKept, res.idle, rows)
 	if g, ok := family.GatedWidth(m.Backbone); ok {
 		b, err := g.GatedFLOPs(res.cond, res.Chunks.NumKept)
 		if err != nil {

@@ -59,6 +59,8 @@ type Result struct {
 	batch int
 	cond  cond.Value // what the backbone ran under
 	idle  []bool     // per conv block, encoder then decoder: its residual branch was idle (idleBranch)
+	// residualRows are the rows the relative residual ran (relativeResidual).
+	residualRows int
 }
 
 // Forward runs the model on cell-major latents x [B·L, InChannels·p²] (see
@@ -215,7 +217,7 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 		tokenCell = ch.plugBackCells()
 	}
 	if cfg.RelativeResidual {
-		residual = relativeResidual(enc, m.p("hnet.residual_proj.weight"), tokenCell)
+		residual, res.residualRows = relativeResidual(enc, m.p("hnet.residual_proj.weight"), tokenCell, inference)
 	}
 	gate := res.Routing.Confidence
 	if prob != res.Routing.P {
@@ -275,9 +277,16 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 
 // relativeResidual is residual_proj of each cell's encoding less that of
 // the kept cell it takes its features from (tokenCell), without a bias,
-// which would cancel: [B·L, D], or nil when every cell is kept. A kept
-// cell's difference is exactly zero, so only the dropped cells run.
-func relativeResidual(enc, w mat.Tensor, tokenCell []int) mat.Tensor {
+// which would cancel: [B·L, D]. It also returns the rows it ran. A kept
+// cell's difference is exactly zero, so inference runs the dropped cells
+// only (nil when every cell is kept). Training runs every cell: the same
+// gradients, summed in the order they always were, so that a training
+// run's trajectory, which rounding alone can move (docs/results.md,
+// 2026-11-29), stays the one its recipe always gave.
+func relativeResidual(enc, w mat.Tensor, tokenCell []int, inference bool) (mat.Tensor, int) {
+	if !inference {
+		return ops.Linear(ops.Sub(enc, ops.GatherRows(enc, tokenCell)), w, nil), len(tokenCell)
+	}
 	var dropped, from []int
 	for i, j := range tokenCell {
 		if i != j {
@@ -285,10 +294,10 @@ func relativeResidual(enc, w mat.Tensor, tokenCell []int) mat.Tensor {
 		}
 	}
 	if len(dropped) == 0 {
-		return nil
+		return nil, 0
 	}
 	diff := ops.Sub(ops.GatherRows(enc, dropped), ops.GatherRows(enc, from))
-	return ops.ScatterRows(ops.Linear(diff, w, nil), dropped, len(tokenCell))
+	return ops.ScatterRows(ops.Linear(diff, w, nil), dropped, len(tokenCell)), len(dropped)
 }
 
 // changedSamples reports, per sample of a batch, whether a Chooser's
