@@ -16,8 +16,17 @@ import (
 // the transformer (nil counts them as zero); numKept holds each sample's
 // kept tokens.
 func ConfigFLOPs(c *Config, backbone BackboneFLOPs, numKept []int) FLOPs {
+	return ConfigFLOPsIdle(c, backbone, numKept, nil)
+}
+
+// ConfigFLOPsIdle is ConfigFLOPs with the residual branch of conv block i
+// (the encoder's blocks, then the decoder's) left out where idle[i], as
+// Model.ResultFLOPs counts a pass that skipped it: what a caller that
+// knows the branch stays zero and untrained (the weights cannot say)
+// prices.
+func ConfigFLOPsIdle(c *Config, backbone BackboneFLOPs, numKept []int, idle []bool) FLOPs {
 	m := &Model{Config: c, Backbone: flopsOnly{backbone}}
-	return m.ForwardFLOPs(numKept)
+	return m.forwardFLOPs(numKept, idle, -1)
 }
 
 // flopsOnly stands in for a backbone that is only counted, never run.

@@ -59,6 +59,32 @@ type Plan struct {
 	// mainSpec.
 	adopter  family.Adopter
 	mainSpec family.Spec
+	// idle marks the conv blocks (encoder, then decoder) whose residual
+	// branches sampling skips (idleBlocks).
+	idle []bool
+}
+
+// idleBlocks marks the encoder's conv blocks idle at sampling when they
+// are sure to stay as grafted: encoder_init = "patch" starts their
+// residual branches at exactly zero (conv2 zero), and no stage trains any
+// encoder tensor. Sampling then skips those branches (dc.Model's idle
+// conv blocks), and the plan prices them so.
+func idleBlocks(r *Recipe, pl *Plan) []bool {
+	if pl.DC == nil || r.Scaffold == nil || r.Scaffold.EncoderInit != "patch" {
+		return nil
+	}
+	for _, sp := range pl.Stages {
+		for _, g := range sp.TrainableGroups {
+			if g == params.GroupEncoder || g == params.GroupEncoder+" (partly)" {
+				return nil
+			}
+		}
+	}
+	idle := make([]bool, pl.DC.EncoderBlocks+pl.DC.DecoderBlocks)
+	for i := range pl.DC.EncoderBlocks {
+		idle[i] = true
+	}
+	return idle
 }
 
 // MainNetworkSummary is a line naming the DC model's backbone's sizes
@@ -208,7 +234,10 @@ type GroupCount struct {
 type FLOPsInfo struct {
 	Convention string `json:"convention"`
 	// KeptTokens says how kept-token counts are estimated.
-	KeptTokens    string     `json:"kept_tokens"`
+	KeptTokens string `json:"kept_tokens"`
+	// Idle says which conv blocks sampling skips the residual branch of
+	// (dc's idle conv blocks), when any.
+	Idle          string     `json:"idle,omitempty"`
 	SamplingSteps int        `json:"sampling_steps"`
 	CFG           float64    `json:"cfg"`
 	Rows          []FLOPsRow `json:"rows"`
@@ -368,9 +397,10 @@ func NewPlan(r *Recipe) (pl *Plan, err error) {
 	pl.Params = modelParams(pl, m, r.Base != nil, r.Scaffold)
 	addWidthRouters(p, r, pl)
 	countParams(pl, m, r.Base != nil)
-	planFLOPs(pl, r, m)
 	planData(p, r, pl, m)
 	planStages(p, r, pl, m)
+	pl.idle = idleBlocks(r, pl)
+	planFLOPs(pl, r, m)
 	return pl, p.err()
 }
 
@@ -819,9 +849,15 @@ func countParams(pl *Plan, m *planned, fromBase bool) {
 func keptTokens(c *dc.Config, rho float64) int { return dc.AssumedKept(c.Cells(), c.TargetN, rho) }
 
 // dcForward is the forward cost of a DC model on a batch with these kept
-// counts.
+// counts, every conv block run (training).
 func dcForward(c *dc.Config, main family.Spec, kept ...int) dc.FLOPs {
 	return dc.ConfigFLOPs(c, main, kept)
+}
+
+// sampledForward is dcForward as sampling runs the plan's model: its
+// idle conv blocks skipped.
+func (pl *Plan) sampledForward(kept ...int) dc.FLOPs {
+	return dc.ConfigFLOPsIdle(pl.DC, pl.mainSpec, kept, pl.idle)
 }
 
 func planFLOPs(pl *Plan, r *Recipe, m *planned) {
@@ -841,7 +877,10 @@ func planFLOPs(pl *Plan, r *Recipe, m *planned) {
 	if r.Base != nil {
 		f.Rows = append(f.Rows, ditRow("base"))
 	}
-	c, h := pl.DC, pl.mainSpec
+	c := pl.DC
+	if slices.Contains(pl.idle, true) {
+		f.Idle = `the encoder's conv blocks stay as grafted (encoder_init = "patch", trained by no stage): sampling skips their zero residual branches`
+	}
 	f.KeptTokens = fmt.Sprintf("assumed: the router marks ⌊L/N⌋ = ⌊%d/%g⌋ = %d boundaries (the ratio loss's target), tail dropping removes ⌊n·ρ⌋", c.Cells(), c.TargetN, keptTokens(c, 0))
 	// eval.dense_below runs its steps on every cell; the steps from
 	// eval.coarse_from drop at least eval.coarse_rho.
@@ -873,23 +912,23 @@ func planFLOPs(pl *Plan, r *Recipe, m *planned) {
 	if guided {
 		branches = 2
 	}
-	denseOne := dcForward(c, h, c.Cells()).Total()
+	denseOne := pl.sampledForward(c.Cells()).Total()
 	for _, rho := range r.Eval.Rho {
 		k := keptTokens(c, rho)
-		parts := dcForward(c, h, k)
+		parts := pl.sampledForward(k)
 		fwd := parts.Total()
-		coarseFwd := dcForward(c, h, keptTokens(c, coarseRho(rho, r.Eval.CoarseRho))).Total()
+		coarseFwd := pl.sampledForward(keptTokens(c, coarseRho(rho, r.Eval.CoarseRho))).Total()
 		f.Rows = append(f.Rows, FLOPsRow{Model: "dc", Rho: rho, Tokens: c.Cells(), Kept: k, GFLOPsPerForward: fwd / 1e9,
 			TFLOPsPerImage: perImage(fwd, coarseFwd, denseOne, branches) / 1e12, Parts: &parts})
 	}
 	if len(r.Eval.LiteCFG) == 2 {
 		rc, ru := r.Eval.LiteCFG[0], r.Eval.LiteCFG[1]
-		parts := dcForward(c, h, keptTokens(c, rc), keptTokens(c, ru))
+		parts := pl.sampledForward(keptTokens(c, rc), keptTokens(c, ru))
 		fwd := parts.Total()
 		cr := r.Eval.CoarseRho
-		coarseFwd := dcForward(c, h, keptTokens(c, coarseRho(rc, cr)), keptTokens(c, coarseRho(ru, cr))).Total()
+		coarseFwd := pl.sampledForward(keptTokens(c, coarseRho(rc, cr)), keptTokens(c, coarseRho(ru, cr))).Total()
 		f.Rows = append(f.Rows, FLOPsRow{Model: "dc-lite-cfg", Rho: rc, RhoUncond: &ru, Tokens: c.Cells(), Kept: keptTokens(c, rc),
-			GFLOPsPerForward: fwd / 1e9, TFLOPsPerImage: perImage(fwd, coarseFwd, dcForward(c, h, c.Cells(), c.Cells()).Total(), 1) / 1e12, Parts: &parts})
+			GFLOPsPerForward: fwd / 1e9, TFLOPsPerImage: perImage(fwd, coarseFwd, pl.sampledForward(c.Cells(), c.Cells()).Total(), 1) / 1e12, Parts: &parts})
 	}
 	if r.Base != nil {
 		for i := range f.Rows {

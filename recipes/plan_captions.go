@@ -46,7 +46,7 @@ func planCaptioned(p *problems, r *Recipe, pl *Plan, m *planned) {
 	baseFwd := pl.forward(m.cfg, m.grid, m.grid, m.captionLen)
 	f.Rows = append(f.Rows, FLOPsRow{Model: "base", Tokens: m.Tokens, Kept: m.Tokens, GFLOPsPerForward: baseFwd / 1e9,
 		TFLOPsPerImage: baseFwd * float64(steps) * branches / 1e12})
-	at := func(kept ...int) dc.FLOPs { return dcForward(c, pl.mainSpec, kept...) }
+	at := func(kept ...int) dc.FLOPs { return pl.sampledForward(kept...) }
 	for _, rho := range r.Eval.Rho {
 		k := keptTokens(c, rho)
 		parts := at(k)

@@ -219,6 +219,42 @@ func TestToyRecipe(t *testing.T) {
 			t.Errorf("%s at ρ %g: %.4g TFLOP per image with coarse steps from t = 900 at ρ 0.7, %.4g without", row.Model, row.Rho, row.TFLOPsPerImage, was)
 		}
 	}
+	// Trained by no stage, the encoder stays as grafted (encoder_init =
+	// "patch": its blocks' residual branches zero), and sampling skips
+	// those branches: every DC row is cheaper, its encoder down to the
+	// last block's skip projection (E → D), and the base row unchanged.
+	if pl.FLOPs.Idle != "" {
+		t.Errorf("the toy recipe trains its encoder, yet the plan calls blocks idle: %s", pl.FLOPs.Idle)
+	}
+	frozen := filepath.Join(t.TempDir(), "frozen-"+file)
+	edited = strings.ReplaceAll(string(text), `frozen = ["wide_head"]`, `frozen = ["wide_head", "encoder"]`)
+	os.WriteFile(frozen, []byte(strings.ReplaceAll(edited, `"../testdata`, `"`+testdata)), 0o644)
+	_, fpl, err := Check(frozen, LoadOptions{BasePath: base})
+	if err != nil {
+		t.Fatalf("toy plan with the encoder frozen: %v", err)
+	}
+	if fpl.FLOPs.Idle == "" {
+		t.Errorf("the encoder frozen in every stage: no idle blocks planned")
+	}
+	skipOnly := 2 * float64(pl.DC.Cells()) * float64(pl.DC.EncDecDim) * float64(pl.DC.ModelDim)
+	for i, row := range fpl.FLOPs.Rows {
+		was := pl.FLOPs.Rows[i]
+		switch {
+		case row.Parts == nil:
+			if row.TFLOPsPerImage != was.TFLOPsPerImage {
+				t.Errorf("%s: %.4g TFLOP per image with the encoder frozen, %.4g without", row.Model, row.TFLOPsPerImage, was.TFLOPsPerImage)
+			}
+		default:
+			samples := 1.0 // a Lite-CFG row prices both branches' forwards
+			if row.Model == "dc-lite-cfg" {
+				samples = 2
+			}
+			if !(row.TFLOPsPerImage < was.TFLOPsPerImage) || row.Parts.Encoder != samples*skipOnly {
+				t.Errorf("%s at ρ %g, the encoder frozen: %.4g TFLOP per image (%.4g trained), encoder %.4g FLOP per forward, want %.4g",
+					row.Model, row.Rho, row.TFLOPsPerImage, was.TFLOPsPerImage, row.Parts.Encoder, samples*skipOnly)
+			}
+		}
+	}
 	// Dense training steps cost the full grid: the more of them, the
 	// dearer a sample, up to the dense forward itself.
 	st := r.Stages[0]

@@ -212,6 +212,9 @@ func WriteTable(w io.Writer, pl *recipes.Plan) {
 	if f.KeptTokens != "" {
 		fmt.Fprintf(w, "kept tokens: %s\n", f.KeptTokens)
 	}
+	if f.Idle != "" {
+		fmt.Fprintf(w, "idle blocks: %s\n", f.Idle)
+	}
 	fmt.Fprintln(tw, "  MODEL\tρ\tKEPT\tPER FORWARD\tPER IMAGE\tVS BASE")
 	for _, r := range f.Rows {
 		rho := fmt.Sprintf("%.2g", r.Rho)
