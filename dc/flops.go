@@ -112,9 +112,8 @@ func (m *Model) forwardFLOPs(numKept []int, idle []bool, residualRows int) FLOPs
 // ResultFLOPs counts the forward that made res as it ran: ForwardFLOPs of
 // the tokens it kept, less the conv blocks' idle residual branches, with
 // the relative residual over the rows it ran (a training pass runs every
-// cell's), with a
-// width-gated backbone (family.WidthGated) at the width its gates chose
-// for each sample.
+// cell's) and a width-gated backbone (family.WidthGated) at the width its
+// gates chose for each sample.
 func (m *Model) ResultFLOPs(res *Result) (FLOPs, error) {
 	rows := -1
 	if m.Config.RelativeResidual {

@@ -849,7 +849,7 @@ func countParams(pl *Plan, m *planned, fromBase bool) {
 func keptTokens(c *dc.Config, rho float64) int { return dc.AssumedKept(c.Cells(), c.TargetN, rho) }
 
 // dcForward is the forward cost of a DC model on a batch with these kept
-// counts, every conv block run (training).
+// counts, every conv block's residual branch counted.
 func dcForward(c *dc.Config, main family.Spec, kept ...int) dc.FLOPs {
 	return dc.ConfigFLOPs(c, main, kept)
 }
