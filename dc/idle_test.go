@@ -35,11 +35,10 @@ func TestIdleConvBranch(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := scaffoldAround(t, randomDiT(t, 1, 3), func(s *upcycle.Scaffold) { s.RelativeResidual = true })
 			cfg := m.Config
-			for _, p := range m.Params.List() {
-				if p.Name == "final_layer.linear.weight" {
-					copy(p.Values(), randn(5, len(p.Values())))
-				}
-			}
+			// The final layer starts at zero; random, it shows what the
+			// decoder reads.
+			head := m.Params.Get("final_layer.linear.weight").Values()
+			copy(head, randn(5, len(head)))
 			for i := range cfg.EncoderBlocks {
 				for _, name := range []string{"weight", "bias"} {
 					clear(m.Params.Get(encoderTensor(i, "conv2."+name)).Values())
