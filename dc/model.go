@@ -124,11 +124,15 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 
 	// Encoder: latent embedder, conv blocks, RMSNorm → [B·L, D].
 	h := g.conv3x3(x, m.p("x_embedder.proj.weight"), m.p("x_embedder.proj.bias")) // [B·L, E]
+	// block runs conv block i of all (the encoder's, then the decoder's)
+	// and records whether its residual branch was idle.
 	res.idle = make([]bool, cfg.EncoderBlocks+cfg.DecoderBlocks)
-	for i := range cfg.EncoderBlocks {
-		prefix := fmt.Sprintf("hnet.encoder.layers.%d.", i)
+	block := func(i int, prefix string, h, c mat.Tensor) mat.Tensor {
 		res.idle[i] = idleBranch(m.Params, prefix, inference)
-		h = convBlock(m.Params, prefix, h, cScaffold, g, cfg.NormGroups, res.idle[i])
+		return convBlock(m.Params, prefix, h, c, g, cfg.NormGroups, res.idle[i])
+	}
+	for i := range cfg.EncoderBlocks {
+		h = block(i, fmt.Sprintf("hnet.encoder.layers.%d.", i), h, cScaffold)
 	}
 	enc := h
 	if !cfg.NoEncoderNorm {
@@ -256,10 +260,7 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 		cDecoder = ops.Add(cScaffold, chosen)
 	}
 	for i := range cfg.DecoderBlocks {
-		prefix := fmt.Sprintf("hnet.decoder.layers.%d.", i)
-		idle := idleBranch(m.Params, prefix, inference)
-		res.idle[cfg.EncoderBlocks+i] = idle
-		h = convBlock(m.Params, prefix, h, cDecoder, g, cfg.NormGroups, idle)
+		h = block(cfg.EncoderBlocks+i, fmt.Sprintf("hnet.decoder.layers.%d.", i), h, cDecoder)
 	}
 	h = ops.RMSNorm(h, m.p("hnet.decoder.rmsnorm.weight"), RMSNormEps)
 	res.Out = finalLayer(m.Params, "final_layer.", h, cDecoder, g)

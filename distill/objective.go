@@ -432,25 +432,19 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 	if err != nil {
 		return Metrics{}, err
 	}
-	cv, err := o.Model.Backbone.Condition(in)
-	if err != nil {
-		return Metrics{}, err
-	}
-	tokens := dc.ToTokens(xt, B, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
-	x := mat.NewDense[float32](mat.WithShape(B*cfg.Cells(), cfg.CellIn()), mat.WithBacking(tokens))
 	steps, err := noiseTimesteps(proc, t, ts)
 	if err != nil {
 		return Metrics{}, err
 	}
 	fracs := o.Budget.fracs(rho, steps)
 	var target []float32 // the teacher's prediction, when distilling
-	var choose dc.Chooser
+	var lf []float32     // the lookback fractions of the samples, with Lookback
 	if o.Loss == DistillL1 || o.Loss == DistillL2 {
 		if target, err = o.teacher(xt, in); err != nil {
 			return Metrics{}, err
 		}
 		if o.Lookback > 0 {
-			lf := o.lookbackFracs(fracs, B, rng)
+			lf = o.lookbackFracs(fracs, B, rng)
 			if o.LookbackTwins {
 				tw, err := o.twins(twinBatch{xt: xt, ts: ts, t: t, y: y, caps: caps, target: target, fracs: fracs}, lf)
 				if err != nil {
@@ -461,18 +455,24 @@ func (o *DCObjective) Step(step int, b *Batch, rng *rand.Rand) (Metrics, error) 
 				if in, err = o.condition(caps, ts, y); err != nil {
 					return Metrics{}, err
 				}
-				if cv, err = o.Model.Backbone.Condition(in); err != nil {
-					return Metrics{}, err
-				}
-				tokens = dc.ToTokens(xt, B, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
-				x = mat.NewDense[float32](mat.WithShape(B*cfg.Cells(), cfg.CellIn()), mat.WithBacking(tokens))
-			}
-			if choose, err = o.lookback(proc, target, tokens, t, lf, B); err != nil {
-				return Metrics{}, err
 			}
 		}
 	} else if o.Lookback > 0 {
 		return Metrics{}, fmt.Errorf("distill: lookback ranks cells on the teacher's clean estimate, the %s loss has no teacher", o.Loss)
+	}
+	// The model's inputs, built once the batch is final (lookback's twins
+	// extend it).
+	cv, err := o.Model.Backbone.Condition(in)
+	if err != nil {
+		return Metrics{}, err
+	}
+	tokens := dc.ToTokens(xt, B, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
+	x := mat.NewDense[float32](mat.WithShape(B*cfg.Cells(), cfg.CellIn()), mat.WithBacking(tokens))
+	var choose dc.Chooser
+	if o.Lookback > 0 {
+		if choose, err = o.lookback(proc, target, tokens, t, lf, B); err != nil {
+			return Metrics{}, err
+		}
 	}
 	res, err := o.Model.ForwardChoosing(x, cv, fracs, choose, o.KeptGate)
 	if err != nil {

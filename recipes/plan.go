@@ -75,7 +75,7 @@ func idleBlocks(r *Recipe, pl *Plan) []bool {
 	}
 	for _, sp := range pl.Stages {
 		for _, g := range sp.TrainableGroups {
-			if g == params.GroupEncoder || g == params.GroupEncoder+" (partly)" {
+			if strings.TrimSuffix(g, " (partly)") == params.GroupEncoder {
 				return nil
 			}
 		}
