@@ -119,6 +119,8 @@ func TestDeviceOpsMatchHost(t *testing.T) {
 			}, 1e-4},
 		{"AddPerSample", []input{{name: "x", rows: 40, cols: 24}, {name: "v", rows: 4, cols: 24}},
 			func(x []mat.Tensor) mat.Tensor { return AddPerSample(x[0], x[1], off) }, 1e-5},
+		{"AddRowVector", []input{{name: "x", rows: 40, cols: 24}, {name: "v", rows: 1, cols: 24}},
+			func(x []mat.Tensor) mat.Tensor { return AddRowVector(x[0], x[1]) }, 1e-5},
 		{"ScaleRows of STE", []input{{name: "x", rows: 40, cols: 24}, {name: "s", rows: 40, cols: 1}},
 			func(x []mat.Tensor) mat.Tensor { return ScaleRows(x[0], STE(x[1])) }, 1e-5},
 		{"ScaleRows", []input{{name: "x", rows: 40, cols: 24}, {name: "s", rows: 40, cols: 1}},

@@ -69,6 +69,7 @@ func TestDispatchByPlacement(t *testing.T) {
 			return newDeChunk(operand(d, 4, 3), operand(d, 4, 1), off, make([]float64, 8), 1, 1e-4)
 		}, "*ops.deChunk[float32]", "*ops.deChunkDevice"},
 		{"AddPerSample", func(d bool) ag.AutoGradFunction { return newAddPerSample(operand(d, 4, 3), operand(d, 2, 3), off) }, "*ops.addPerSample[float32]", "*ops.addPerSampleDevice"},
+		{"AddRowVector", func(d bool) ag.AutoGradFunction { return newAddRowVector(operand(d, 4, 3), operand(d, 1, 3)) }, "*ops.addRowVector[float32]", "*ops.addRowVectorDevice"},
 		{"ScaleRows", func(d bool) ag.AutoGradFunction { return newScaleRows(operand(d, 4, 3), operand(d, 4, 1)) }, "*ops.scaleRows[float32]", "*ops.scaleRowsDevice"},
 		{"STE", func(d bool) ag.AutoGradFunction { return newSTE(operand(d, 4, 1)) }, "*ops.ste[float32]", "*ops.steDevice"},
 		{"MSE", func(d bool) ag.AutoGradFunction { return newTotal("MSE", totMSE, operand(d, 4, 3), operand(d, 4, 3)) }, "*ops.total[float32]", "*ops.totalDevice"},
@@ -101,8 +102,8 @@ func TestDispatchRefuses(t *testing.T) {
 			[]string{"ops: Modulate:", "scale is on the device", "x is a *mat.Dense[float32] on the host"}},
 		{"Tanh on the device", func() { newActivation("Tanh", actTanh, operand(true, 2, 3)) },
 			[]string{"ops: Tanh: no device implementation yet", "x is on the device"}},
-		{"AddRowVector on the device", func() { newAddRowVector(operand(true, 2, 3), operand(true, 3, 1)) },
-			[]string{"ops: AddRowVector: no device implementation yet", "x is on the device"}},
+		{"HardGate on the device", func() { newHardGate(operand(true, 2, 3), 1) },
+			[]string{"ops: HardGate: no device implementation yet", "z is on the device"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { mustPanic(t, c.build, c.parts...) })

@@ -132,6 +132,7 @@ func (f *scale[T]) Backward(gy mat.Tensor) error {
 // AddRowVector returns x + v with the vector v (D elements) added to every
 // row of x [N, D]: a bias broadcast, such as a positional embedding row.
 func AddRowVector(x, v mat.Tensor) mat.Tensor {
+	colocate("AddRowVector", &x, &v)
 	return run(newAddRowVector(x, v))
 }
 
@@ -146,7 +147,7 @@ func newAddRowVector(x, v mat.Tensor) ag.AutoGradFunction {
 	rows, cols := dims("AddRowVector", "x", x)
 	needVector("AddRowVector", "v", v, cols, " (the columns of x)")
 	s := addRowVectorSpec{x, v, rows, cols}
-	return pick("AddRowVector", &addRowVector[float32]{s}, &addRowVector[float64]{s}, named{"x", x}, named{"v", v})
+	return pickOn("AddRowVector", &addRowVector[float32]{s}, &addRowVector[float64]{s}, &addRowVectorDevice{addRowVector[float32]{s}}, named{"x", x}, named{"v", v})
 }
 
 func (f *addRowVector[T]) Operands() []mat.Tensor { return []mat.Tensor{f.x, f.v} }

@@ -407,6 +407,43 @@ func (f *addPerSampleDevice) Backward(gy mat.Tensor) error {
 	return nil
 }
 
+// addRowVectorDevice is AddRowVector on the device: AddPerSample's kernels
+// with every row one sample's.
+type addRowVectorDevice struct{ addRowVector[float32] }
+
+func (f *addRowVectorDevice) Forward() (mat.Tensor, error) {
+	d, y, err := newDeviceOutput("AddRowVector", f.x, f.rows, f.cols)
+	if err != nil {
+		return nil, err
+	}
+	pk, err := d.Packing([]int{0, f.rows})
+	if err != nil {
+		return finish("AddRowVector", y, err)
+	}
+	return finish("AddRowVector", y, d.Models().AddPerSample(y.Buffer(), dbuf(f.x), dbuf(f.v), pk, f.cols))
+}
+
+func (f *addRowVectorDevice) Backward(gy mat.Tensor) error {
+	d := dt(f.x).Device()
+	if f.x.RequiresGrad() {
+		f.x.AccGrad(gy) // dx = dy, passed on as is
+	}
+	gs, err := devGrads("AddRowVector", d, f.v)
+	if err != nil || gs[0] == nil {
+		return err
+	}
+	pk, err := d.Packing([]int{0, f.rows})
+	if err == nil {
+		err = d.Models().SumRows(gs[0].Buffer(), dbuf(gy), pk, f.cols)
+	}
+	if err != nil {
+		gs[0].Release()
+		return devErr("AddRowVector", err)
+	}
+	devAccGrad(f.v, gs[0])
+	return nil
+}
+
 // scaleRowsDevice is ScaleRows on the device.
 type scaleRowsDevice struct{ scaleRows[float32] }
 

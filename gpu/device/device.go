@@ -3,6 +3,7 @@ package device
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,7 +17,18 @@ type Options struct {
 	// Precision is the GEMM precision of the device ops (Linear): cuda.FP32
 	// (the zero value; TF32 off, the parity reference) or cuda.TF32.
 	Precision cuda.Precision
+	// PoolBytes is the most freed memory the pool keeps for reuse; 0 means
+	// a sixteenth of the device's memory. Beyond it the pool is emptied,
+	// and an allocation the driver refuses for lack of memory empties it
+	// and tries once more: a DC model's kept-token counts change every
+	// step, so freed buffers come in many sizes that may never repeat.
+	PoolBytes int64
 }
+
+// maxPackings is how many packings the device keeps before it frees the
+// least recently used half: kept-token counts make a new one almost every
+// forward pass.
+const maxPackings = 512
 
 // Device is a GPU as the ops see it: the runtime, its compiled kernels,
 // the GEMM precision, a pool of freed buffers and the packings of the
@@ -28,10 +40,19 @@ type Device struct {
 	mdl  *cudakernels.Models
 	prec cuda.Precision
 
-	mu     sync.Mutex
-	free   map[int][]cuda.Buffer // by length in bytes
-	packs  map[string]*cudakernels.Packing
-	closed bool
+	mu      sync.Mutex
+	free    map[int][]cuda.Buffer // by length in bytes
+	pooled  int64                 // the bytes in free
+	poolCap int64
+	packs   map[string]*packing
+	lastUse uint64 // the clock of the packings' uses
+	closed  bool
+}
+
+// packing is a device packing and when it was last asked for.
+type packing struct {
+	p    *cudakernels.Packing
+	used uint64
 }
 
 // Open compiles (or loads from the cache) the kernels for rt and returns
@@ -56,8 +77,15 @@ func Open(rt *cuda.Runtime, opts Options) (*Device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("device: loading model kernels: %w", err)
 	}
-	return &Device{rt: rt, set: set, sc: sc, mdl: mdl, prec: opts.Precision,
-		free: make(map[int][]cuda.Buffer), packs: make(map[string]*cudakernels.Packing)}, nil
+	poolCap := opts.PoolBytes
+	if poolCap <= 0 {
+		poolCap = 1 << 30
+		if _, total, err := rt.MemInfo(); err == nil && total > 0 {
+			poolCap = int64(total / 16)
+		}
+	}
+	return &Device{rt: rt, set: set, sc: sc, mdl: mdl, prec: opts.Precision, poolCap: poolCap,
+		free: make(map[int][]cuda.Buffer), packs: make(map[string]*packing)}, nil
 }
 
 // Runtime is the device's CUDA runtime.
@@ -95,15 +123,45 @@ func (d *Device) Alloc(n int) (cuda.Buffer, error) {
 	if list := d.free[bytes]; len(list) > 0 {
 		b := list[len(list)-1]
 		d.free[bytes] = list[:len(list)-1]
+		d.pooled -= int64(bytes)
 		d.mu.Unlock()
 		return b, nil
 	}
 	d.mu.Unlock()
 	b, err := d.rt.Alloc(bytes)
+	if outOfMemory(err) {
+		d.mu.Lock()
+		ferr := d.flushLocked()
+		d.mu.Unlock()
+		if ferr != nil {
+			return cuda.Buffer{}, fmt.Errorf("device: allocating %d floats: %w; emptying the pool: %w", n, err, ferr)
+		}
+		b, err = d.rt.Alloc(bytes)
+	}
 	if err != nil {
 		return cuda.Buffer{}, fmt.Errorf("device: allocating %d floats: %w", n, err)
 	}
 	return b, nil
+}
+
+// outOfMemory reports whether err is the driver's refusal for lack of
+// device memory.
+func outOfMemory(err error) bool {
+	var ce *cuda.Error
+	return errors.As(err, &ce) && ce.Name == "CUDA_ERROR_OUT_OF_MEMORY"
+}
+
+// flushLocked frees every pooled buffer; d.mu is held.
+func (d *Device) flushLocked() error {
+	var errs []error
+	for _, list := range d.free {
+		for _, b := range list {
+			errs = append(errs, b.Free())
+		}
+	}
+	clear(d.free)
+	d.pooled = 0
+	return errors.Join(errs...)
 }
 
 // Recycle hands b, from Alloc, back to the pool. Work already queued that
@@ -120,14 +178,20 @@ func (d *Device) Recycle(b cuda.Buffer) {
 		b.Free()
 		return
 	}
+	if d.pooled+int64(b.Len()) > d.poolCap {
+		// A failed free leaves the memory with the context; the next
+		// allocation reports any shortage.
+		_ = d.flushLocked()
+	}
 	d.free[b.Len()] = append(d.free[b.Len()], b)
+	d.pooled += int64(b.Len())
 }
 
 // Packing returns the device form of packed-sample offsets, uploaded at
-// its first use and kept until Close: a training run sees few distinct
-// offsets (one per batch shape), and every op of a step shares them.
-// (DC-DiT's ragged kept-token counts will want a packing per batch whose
-// lifetime the trainer owns; see docs/gpu.md.)
+// its first use and kept while it is among the maxPackings most recently
+// used: every op of a step shares them, and a DC model's kept-token counts
+// make new ones every step. Ops ask for it at each Forward and Backward
+// rather than holding it.
 func (d *Device) Packing(offsets []int) (*cudakernels.Packing, error) {
 	var key strings.Builder
 	for _, o := range offsets {
@@ -139,15 +203,47 @@ func (d *Device) Packing(offsets []int) (*cudakernels.Packing, error) {
 	if d.closed {
 		return nil, errors.New("device: Packing: the device is closed")
 	}
+	d.lastUse++
 	if p, ok := d.packs[key.String()]; ok {
-		return p, nil
+		p.used = d.lastUse
+		return p.p, nil
+	}
+	if len(d.packs) >= maxPackings {
+		if err := d.evictPackingsLocked(); err != nil {
+			return nil, err
+		}
 	}
 	p, err := d.set.NewPacking(offsets)
 	if err != nil {
 		return nil, fmt.Errorf("device: packing offsets: %w", err)
 	}
-	d.packs[key.String()] = p
+	d.packs[key.String()] = &packing{p, d.lastUse}
 	return p, nil
+}
+
+// evictPackingsLocked frees the least recently used half of the packings,
+// once the work queued (which may read them) is done; d.mu is held.
+func (d *Device) evictPackingsLocked() error {
+	if err := d.rt.Synchronize(); err != nil {
+		return fmt.Errorf("device: freeing packings: %w", err)
+	}
+	uses := make([]uint64, 0, len(d.packs))
+	for _, p := range d.packs {
+		uses = append(uses, p.used)
+	}
+	slices.Sort(uses)
+	cut := uses[len(uses)/2]
+	var errs []error
+	for k, p := range d.packs {
+		if p.used < cut {
+			errs = append(errs, p.p.Free())
+			delete(d.packs, k)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("device: freeing packings: %w", err)
+	}
+	return nil
 }
 
 // Synchronize waits for the work queued on the device and reports its
@@ -170,7 +266,7 @@ func (d *Device) Close() error {
 		}
 	}
 	for _, p := range d.packs {
-		errs = append(errs, p.Free())
+		errs = append(errs, p.p.Free())
 	}
 	d.free, d.packs = nil, nil
 	return errors.Join(errs...)

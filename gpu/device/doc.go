@@ -32,7 +32,10 @@
 //
 // A Device keeps freed buffers for reuse, by exact size (sizes repeat op
 // after op and step after step), because cuMemFree synchronises the whole
-// device. All work runs in order on the runtime's one stream, so a buffer
+// device; it keeps at most Options.PoolBytes, and empties the pool when
+// that is passed or an allocation fails for lack of memory, because a DC
+// model's changing kept-token counts free buffers of sizes that may never
+// come back. All work runs in order on the runtime's one stream, so a buffer
 // handed back while kernels that read it are still queued is safe to hand
 // out again: the next writer runs after them. A tensor's buffers (its
 // values, the state an op kept with it, its gradient) return to the pool
