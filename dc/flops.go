@@ -110,7 +110,8 @@ func (m *Model) forwardFLOPs(numKept []int, idle []bool, residualRows int) FLOPs
 }
 
 // ResultFLOPs counts the forward that made res as it ran: ForwardFLOPs of
-// the tokens it kept, less the conv blocks' idle residual branches, with
+// the tokens it kept (of PredictDense: the encoder, the backbone on every
+// cell and the wide head), less the conv blocks' idle residual branches, with
 // the relative residual over the rows it ran (a training pass runs every
 // cell's) and a width-gated backbone (family.WidthGated) at the width its
 // gates chose for each sample.
@@ -119,7 +120,12 @@ func (m *Model) ResultFLOPs(res *Result) (FLOPs, error) {
 	if m.Config.RelativeResidual {
 		rows = res.residualRows
 	}
-	f := m.forwardFLOPs(res.Chunks.NumKept, res.idle, rows)
+	var f FLOPs
+	if res.dense {
+		f = m.denseFLOPs(res.batch, res.idle)
+	} else {
+		f = m.forwardFLOPs(res.Chunks.NumKept, res.idle, rows)
+	}
 	if g, ok := family.GatedWidth(m.Backbone); ok {
 		b, err := g.GatedFLOPs(res.cond, res.Chunks.NumKept)
 		if err != nil {

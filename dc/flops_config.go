@@ -29,6 +29,13 @@ func ConfigFLOPsIdle(c *Config, backbone BackboneFLOPs, numKept []int, idle []bo
 	return m.forwardFLOPs(numKept, idle, -1)
 }
 
+// ConfigDenseFLOPs is the cost of Model.PredictDense on a batch of grids
+// with the conv blocks idle where idle[i] says so, from a config alone.
+func ConfigDenseFLOPs(c *Config, backbone BackboneFLOPs, batch int, idle []bool) FLOPs {
+	m := &Model{Config: c, Backbone: flopsOnly{backbone}}
+	return m.denseFLOPs(batch, idle)
+}
+
 // flopsOnly stands in for a backbone that is only counted, never run.
 type flopsOnly struct{ counter BackboneFLOPs }
 

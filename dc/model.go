@@ -61,6 +61,7 @@ type Result struct {
 	idle  []bool     // per conv block, encoder then decoder: its residual branch was idle (idleBranch)
 	// residualRows are the rows the relative residual ran (relativeResidual).
 	residualRows int
+	dense        bool // PredictDense made it
 }
 
 // Forward runs the model on cell-major latents x [B·L, InChannels·p²] (see
@@ -122,23 +123,7 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 		cScaffold = ops.GroupNorm(c, m.p("cond_norm.weight"), m.p("cond_norm.bias"), g.batch, 1, CondNormEps)
 	}
 
-	// Encoder: latent embedder, conv blocks, RMSNorm → [B·L, D].
-	h := g.conv3x3(x, m.p("x_embedder.proj.weight"), m.p("x_embedder.proj.bias")) // [B·L, E]
-	// block runs conv block i of all (the encoder's, then the decoder's)
-	// and records whether its residual branch was idle.
-	res.idle = make([]bool, cfg.EncoderBlocks+cfg.DecoderBlocks)
-	block := func(i int, prefix string, h, c mat.Tensor) mat.Tensor {
-		res.idle[i] = idleBranch(m.Params, prefix, inference)
-		return convBlock(m.Params, prefix, h, c, g, cfg.NormGroups, res.idle[i])
-	}
-	for i := range cfg.EncoderBlocks {
-		h = block(i, fmt.Sprintf("hnet.encoder.layers.%d.", i), h, cScaffold)
-	}
-	enc := h
-	if !cfg.NoEncoderNorm {
-		enc = ops.RMSNorm(h, m.p("hnet.encoder.rmsnorm.weight"), RMSNormEps)
-	}
-	res.Encoded = enc
+	enc := m.encode(x, cScaffold, g, res, inference)
 	var residual mat.Tensor
 	if !cfg.RelativeResidual {
 		residual = ops.Linear(enc, m.p("hnet.residual_proj.weight"), m.p("hnet.residual_proj.bias"))
@@ -237,7 +222,7 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 		}
 		gate = confidence(prob, marked)
 	}
-	h = ops.ScaleRows(back, ops.STE(gate))
+	h := ops.ScaleRows(back, ops.STE(gate))
 	if residual != nil {
 		h = ops.Add(h, residual)
 	}
@@ -260,7 +245,7 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 		cDecoder = ops.Add(cScaffold, chosen)
 	}
 	for i := range cfg.DecoderBlocks {
-		h = block(cfg.EncoderBlocks+i, fmt.Sprintf("hnet.decoder.layers.%d.", i), h, cDecoder)
+		h = m.block(cfg.EncoderBlocks+i, fmt.Sprintf("hnet.decoder.layers.%d.", i), h, cDecoder, g, res, inference)
 	}
 	h = ops.RMSNorm(h, m.p("hnet.decoder.rmsnorm.weight"), RMSNormEps)
 	res.Out = finalLayer(m.Params, "final_layer.", h, cDecoder, g)
@@ -274,6 +259,30 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 		res.Out = ops.Add(res.Out, ops.Modulate(ops.Linear(diff, m.p("latent_skip.weight"), nil), zero, scale, g.offsets()))
 	}
 	return res, nil
+}
+
+// encode runs the encoder on x [B·L, InChannels·p²] under the scaffold's
+// vector c: latent embedder, conv blocks, RMSNorm → [B·L, D], recorded in
+// res.Encoded.
+func (m *Model) encode(x, c mat.Tensor, g grid, res *Result, inference bool) mat.Tensor {
+	cfg := m.Config
+	res.idle = make([]bool, cfg.EncoderBlocks+cfg.DecoderBlocks)
+	h := g.conv3x3(x, m.p("x_embedder.proj.weight"), m.p("x_embedder.proj.bias")) // [B·L, E]
+	for i := range cfg.EncoderBlocks {
+		h = m.block(i, fmt.Sprintf("hnet.encoder.layers.%d.", i), h, c, g, res, inference)
+	}
+	if !cfg.NoEncoderNorm {
+		h = ops.RMSNorm(h, m.p("hnet.encoder.rmsnorm.weight"), RMSNormEps)
+	}
+	res.Encoded = h
+	return h
+}
+
+// block runs conv block i of all (the encoder's, then the decoder's) and
+// records in res whether its residual branch was idle.
+func (m *Model) block(i int, prefix string, h, c mat.Tensor, g grid, res *Result, inference bool) mat.Tensor {
+	res.idle[i] = idleBranch(m.Params, prefix, inference)
+	return convBlock(m.Params, prefix, h, c, g, m.Config.NormGroups, res.idle[i])
 }
 
 // relativeResidual is residual_proj of each cell's encoding less that of
@@ -374,6 +383,14 @@ func (m *Model) PredictChoosing(x []float32, in cond.Input, frac []float32, choo
 // predict is Predict with the kept cells chosen by choose and planned by
 // plan (each nil: not at all).
 func (m *Model) predict(x []float32, in cond.Input, frac []float32, choose Chooser, plan Planner) ([]float32, *Result, error) {
+	return m.run(x, in, func(x mat.Tensor, c cond.Value) (*Result, error) {
+		return m.forward(x, c, frac, choose, plan, false, true)
+	})
+}
+
+// run is a prediction on latents x [B, C, H, W] under the conditioning in
+// by forward, given them as cells and the backbone's conditioning.
+func (m *Model) run(x []float32, in cond.Input, forward func(mat.Tensor, cond.Value) (*Result, error)) ([]float32, *Result, error) {
 	cfg := m.Config
 	B := in.Samples()
 	if len(x) != B*cfg.InChannels*cfg.Tokens() {
@@ -385,7 +402,7 @@ func (m *Model) predict(x []float32, in cond.Input, frac []float32, choose Choos
 		return nil, nil, fmt.Errorf("dc: backbone conditioning: %w", err)
 	}
 	tokens := ToTokens(x, B, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
-	res, err := m.forward(constant(B*cfg.Cells(), cfg.CellIn(), tokens), c, frac, choose, plan, false, true)
+	res, err := forward(constant(B*cfg.Cells(), cfg.CellIn(), tokens), c)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -207,6 +207,11 @@ type Options struct {
 	// many as the router keeps. The random router and the TeaCache sweep
 	// keep their own choice.
 	Lookback bool
+	// DenseTeacher runs the rows' dense steps (every cell kept: below
+	// DenseBelow) through the backbone and the wide head alone
+	// (sample.DC.DenseTeacher): the teacher's own pass when those are the
+	// teacher's. The TeaCache sweep runs its dense steps as before.
+	DenseTeacher bool
 }
 
 // TeaCache is the step-cache sweep of an evaluation: its thresholds, each
@@ -405,6 +410,9 @@ type Report struct {
 	// Lookback says the rows chose their kept cells by the previous
 	// step's clean estimate (Options.Lookback).
 	Lookback bool `json:"lookback,omitempty"`
+	// DenseTeacher says the rows' dense steps ran as the teacher
+	// (Options.DenseTeacher).
+	DenseTeacher bool `json:"dense_teacher,omitempty"`
 	// DenseBelow, CoarseFrom and CoarseRho are the rows' schedule over
 	// the sampling steps (Options.DenseBelow, Options.CoarseFrom).
 	DenseBelow float64 `json:"dense_below"`
@@ -547,6 +555,7 @@ func Run(m *dc.Model, teacher Teacher, data *datasets.Set, opts Options) (*Repor
 		r.Drop = "spread"
 	}
 	r.Lookback = o.Lookback
+	r.DenseTeacher = o.DenseTeacher
 	r.DenseBelow = o.DenseBelow
 	if o.CoarseFrom > 0 {
 		r.CoarseFrom, r.CoarseRho = o.CoarseFrom, o.CoarseRho
@@ -855,7 +864,8 @@ func psnr(a, b []float32, rangeR float64) float64 {
 // dc.Dense, those at or above CoarseFrom at CoarseRho or more.
 func (e *evaluator) dc(s setting, stats *sample.Stats) *sample.DC {
 	d := &sample.DC{Model: e.m, Rho: float32(s.cond), RhoUncond: float32(s.uncond), DenseBelow: float32(e.o.DenseBelow),
-		CoarseFrom: float32(e.o.CoarseFrom), CoarseRho: float32(e.o.CoarseRho), Timestep: e.tc.timestep(), Stats: stats}
+		CoarseFrom: float32(e.o.CoarseFrom), CoarseRho: float32(e.o.CoarseRho), Timestep: e.tc.timestep(), Stats: stats,
+		DenseTeacher: e.o.DenseTeacher}
 	if s.guided(e.tc) {
 		d.Rule, d.Scale = e.tc.rule, float32(s.scale)
 	}
@@ -1065,6 +1075,7 @@ func (e *evaluator) teaCache(th float64, ref *reference) error {
 	for _, rho := range e.o.Rhos {
 		stats := &sample.Stats{}
 		d := e.dc(setting{cond: rho, uncond: rho, scale: scale}, stats)
+		d.DenseTeacher = false // the cache plans every step, dense ones too
 		if d.Cache, err = sample.NewTeaCache(th, o.Model, steps); err != nil {
 			return err
 		}

@@ -122,6 +122,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.CoarseFrom > 0 {
 		fmt.Fprintf(w, "coarse: the steps at t ≥ %g drop at least ρ = %g of their boundaries in every row with ρ > 0\n", r.CoarseFrom, r.CoarseRho)
 	}
+	if r.DenseTeacher {
+		fmt.Fprintln(w, "dense teacher: the steps that keep every cell run the backbone and the wide head alone, as the teacher")
+	}
 	if r.Lookback {
 		fmt.Fprintln(w, "lookback: from the second sampling step each row with ρ > 0 keeps as many cells as the router, ranked where the previous step's clean estimate changes most, kept apart")
 	}

@@ -434,6 +434,9 @@ func checkEval(p *problems, r *Recipe) {
 		p.bad("eval.dense_below", e.DenseBelow, "a timestep in 0..%d (diffusion.steps)", r.Diffusion.Steps)
 	}
 	checkCoarse(p, r, "eval.", "eval.", e.CoarseFrom, e.CoarseRho, e.DenseBelow)
+	if e.DenseTeacher && (r.Scaffold == nil || r.Scaffold.Head != "wide") {
+		p.bad("eval.dense_teacher", e.DenseTeacher, `false without scaffold.head = "wide" (the dense steps run the wide head)`)
+	}
 	atLeast(p, "eval.held_out", e.HeldOut, 0)
 	atLeast(p, "eval.samples", e.Samples, 0)
 	if e.SamplingSteps < 1 || e.SamplingSteps > r.Diffusion.Steps {

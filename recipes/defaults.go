@@ -264,6 +264,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 	setDefault(d, "eval.feature_net", &r.Eval.FeatureNet, "")
 	setDefault(d, "eval.random_router", &r.Eval.RandomRouter, true)
 	setDefault(d, "eval.lookback", &r.Eval.Lookback, false)
+	setDefault(d, "eval.dense_teacher", &r.Eval.DenseTeacher, false)
 	setDefault(d, "eval.vae", &r.Eval.VAE, "")
 }
 

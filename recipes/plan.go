@@ -860,6 +860,16 @@ func (pl *Plan) sampledForward(kept ...int) dc.FLOPs {
 	return dc.ConfigFLOPsIdle(pl.DC, pl.mainSpec, kept, pl.idle)
 }
 
+// denseForward is the cost of a sampling step that keeps every cell of
+// batch grids: the scaffold's whole pass, or the backbone and the wide head
+// alone with eval.dense_teacher.
+func (pl *Plan) denseForward(r *Recipe, batch int) float64 {
+	if r.Eval.DenseTeacher {
+		return dc.ConfigDenseFLOPs(pl.DC, pl.mainSpec, batch, pl.idle).Total()
+	}
+	return pl.sampledForward(slices.Repeat([]int{pl.DC.Cells()}, batch)...).Total()
+}
+
 func planFLOPs(pl *Plan, r *Recipe, m *planned) {
 	steps, cfg := r.Eval.SamplingSteps, r.Eval.CFG
 	guided := cfg > 1
@@ -899,6 +909,9 @@ func planFLOPs(pl *Plan, r *Recipe, m *planned) {
 	}
 	if r.Eval.DenseBelow > 0 {
 		f.KeptTokens += fmt.Sprintf("; the %d of %d steps below t = %g (eval.dense_below) keep all %d", dense, steps, r.Eval.DenseBelow, c.Cells())
+		if r.Eval.DenseTeacher {
+			f.KeptTokens += " through the backbone and the wide head alone (eval.dense_teacher)"
+		}
 	}
 	if coarse > 0 {
 		f.KeptTokens += fmt.Sprintf("; the %d from t = %g (eval.coarse_from) drop at least ρ = %g", coarse, r.Eval.CoarseFrom, r.Eval.CoarseRho)
@@ -912,7 +925,7 @@ func planFLOPs(pl *Plan, r *Recipe, m *planned) {
 	if guided {
 		branches = 2
 	}
-	denseOne := pl.sampledForward(c.Cells()).Total()
+	denseOne := pl.denseForward(r, 1)
 	for _, rho := range r.Eval.Rho {
 		k := keptTokens(c, rho)
 		parts := pl.sampledForward(k)
@@ -928,7 +941,7 @@ func planFLOPs(pl *Plan, r *Recipe, m *planned) {
 		cr := r.Eval.CoarseRho
 		coarseFwd := pl.sampledForward(keptTokens(c, coarseRho(rc, cr)), keptTokens(c, coarseRho(ru, cr))).Total()
 		f.Rows = append(f.Rows, FLOPsRow{Model: "dc-lite-cfg", Rho: rc, RhoUncond: &ru, Tokens: c.Cells(), Kept: keptTokens(c, rc),
-			GFLOPsPerForward: fwd / 1e9, TFLOPsPerImage: perImage(fwd, coarseFwd, pl.sampledForward(c.Cells(), c.Cells()).Total(), 1) / 1e12, Parts: &parts})
+			GFLOPsPerForward: fwd / 1e9, TFLOPsPerImage: perImage(fwd, coarseFwd, pl.denseForward(r, 2), 1) / 1e12, Parts: &parts})
 	}
 	if r.Base != nil {
 		for i := range f.Rows {

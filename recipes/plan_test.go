@@ -255,6 +255,24 @@ func TestToyRecipe(t *testing.T) {
 			}
 		}
 	}
+	// With eval.dense_teacher the dense sampling steps run the backbone
+	// and the wide head alone: every DC row is cheaper, the base row not.
+	teacherDense := filepath.Join(t.TempDir(), "teacher-"+file)
+	edited = strings.Replace(string(text), "\ndense_below = 600.0     # every", "\ndense_teacher = true\ndense_below = 600.0     # every", 1)
+	os.WriteFile(teacherDense, []byte(strings.ReplaceAll(edited, `"../testdata`, `"`+testdata)), 0o644)
+	_, tpl, err := Check(teacherDense, LoadOptions{BasePath: base})
+	if err != nil {
+		t.Fatalf("toy plan with the dense steps as the teacher: %v", err)
+	}
+	if !strings.Contains(tpl.FLOPs.KeptTokens, "eval.dense_teacher") {
+		t.Errorf("the plan's kept-token line does not say the dense steps run as the teacher: %s", tpl.FLOPs.KeptTokens)
+	}
+	for i, row := range tpl.FLOPs.Rows {
+		was := pl.FLOPs.Rows[i].TFLOPsPerImage
+		if cheaper := row.TFLOPsPerImage < was; !(row.TFLOPsPerImage > 0) || cheaper != (row.Parts != nil) {
+			t.Errorf("%s at ρ %g: %.4g TFLOP per image with the dense steps as the teacher, %.4g without", row.Model, row.Rho, row.TFLOPsPerImage, was)
+		}
+	}
 	// Dense training steps cost the full grid: the more of them, the
 	// dearer a sample, up to the dense forward itself.
 	st := r.Stages[0]

@@ -727,6 +727,13 @@ type Eval struct {
 	// the router keeps (package eval's Options.Lookback, `dcdit eval
 	// --lookback`). Default: false.
 	Lookback bool `toml:"lookback"`
+	// DenseTeacher runs the sampling steps that keep every cell (below
+	// dense_below) through the backbone and the wide head alone, without
+	// the router, de-chunk and decoder: the teacher's own pass when the
+	// encoder is the grafted patch embedding and the blocks and the wide
+	// head stay frozen (package eval's Options.DenseTeacher, `dcdit eval
+	// --dense-teacher`). Needs scaffold.head = "wide". Default: false.
+	DenseTeacher bool `toml:"dense_teacher"`
 	// VAE is a VAE (a diffusers folder or an LDM single file, see package
 	// vae) that draws the evaluation's pictures — the elastic grid, the
 	// boundary maps, the trajectory — decoded instead of as linear

@@ -35,6 +35,11 @@ type DC struct {
 	// is how an evaluation runs a DC model under its teacher's guidance.
 	Rule  func(c, u []float32, hw int, s float32)
 	Scale float32
+	// DenseTeacher runs a step whose every sample keeps every cell
+	// (DenseBelow) through dc.Model.PredictDense: the backbone and the wide
+	// head alone, the teacher's own pass when the encoder, the blocks and
+	// the wide head are the teacher's. It does not combine with Cache.
+	DenseTeacher bool
 	// Stats, when set, records every forward.
 	Stats *Stats
 	// Choose, when set, picks the kept cells at every forward in place of
@@ -144,9 +149,14 @@ func (d *DC) Forward(x, t []float32, c Conditions, guided bool) ([]float32, *dc.
 	if d.Cache != nil && d.Model.Config.DroppedContext {
 		return nil, nil, errors.New("sample: a step cache does not run a model with dropped_context yet: its probe would run the context convolution a second time, outside the FLOPs counted")
 	}
-	if d.Cache == nil {
+	switch {
+	case d.DenseTeacher && d.Cache != nil:
+		return nil, nil, errors.New("sample: the teacher at dense steps does not combine with a step cache yet")
+	case d.DenseTeacher && allDense(frac):
+		out, res, err = d.Model.PredictDense(x, in)
+	case d.Cache == nil:
 		out, res, err = d.Model.PredictChoosing(x, in, frac, choose)
-	} else {
+	default:
 		out, res, adjust, err = d.cached(x, in, frac, guided)
 	}
 	if err != nil {
@@ -167,6 +177,16 @@ func (d *DC) Forward(x, t []float32, c Conditions, guided bool) ([]float32, *dc.
 		s.FLOPs[len(s.FLOPs)-1] += adjust
 	}
 	return out, res, nil
+}
+
+// allDense reports whether every sample's drop fraction frac is dc.Dense.
+func allDense(frac []float32) bool {
+	for _, f := range frac {
+		if f != dc.Dense {
+			return false
+		}
+	}
+	return len(frac) > 0
 }
 
 // cached is the forward under the cache: the prediction, the result and

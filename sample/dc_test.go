@@ -471,3 +471,43 @@ func TestLookbackSampling(t *testing.T) {
 		}
 	})
 }
+
+// DenseTeacher takes dc.Model.PredictDense at a step whose every sample is
+// dense and leaves any other step alone; the dcdit-tiny models have no
+// wide head, so a dense step says so.
+func TestDenseTeacherSteps(t *testing.T) {
+	forEachModel(t, func(t *testing.T, m *dc.Model, nullClass int) {
+		cfg := m.Config
+		n := 2
+		x := normal(rand.New(rand.NewPCG(3, 4)), n*cfg.InChannels*cfg.Tokens())
+		conds := Conditions{Labels: []int{1, 2}, Null: nullClass}
+		for _, tt := range []struct {
+			name string
+			ts   []float32
+			err  string
+		}{
+			{"one sample routed", []float32{900, 100}, ""},
+			{"every sample dense", []float32{200, 100}, "wide head"},
+		} {
+			plain := &DC{Model: m, Rho: 0.4, DenseBelow: 500}
+			teacher := &DC{Model: m, Rho: 0.4, DenseBelow: 500, DenseTeacher: true}
+			want, _, err := plain.Forward(x, tt.ts, conds, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _, err := teacher.Forward(x, tt.ts, conds, false)
+			switch {
+			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+				t.Errorf("%s: err = %v, want one naming the %s", tt.name, err, tt.err)
+			case tt.err == "" && err != nil:
+				t.Errorf("%s: %v", tt.name, err)
+			case tt.err == "" && !slices.Equal(got, want):
+				t.Errorf("%s: the forward changed with DenseTeacher", tt.name)
+			}
+		}
+		cached := &DC{Model: m, DenseBelow: 500, DenseTeacher: true, Cache: &TeaCache{}}
+		if _, _, err := cached.Forward(x, []float32{200, 100}, conds, false); err == nil || !strings.Contains(err.Error(), "step cache") {
+			t.Errorf("DenseTeacher with a step cache: err = %v, want a refusal", err)
+		}
+	})
+}

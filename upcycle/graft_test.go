@@ -456,3 +456,89 @@ func TestGraftTeacherDiT(t *testing.T) {
 func graftDiT(tm *dit.Model, s Scaffold, seed uint64) (*dc.Model, error) {
 	return Graft(dit.Teacher{Model: tm}, s, tm.Config.InputSize, tm.Config.InputSize, seed)
 }
+
+// PredictDense of a model grafted at the teacher's patch runs the teacher's
+// own pass: whatever the router, the decoder, the final layer, the latent
+// skip and the residual have learned, and whoever the router marks, its
+// prediction is the teacher's, at the cost of the encoder (or token
+// embedder), the backbone on every cell and the wide head. A moved
+// encoder, which the blocks read without a token embedder, shows.
+func TestPredictDenseIsTheTeacher(t *testing.T) {
+	for _, c := range []struct {
+		name                       string
+		tokenEmbedder, moveEncoder bool
+		teacher                    bool
+	}{
+		{"encoder's tokens", false, false, true},
+		{"token embedder, encoder moved", true, true, true},
+		{"encoder's tokens, encoder moved", false, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tm := teacher(t, 7)
+			s := DefaultScaffold()
+			s.NormGroups, s.WidthFactor, s.EncoderInit, s.Sigma = 8, 8, "patch", 0.3
+			s.PatchSize, s.WideHead, s.NoEncoderNorm, s.RelativeResidual, s.LatentSkip = tm.Config.PatchSize, true, true, true, true
+			s.TokenEmbedder = c.tokenEmbedder
+			m, err := graftDiT(tm, s, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := []string{"final_layer.linear.weight", "hnet.decoder.layers.0.conv2.weight", "hnet.residual_proj.weight",
+				"latent_skip.weight", "latent_skip.scale.bias"}
+			if c.moveEncoder {
+				names = append(names, "x_embedder.proj.weight", "hnet.encoder.layers.0.conv2.weight")
+			}
+			for _, name := range names {
+				for i, v := range data(m.Params.Get(name)) {
+					data(m.Params.Get(name))[i] = v + float32(0.1*math.Sin(float64(i)))
+				}
+			}
+			// No cell a boundary: the router's choice must not matter.
+			data(m.Params.Get("hnet.routing_module.residual_scorer.3.bias"))[0] = -30
+			tc := tm.Config
+			const B = 2
+			rng := rand.New(rand.NewPCG(8, 9))
+			x := make([]float32, B*tc.InChannels*tc.InputSize*tc.InputSize)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			in := cond.Input{T: []float32{300, 20}, Labels: []int{1, 4}}
+			got, res, err := m.PredictDense(x, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := tm.Denoiser()(x, []int{300, 20}, []int{1, 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := fixtures.RelErr(got, want)
+			if c.teacher && !fixtures.Within(e, 1e-5) {
+				t.Fatalf("the dense path against the teacher: relative error %.2g", e)
+			}
+			if !c.teacher && !(e > 1e-3) {
+				t.Fatalf("the dense path against the teacher: relative error %.2g, want the moved encoder to show", e)
+			}
+			f, err := m.ResultFLOPs(res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			full := m.ForwardFLOPs([]int{m.Config.Cells(), m.Config.Cells()})
+			if f.Routing != 0 || f.DeChunk != 0 || f.Decoder != 0 || f.Residual != 0 || f.Backbone != full.Backbone || !(f.Total() < full.Total()) {
+				t.Errorf("dense path FLOPs %+v, want the backbone's %g and no router, de-chunk, decoder or residual (a full pass: %+v)", f, full.Backbone, full)
+			}
+		})
+	}
+	t.Run("no wide head", func(t *testing.T) {
+		tm := teacher(t, 7)
+		s := DefaultScaffold()
+		s.NormGroups, s.WidthFactor, s.PatchSize = 8, 8, tm.Config.PatchSize
+		m, err := graftDiT(tm, s, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := make([]float32, tm.Config.InChannels*tm.Config.InputSize*tm.Config.InputSize)
+		if _, _, err := m.PredictDense(x, cond.Input{T: []float32{300}, Labels: []int{1}}); err == nil || !strings.Contains(err.Error(), "wide head") {
+			t.Errorf("PredictDense without a wide head: err = %v, want one naming the wide head", err)
+		}
+	})
+}

@@ -127,6 +127,10 @@ const DropUsage = "how ρ drops boundaries: " + DropRules + " (lowest: the refer
 // a DC model.
 const LookbackUsage = "from the second sampling step, keep as many cells as the router, chosen on the previous step's clean estimate: where it changes most, kept apart as the spread drop keeps them (a budget's cells: at ρ 0 the router's own)"
 
+// DenseTeacherUsage is --dense-teacher's help, shared by the commands that
+// sample a DC model.
+const DenseTeacherUsage = "run the steps that keep every cell (below --dense-below) through the backbone and the wide head alone: the teacher's own pass when the encoder is the grafted patch embedding and the blocks and wide head are frozen (needs scaffold.head = \"wide\")"
+
 // SetDrop applies --drop to a DC model's config: "" keeps the rule the
 // file records, "lowest" is the reference tail drop, "spread" SpreadDrop.
 // Another value is a UsageError.

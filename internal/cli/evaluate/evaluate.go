@@ -61,6 +61,7 @@ type Options struct {
 	Sigma                 float64
 	Drop                  string  // --drop: the tail drop's rule ("": the file's)
 	Lookback              bool    // --lookback: the kept cells from the previous step's estimate
+	DenseTeacher          bool    // --dense-teacher: the dense steps through the backbone and wide head alone
 	Shift                 float64 // flow matching's shift (a caption-conditioned Z-Image)
 	Quiet                 bool
 	// VAE decodes the pictures (and the samples FID scores); Inception
@@ -159,7 +160,8 @@ The table goes to stdout, or one JSON object with --json:
 "edges": {...}, "per_timestep": [{"t", "rho", "eps_mse", "teacher_eps_mse",
 "eps_mse_to_teacher", "eps_slope", "x0_class_accuracy",
 "teacher_x0_class_accuracy"}, ...], "drop": "lowest" or "spread",
-"lookback": true with --lookback, ...}.
+"lookback": true with --lookback, "dense_teacher": true with --dense-teacher,
+...}.
 
 --lookback samples every row (not the random router's, not TeaCache's) with
 the kept cells of each step after the first chosen on the step before: as
@@ -274,6 +276,7 @@ teacher row's, bit for bit.`,
 	f.IntVar(&opts.TeacherHeads, "teacher-heads", 0, "attention heads of a teacher that matches no DiT preset")
 	f.StringVar(&opts.Drop, "drop", "", cmdutil.DropUsage)
 	f.BoolVar(&opts.Lookback, "lookback", false, cmdutil.LookbackUsage)
+	f.BoolVar(&opts.DenseTeacher, "dense-teacher", false, cmdutil.DenseTeacherUsage)
 	f.Float64Var(&opts.Sigma, "dechunk-sigma", 1, "de-chunk σ of a reference DC-DiT state_dict (DC checkpoints store it)")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress or file list (the table or JSON is still printed)")
 	f.StringVar(&opts.VAE, "vae", "", "VAE that decodes the pictures (see 'dcdit decode --help'); with --inception and --ref also FID per row")
@@ -411,6 +414,7 @@ func Run(opts *Options) error {
 		Rhos: opts.Rhos, NumInputs: opts.Num, NumSamples: opts.Samples, Steps: opts.Steps,
 		BatchSize: opts.Batch, Seed: opts.Seed, CFG: opts.CFG, ProbeTimesteps: opts.ProbeT, DenseBelow: opts.DenseBelow,
 		CoarseFrom: opts.CoarseFrom, CoarseRho: opts.CoarseRho, NoRandomRouter: !opts.RandomRouter, Lookback: opts.Lookback,
+		DenseTeacher: opts.DenseTeacher,
 	}
 	if opts.Features != "" {
 		net, err := featnet.Load(opts.Features)

@@ -113,7 +113,7 @@ func runDC(opts *Options) error {
 	}
 	stats := &sample.Stats{}
 	d := &sample.DC{Model: m, Rho: rhoCond, RhoUncond: rhoUncond, DenseBelow: float32(opts.DenseBelow),
-		CoarseFrom: float32(opts.CoarseFrom), CoarseRho: float32(opts.CoarseRho), Stats: stats}
+		CoarseFrom: float32(opts.CoarseFrom), CoarseRho: float32(opts.CoarseRho), Stats: stats, DenseTeacher: opts.DenseTeacher}
 	if d.Cache, err = teaCache(opts, sched.Steps()); err != nil {
 		return err
 	}
@@ -173,10 +173,14 @@ func runDC(opts *Options) error {
 	return nil
 }
 
-// lookbackMeta records --lookback in the output's metadata.
+// lookbackMeta records --lookback and --dense-teacher in the output's
+// metadata.
 func lookbackMeta(md map[string]string, opts *Options) {
 	if opts.Lookback {
 		md["dcdit.lookback"] = "true"
+	}
+	if opts.DenseTeacher {
+		md["dcdit.dense_teacher"] = "true"
 	}
 }
 
@@ -286,7 +290,8 @@ func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta, captionWidth
 	}
 	stats, run := &sample.Stats{}, &zimageRun{}
 	d := &sample.DC{Model: m, Rho: rhoCond, RhoUncond: rhoUncond, DenseBelow: float32(opts.DenseBelow),
-		CoarseFrom: float32(opts.CoarseFrom), CoarseRho: float32(opts.CoarseRho), Timestep: sample.FlowMatchingTimestep(trainSteps), Stats: stats}
+		CoarseFrom: float32(opts.CoarseFrom), CoarseRho: float32(opts.CoarseRho), Timestep: sample.FlowMatchingTimestep(trainSteps), Stats: stats,
+		DenseTeacher: opts.DenseTeacher}
 	if d.Cache, err = teaCache(opts, job.sched.Steps()); err != nil {
 		return err
 	}

@@ -49,7 +49,10 @@ type Options struct {
 	// Lookback is --lookback: the kept cells from the previous step's
 	// clean estimate (sample.Lookback).
 	Lookback bool
-	Quiet    bool
+	// DenseTeacher is --dense-teacher: the dense steps through the
+	// backbone and the wide head alone (sample.DC.DenseTeacher).
+	DenseTeacher bool
+	Quiet        bool
 	// Device and Precision choose where the model runs (cmdutil.OnDevice).
 	Device, Precision string
 	// Rho is the tail-drop fraction ρ of a DC checkpoint's conditional
@@ -296,6 +299,7 @@ terminal; otherwise a plain line appears every 10 seconds.`,
 	f.StringVar(&opts.VAE, "vae", "", "VAE folder or file that --png decodes the samples with (default: vae/ of the model repository; see 'dcdit decode --help')")
 	f.StringVar(&opts.Drop, "drop", "", "DC checkpoints: "+cmdutil.DropUsage)
 	f.BoolVar(&opts.Lookback, "lookback", false, "DC checkpoints: "+cmdutil.LookbackUsage)
+	f.BoolVar(&opts.DenseTeacher, "dense-teacher", false, "DC checkpoints: "+cmdutil.DenseTeacherUsage)
 	f.IntVar(&opts.NumHeads, "num-heads", 0, "attention heads, for DiT checkpoints that match no preset and official DC-DiT state dicts without their config (they do not store it)")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "print nothing but errors: no progress, warnings or summary")
 	cmdutil.DeviceFlags(cmd, &opts.Device, &opts.Precision)
@@ -353,6 +357,8 @@ func validate(cmd *cobra.Command, o *Options) error {
 		return cmdutil.Usagef(cmd, "--coarse-rho %v: want 0 ≤ ρ < 1", o.CoarseRho)
 	case o.TeaCacheGiven && (!(o.TeaCache >= 0) || math.IsInf(o.TeaCache, 0)):
 		return cmdutil.Usagef(cmd, "--teacache %v: want a finite threshold ≥ 0", o.TeaCache)
+	case o.DenseTeacher && o.TeaCache > 0:
+		return cmdutil.Usagef(cmd, "--dense-teacher and --teacache %v: the cache plans every step, dense ones too, so the two do not combine yet", o.TeaCache)
 	case o.Lookback && o.TeaCache > 0:
 		return cmdutil.Usagef(cmd, "--lookback and --teacache %v: a cached step reuses the cells of the step it skips from, so the two do not combine", o.TeaCache)
 	case o.RhoUncondGiven && !(ddpm.Guidance{Scale: float32(o.CFG)}).Enabled():
@@ -400,7 +406,7 @@ func Run(opts *Options) error {
 	if flag := zimageFlag(opts); flag != "" {
 		return &cmdutil.UsageError{Err: fmt.Errorf("%s applies to Z-Image checkpoints; %s is a %s checkpoint, which is class-conditional (see 'dcdit sample --help')", flag, opts.Checkpoint, a)}
 	}
-	if opts.RhoGiven || opts.RhoUncondGiven || opts.DenseBelow != 0 || opts.CoarseFrom != 0 || opts.CoarseRho != 0 || opts.Drop != "" || opts.Lookback {
+	if opts.RhoGiven || opts.RhoUncondGiven || opts.DenseBelow != 0 || opts.CoarseFrom != 0 || opts.CoarseRho != 0 || opts.Drop != "" || opts.Lookback || opts.DenseTeacher {
 		flag := "--rho"
 		switch {
 		case opts.RhoUncondGiven && !opts.RhoGiven:
@@ -413,8 +419,10 @@ func Run(opts *Options) error {
 			flag = "--coarse-rho"
 		case opts.Drop != "" && !opts.RhoGiven:
 			flag = "--drop"
-		case !opts.RhoGiven:
+		case opts.Lookback && !opts.RhoGiven:
 			flag = "--lookback"
+		case !opts.RhoGiven:
+			flag = "--dense-teacher"
 		}
 		return &cmdutil.UsageError{Err: fmt.Errorf("%s applies to DC checkpoints; %s is a %s checkpoint, which has no router (see 'dcdit sample --help')", flag, opts.Checkpoint, a)}
 	}
