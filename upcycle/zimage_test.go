@@ -278,3 +278,50 @@ func TestLatentSkipPriorZImage(t *testing.T) {
 		}
 	}
 }
+
+// PredictDense of a grafted Z-Image is the model's own pass, whatever the
+// router marks and the decoder, final layer and residual have learned.
+func TestPredictDenseIsTheZImage(t *testing.T) {
+	const seed, S = 13, 8
+	zm := testckpt.RandomZImage(t, seed)
+	zc := zm.Config
+	s := DefaultScaffold()
+	s.NormGroups, s.RouterGroups, s.WidthFactor, s.Sigma = 8, 4, 2, 0.3
+	s = s.StartAsTeacher(zc.PatchSize)
+	m, err := GraftTeacher(zimage.Teacher{Model: testckpt.RandomZImage(t, seed)}, s, S, S, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"hnet.residual_proj.weight", "final_layer.linear.weight", "hnet.decoder.layers.0.conv2.weight"} {
+		for i := range data(m.Params.Get(name)) {
+			data(m.Params.Get(name))[i] += float32(0.1 * math.Sin(float64(i)))
+		}
+	}
+	data(m.Params.Get("hnet.routing_module.residual_scorer.3.bias"))[0] = -30
+	rng := rand.New(rand.NewPCG(9, 10))
+	C := zc.InChannels
+	x := make([]float32, 2*C*S*S)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	feats := [][]float32{make([]float32, 4*zc.CapFeatDim), make([]float32, 7*zc.CapFeatDim)}
+	caps := make([]cond.Caption, len(feats))
+	for i, f := range feats {
+		for j := range f {
+			f[j] = float32(rng.NormFloat64())
+		}
+		caps[i] = cond.Caption{Features: f, Len: len(f) / zc.CapFeatDim}
+	}
+	ts := []float32{0.2, 0.9}
+	got, _, err := m.PredictDense(x, cond.Input{T: ts, Captions: caps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgs, err := zm.Forward([]zimage.Latent{{Data: x[:C*S*S], F: 1, H: S, W: S}, {Data: x[C*S*S:], F: 1, H: S, W: S}}, ts, feats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := fixtures.RelErr(got, append(imgs[0], imgs[1]...)); !fixtures.Within(e, 1e-5) {
+		t.Fatalf("the dense path against the model: relative error %.2g", e)
+	}
+}
