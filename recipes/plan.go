@@ -14,6 +14,7 @@ import (
 	"github.com/dcdit/dcdit/datasets/shapes"
 	"github.com/dcdit/dcdit/dc"
 	"github.com/dcdit/dcdit/diffusion/ddpm"
+	"github.com/dcdit/dcdit/diffusion/flowmatch"
 	"github.com/dcdit/dcdit/family"
 	"github.com/dcdit/dcdit/loaders"
 	"github.com/dcdit/dcdit/loaders/arch"
@@ -894,33 +895,7 @@ func planFLOPs(pl *Plan, r *Recipe, m *planned) {
 	f.KeptTokens = fmt.Sprintf("assumed: the router marks ⌊L/N⌋ = ⌊%d/%g⌋ = %d boundaries (the ratio loss's target), tail dropping removes ⌊n·ρ⌋", c.Cells(), c.TargetN, keptTokens(c, 0))
 	// eval.dense_below runs its steps on every cell; the steps from
 	// eval.coarse_from drop at least eval.coarse_rho.
-	dense, coarse := 0, 0
-	if r.Eval.DenseBelow > 0 || r.Eval.CoarseFrom > 0 {
-		if ts, err := ddpm.SpaceTimesteps(r.Diffusion.Steps, strconv.Itoa(steps)); err == nil {
-			for _, t := range ts {
-				switch {
-				case float64(t) < r.Eval.DenseBelow:
-					dense++
-				case r.Eval.CoarseFrom > 0 && float64(t) >= r.Eval.CoarseFrom:
-					coarse++
-				}
-			}
-		}
-	}
-	if r.Eval.DenseBelow > 0 {
-		f.KeptTokens += fmt.Sprintf("; the %d of %d steps below t = %g (eval.dense_below) keep all %d", dense, steps, r.Eval.DenseBelow, c.Cells())
-		if r.Eval.DenseTeacher {
-			f.KeptTokens += " through the backbone and the wide head alone (eval.dense_teacher)"
-		}
-	}
-	if coarse > 0 {
-		f.KeptTokens += fmt.Sprintf("; the %d from t = %g (eval.coarse_from) drop at least ρ = %g", coarse, r.Eval.CoarseFrom, r.Eval.CoarseRho)
-	}
-	// perImage is a run's FLOPs: fwd at the routed steps, coarseFwd at
-	// the coarse ones, denseFwd at the dense ones.
-	perImage := func(fwd, coarseFwd, denseFwd float64, branches int) float64 {
-		return (float64(steps-dense-coarse)*fwd + float64(coarse)*coarseFwd + float64(dense)*denseFwd) * float64(branches)
-	}
+	perImage := stepKinds(r, c, f, steps)
 	branches := 1
 	if guided {
 		branches = 2
@@ -948,6 +923,63 @@ func planFLOPs(pl *Plan, r *Recipe, m *planned) {
 			f.Rows[i].RelativeToBase = f.Rows[i].TFLOPsPerImage / f.Rows[0].TFLOPsPerImage
 		}
 	}
+}
+
+// stepKinds counts an evaluation's dense steps (below eval.dense_below:
+// every cell kept) and coarse ones (from eval.coarse_from: at least
+// eval.coarse_rho dropped), says so on f's kept-token line, and returns
+// what a run costs with fwd at its routed steps, coarseFwd at the coarse
+// ones and denseFwd at the dense ones, in each of branches.
+func stepKinds(r *Recipe, c *dc.Config, f *FLOPsInfo, steps int) func(fwd, coarseFwd, denseFwd float64, branches int) float64 {
+	dense, coarse := 0, 0
+	if r.Eval.DenseBelow > 0 || r.Eval.CoarseFrom > 0 {
+		for _, t := range samplingTimesteps(r, steps) {
+			switch {
+			case t < r.Eval.DenseBelow:
+				dense++
+			case r.Eval.CoarseFrom > 0 && t >= r.Eval.CoarseFrom:
+				coarse++
+			}
+		}
+	}
+	if r.Eval.DenseBelow > 0 {
+		f.KeptTokens += fmt.Sprintf("; the %d of %d steps below t = %g (eval.dense_below) keep all %d", dense, steps, r.Eval.DenseBelow, c.Cells())
+		if r.Eval.DenseTeacher {
+			f.KeptTokens += " through the backbone and the wide head alone (eval.dense_teacher)"
+		}
+	}
+	if coarse > 0 {
+		f.KeptTokens += fmt.Sprintf("; the %d from t = %g (eval.coarse_from) drop at least ρ = %g", coarse, r.Eval.CoarseFrom, r.Eval.CoarseRho)
+	}
+	return func(fwd, coarseFwd, denseFwd float64, branches int) float64 {
+		return (float64(steps-dense-coarse)*fwd + float64(coarse)*coarseFwd + float64(dense)*denseFwd) * float64(branches)
+	}
+}
+
+// samplingTimesteps are the timesteps an evaluation of steps steps
+// samples at, on the scale of eval.dense_below: DDPM's respaced
+// timesteps, flow matching's σ·T of its sampling schedule (nil where the
+// diffusion settings give none; their own checks say why).
+func samplingTimesteps(r *Recipe, steps int) []float64 {
+	var ts []float64
+	if r.Diffusion.Process == ProcessFlowMatching {
+		sched, err := flowmatch.Config{NumTrainTimesteps: r.Diffusion.Steps, Shift: r.Diffusion.Shift}.Schedule(flowmatch.Tongyi, steps)
+		if err != nil {
+			return nil
+		}
+		for _, t := range sched.Timesteps {
+			ts = append(ts, float64(t))
+		}
+		return ts
+	}
+	its, err := ddpm.SpaceTimesteps(r.Diffusion.Steps, strconv.Itoa(steps))
+	if err != nil {
+		return nil
+	}
+	for _, t := range its {
+		ts = append(ts, float64(t))
+	}
+	return ts
 }
 
 // coarseRho is the drop fraction of a coarse step in a row at ρ

@@ -12,8 +12,8 @@ import (
 // builds it), its parameters, its FLOPs per ρ with a caption of the
 // length planBase chose (the family's typical, or the few words of the
 // shapes captions when the base was trained on them), and each stage's
-// cost and memory. Its sampler's timesteps are not DDPM's spaced ones,
-// so the FLOPs count every step at its ρ.
+// cost and memory. The FLOPs count the dense and coarse steps of the
+// flow-matching schedule the evaluation samples with.
 func planCaptioned(p *problems, r *Recipe, pl *Plan, m *planned) {
 	if r.Scaffold == nil {
 		return // upcycle's check names the missing [scaffold]
@@ -24,42 +24,41 @@ func planCaptioned(p *problems, r *Recipe, pl *Plan, m *planned) {
 	}
 	pl.DC = c
 	pl.Data = DataInfo{Source: r.Data.Source, Samples: r.Data.Samples}
-	if r.Eval.DenseBelow > 0 {
-		pl.Warnings = append(pl.Warnings, fmt.Sprintf("eval.dense_below = %g: the FLOPs assume every step at its ρ (the dense steps below it are not counted)", r.Eval.DenseBelow))
-	}
-	if r.Eval.CoarseFrom > 0 {
-		pl.Warnings = append(pl.Warnings, fmt.Sprintf("eval.coarse_from = %g: the FLOPs assume every step at its ρ (the coarse steps from it are not counted)", r.Eval.CoarseFrom))
-	}
 	pl.Params = modelParams(pl, m, true, r.Scaffold)
 	addWidthRouters(p, r, pl)
 	countParams(pl, m, true)
 
 	// FLOPs: the teacher on its patch grid, the DC model at each ρ.
 	steps, guided := r.Eval.SamplingSteps, r.Eval.CFG > 1
-	branches := 1.0
+	branches := 1
 	if guided {
 		branches = 2
 	}
 	f := &pl.FLOPs
 	f.Convention, f.SamplingSteps, f.CFG = FLOPsConvention, steps, r.Eval.CFG
 	f.KeptTokens = fmt.Sprintf("assumed: the router marks ⌊L/N⌋ = ⌊%d/%g⌋ = %d boundaries, tail dropping removes ⌊n·ρ⌋; captions of %d tokens", c.Cells(), c.TargetN, keptTokens(c, 0), m.captionLen)
+	perImage := stepKinds(r, c, f, steps)
 	baseFwd := pl.forward(m.cfg, m.grid, m.grid, m.captionLen)
 	f.Rows = append(f.Rows, FLOPsRow{Model: "base", Tokens: m.Tokens, Kept: m.Tokens, GFLOPsPerForward: baseFwd / 1e9,
-		TFLOPsPerImage: baseFwd * float64(steps) * branches / 1e12})
+		TFLOPsPerImage: float64(steps*branches) * baseFwd / 1e12})
 	at := func(kept ...int) dc.FLOPs { return pl.sampledForward(kept...) }
+	denseOne := pl.denseForward(r, 1)
 	for _, rho := range r.Eval.Rho {
 		k := keptTokens(c, rho)
 		parts := at(k)
 		fwd := parts.Total()
+		coarseFwd := at(keptTokens(c, coarseRho(rho, r.Eval.CoarseRho))).Total()
 		f.Rows = append(f.Rows, FLOPsRow{Model: "dc", Rho: rho, Tokens: c.Cells(), Kept: k, GFLOPsPerForward: fwd / 1e9,
-			TFLOPsPerImage: fwd * float64(steps) * branches / 1e12, Parts: &parts})
+			TFLOPsPerImage: perImage(fwd, coarseFwd, denseOne, branches) / 1e12, Parts: &parts})
 	}
 	if len(r.Eval.LiteCFG) == 2 {
 		rc, ru := r.Eval.LiteCFG[0], r.Eval.LiteCFG[1]
 		parts := at(keptTokens(c, rc), keptTokens(c, ru))
 		fwd := parts.Total()
+		cr := r.Eval.CoarseRho
+		coarseFwd := at(keptTokens(c, coarseRho(rc, cr)), keptTokens(c, coarseRho(ru, cr))).Total()
 		f.Rows = append(f.Rows, FLOPsRow{Model: "dc-lite-cfg", Rho: rc, RhoUncond: &ru, Tokens: c.Cells(), Kept: keptTokens(c, rc),
-			GFLOPsPerForward: fwd / 1e9, TFLOPsPerImage: fwd * float64(steps) / 1e12, Parts: &parts})
+			GFLOPsPerForward: fwd / 1e9, TFLOPsPerImage: perImage(fwd, coarseFwd, pl.denseForward(r, 2), 1) / 1e12, Parts: &parts})
 	}
 	for i := range f.Rows {
 		f.Rows[i].RelativeToBase = f.Rows[i].TFLOPsPerImage / f.Rows[0].TFLOPsPerImage

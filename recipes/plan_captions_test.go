@@ -76,6 +76,37 @@ func TestPlanZImage(t *testing.T) {
 	if !(rows[1].RelativeToBase > 1 && rows[2].RelativeToBase < 0.6) {
 		t.Fatalf("DC at ρ 0 / 0.6: %.3f / %.3f of the base", rows[1].RelativeToBase, rows[2].RelativeToBase)
 	}
+	// Dense steps (below eval.dense_below, on flow matching's σ·T) cost
+	// the whole grid, or the teacher's pass with eval.dense_teacher; the
+	// base row is the same either way. Turbo's 8 steps at shift 3:
+	// σ·1000 = 1000, 954, …, 316, so t < 800 takes the last 4.
+	dense := strings.Replace(zimageRecipe, "cfg = 1.0\n", "cfg = 1.0\ndense_below = 800.0\n", 1)
+	_, dpl, err := Check(write(dense), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(dpl.FLOPs.KeptTokens, "the 4 of 8 steps below t = 800") {
+		t.Errorf("kept tokens with dense_below 800: %q, want the 4 of 8 steps counted", dpl.FLOPs.KeptTokens)
+	}
+	scaffold := strings.Replace(dense, "encoder_init = \"patch\"\n", "encoder_init = \"patch\"\nhead = \"wide\"\n", 1)
+	_, spl, err := Check(write(scaffold), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tpl, err := Check(write(strings.Replace(scaffold, "cfg = 1.0\n", "cfg = 1.0\ndense_teacher = true\n", 1)), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, row := range dpl.FLOPs.Rows {
+		switch {
+		case row.Model == "base" && (row.TFLOPsPerImage != rows[0].TFLOPsPerImage || tpl.FLOPs.Rows[i].TFLOPsPerImage != rows[0].TFLOPsPerImage):
+			t.Errorf("base: %.5g TFLOP per image with dense steps, %.5g without", row.TFLOPsPerImage, rows[0].TFLOPsPerImage)
+		case row.Model == "dc" && row.Rho > 0 && !(row.TFLOPsPerImage > rows[i].TFLOPsPerImage):
+			t.Errorf("ρ %g: %.5g TFLOP per image with 4 dense steps, %.5g without, want it dearer", row.Rho, row.TFLOPsPerImage, rows[i].TFLOPsPerImage)
+		case row.Model != "base" && !(tpl.FLOPs.Rows[i].TFLOPsPerImage < spl.FLOPs.Rows[i].TFLOPsPerImage):
+			t.Errorf("%s at ρ %g: %.5g TFLOP per image with the dense steps as the teacher, %.5g without", row.Model, row.Rho, tpl.FLOPs.Rows[i].TFLOPsPerImage, spl.FLOPs.Rows[i].TFLOPsPerImage)
+		}
+	}
 	m := pl.Stages[0].Memory
 	if pl.Stages[0].Trainable != ps.New || !(m.Teacher == 4*ps.Base && m.Activations > 0 && m.Total > m.Teacher) {
 		t.Fatalf("stage %+v", pl.Stages[0])
