@@ -375,35 +375,47 @@ func (f *deChunkDevice) Backward(gy mat.Tensor) error {
 type addPerSampleDevice struct{ addPerSample[float32] }
 
 func (f *addPerSampleDevice) Forward() (mat.Tensor, error) {
-	d, y, err := newDeviceOutput("AddPerSample", f.x, f.rows, f.cols)
-	if err != nil {
-		return nil, err
-	}
-	pk, err := d.Packing(f.offsets)
-	if err != nil {
-		return finish("AddPerSample", y, err)
-	}
-	return finish("AddPerSample", y, d.Models().AddPerSample(y.Buffer(), dbuf(f.x), dbuf(f.v), pk, f.cols))
+	return addPerSampleForward("AddPerSample", f.x, f.v, f.offsets, f.rows, f.cols)
 }
 
 func (f *addPerSampleDevice) Backward(gy mat.Tensor) error {
-	d := dt(f.x).Device()
-	if f.x.RequiresGrad() {
-		f.x.AccGrad(gy) // dx = dy, passed on as is
+	return addPerSampleBackward("AddPerSample", f.x, f.v, gy, f.offsets, f.cols)
+}
+
+// addPerSampleForward is x [rows, cols] + v_s on the device, op naming
+// the caller in errors.
+func addPerSampleForward(op string, x, v mat.Tensor, offsets []int, rows, cols int) (mat.Tensor, error) {
+	d, y, err := newDeviceOutput(op, x, rows, cols)
+	if err != nil {
+		return nil, err
 	}
-	gs, err := devGrads("AddPerSample", d, f.v)
+	pk, err := d.Packing(offsets)
+	if err != nil {
+		return finish(op, y, err)
+	}
+	return finish(op, y, d.Models().AddPerSample(y.Buffer(), dbuf(x), dbuf(v), pk, cols))
+}
+
+// addPerSampleBackward passes gy on to x and sums it over each sample's
+// rows into v's gradient.
+func addPerSampleBackward(op string, x, v, gy mat.Tensor, offsets []int, cols int) error {
+	d := dt(x).Device()
+	if x.RequiresGrad() {
+		x.AccGrad(gy) // dx = dy, passed on as is
+	}
+	gs, err := devGrads(op, d, v)
 	if err != nil || gs[0] == nil {
 		return err
 	}
-	pk, err := d.Packing(f.offsets)
+	pk, err := d.Packing(offsets)
 	if err == nil {
-		err = d.Models().SumRows(gs[0].Buffer(), dbuf(gy), pk, f.cols)
+		err = d.Models().SumRows(gs[0].Buffer(), dbuf(gy), pk, cols)
 	}
 	if err != nil {
 		gs[0].Release()
-		return devErr("AddPerSample", err)
+		return devErr(op, err)
 	}
-	devAccGrad(f.v, gs[0])
+	devAccGrad(v, gs[0])
 	return nil
 }
 
@@ -412,36 +424,11 @@ func (f *addPerSampleDevice) Backward(gy mat.Tensor) error {
 type addRowVectorDevice struct{ addRowVector[float32] }
 
 func (f *addRowVectorDevice) Forward() (mat.Tensor, error) {
-	d, y, err := newDeviceOutput("AddRowVector", f.x, f.rows, f.cols)
-	if err != nil {
-		return nil, err
-	}
-	pk, err := d.Packing([]int{0, f.rows})
-	if err != nil {
-		return finish("AddRowVector", y, err)
-	}
-	return finish("AddRowVector", y, d.Models().AddPerSample(y.Buffer(), dbuf(f.x), dbuf(f.v), pk, f.cols))
+	return addPerSampleForward("AddRowVector", f.x, f.v, []int{0, f.rows}, f.rows, f.cols)
 }
 
 func (f *addRowVectorDevice) Backward(gy mat.Tensor) error {
-	d := dt(f.x).Device()
-	if f.x.RequiresGrad() {
-		f.x.AccGrad(gy) // dx = dy, passed on as is
-	}
-	gs, err := devGrads("AddRowVector", d, f.v)
-	if err != nil || gs[0] == nil {
-		return err
-	}
-	pk, err := d.Packing([]int{0, f.rows})
-	if err == nil {
-		err = d.Models().SumRows(gs[0].Buffer(), dbuf(gy), pk, f.cols)
-	}
-	if err != nil {
-		gs[0].Release()
-		return devErr("AddRowVector", err)
-	}
-	devAccGrad(f.v, gs[0])
-	return nil
+	return addPerSampleBackward("AddRowVector", f.x, f.v, gy, []int{0, f.rows}, f.cols)
 }
 
 // scaleRowsDevice is ScaleRows on the device.
