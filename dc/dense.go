@@ -3,6 +3,7 @@ package dc
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/nlpodyssey/spago/mat"
 
@@ -31,24 +32,16 @@ func (m *Model) forwardDense(x mat.Tensor, cv cond.Value) (*Result, error) {
 	L := cfg.Cells()
 	g := grid{batch: x.Shape()[0] / L, rows: cfg.CellRows(), cols: cfg.CellCols(), patch: cfg.Patch()}
 	res := &Result{batch: g.batch, cond: cv, dense: true}
-	cScaffold := cv.Vector()
-	if cfg.CondNorm && !cfg.TokenEmbedder {
-		cScaffold = ops.GroupNorm(cScaffold, m.p("cond_norm.weight"), m.p("cond_norm.bias"), g.batch, 1, CondNormEps)
-	}
 	// The backbone's tokens: the token embedder's where there is one (the
 	// dropped context is zero with nothing dropped), else the encoder's.
 	var tokens mat.Tensor
 	if cfg.TokenEmbedder {
 		tokens = ops.Linear(x, m.p("token_embedder.weight"), m.p("token_embedder.bias"))
 	} else {
-		tokens = m.encode(x, cScaffold, g, res, true)
-	}
-	all := make([]bool, g.batch*L)
-	for i := range all {
-		all[i] = true
+		tokens = m.encode(x, m.scaffoldCond(cv.Vector(), g.batch), g, res, true)
 	}
 	var err error
-	if res.Chunks, err = chunk(all, g); err != nil {
+	if res.Chunks, err = chunk(slices.Repeat([]bool{true}, g.batch*L), g); err != nil {
 		return nil, err
 	}
 	if res.Main, err = m.Backbone.Forward(tokens, cv, res.Chunks.Offsets, res.Chunks.Pos); err != nil {
@@ -64,26 +57,17 @@ func (m *Model) forwardDense(x mat.Tensor, cv cond.Value) (*Result, error) {
 // wide head.
 func (m *Model) denseFLOPs(B int, idle []bool) FLOPs {
 	c := m.Config
-	all := make([]int, B)
-	for b := range all {
-		all[b] = c.Cells()
-	}
 	N, D := float64(B*c.Cells()), float64(c.ModelDim)
 	mac := func(m, k, n float64) float64 { return 2 * m * k * n }
 	f := FLOPs{
-		Backbone:  m.Backbone.FLOPs(all),
+		Backbone:  m.Backbone.FLOPs(slices.Repeat([]int{c.Cells()}, B)),
 		Final:     mac(float64(B), float64(c.CondDim), 2*D) + mac(N, D, float64(c.CellOut())),
 		KeptRatio: 1,
 	}
 	if c.TokenEmbedder {
 		f.Embed = mac(N, float64(c.CellIn()), D)
-		return f
+	} else {
+		f.Embed, f.Encoder, _ = m.convFLOPs(B, idle)
 	}
-	// The encoder as a full pass counts it, without the dropped context,
-	// which the dense path does not run.
-	enc := *c
-	enc.DroppedContext = false
-	full := (&Model{Config: &enc, Backbone: m.Backbone}).forwardFLOPs(all, idle, 0)
-	f.Embed, f.Encoder = full.Embed, full.Encoder
 	return f
 }

@@ -55,23 +55,7 @@ func (m *Model) forwardFLOPs(numKept []int, idle []bool, residualRows int) FLOPs
 	N := B * L
 	mac := func(m, k, n float64) float64 { return 2 * m * k * n }
 	var f FLOPs
-	f.Embed = mac(N, float64(c.CellIn())*9, float64(c.EncDecDim))
-	for i, w := range c.ConvWidths() {
-		in, out := float64(w[0]), float64(w[1])
-		inner := min(in, out)
-		var cost float64
-		if i >= len(idle) || !idle[i] {
-			cost = mac(N, in*9, inner) + mac(B, float64(c.CondDim), inner) + mac(N, inner*9, out)
-		}
-		if w[0] != w[1] {
-			cost += mac(N, in, out)
-		}
-		if i < c.EncoderBlocks {
-			f.Encoder += cost
-		} else {
-			f.Decoder += cost
-		}
-	}
+	f.Embed, f.Encoder, f.Decoder = m.convFLOPs(len(numKept), idle)
 	D, R := float64(c.ModelDim), float64(c.RouterDim)
 	f.Routing = mac(N, D, R) + 2*mac(N, R*9, R) + mac(N, R, 1)
 	var kept float64
@@ -107,6 +91,33 @@ func (m *Model) forwardFLOPs(numKept []int, idle []bool, residualRows int) FLOPs
 		f.KeptRatio = kept / N
 	}
 	return f
+}
+
+// convFLOPs counts the latent embedder and the encoder's and the
+// decoder's conv blocks over B grids, the residual branch of block i
+// (encoder then decoder) left out where idle[i].
+func (m *Model) convFLOPs(B int, idle []bool) (embed, encoder, decoder float64) {
+	c := m.Config
+	N := float64(B * c.Cells())
+	mac := func(m, k, n float64) float64 { return 2 * m * k * n }
+	embed = mac(N, float64(c.CellIn())*9, float64(c.EncDecDim))
+	for i, w := range c.ConvWidths() {
+		in, out := float64(w[0]), float64(w[1])
+		inner := min(in, out)
+		var cost float64
+		if i >= len(idle) || !idle[i] {
+			cost = mac(N, in*9, inner) + mac(float64(B), float64(c.CondDim), inner) + mac(N, inner*9, out)
+		}
+		if w[0] != w[1] {
+			cost += mac(N, in, out)
+		}
+		if i < c.EncoderBlocks {
+			encoder += cost
+		} else {
+			decoder += cost
+		}
+	}
+	return embed, encoder, decoder
 }
 
 // ResultFLOPs counts the forward that made res as it ran: ForwardFLOPs of

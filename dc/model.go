@@ -116,12 +116,7 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 		return nil, fmt.Errorf("dc: forward: conditioning is [%d %d], want [%d %d]", cs[0], cs[1], g.batch, cfg.CondDim)
 	}
 	res := &Result{batch: g.batch, cond: cv}
-	// The vector the scaffold's own blocks read: through the adaptor
-	// when there is one (a [B, CondDim] tensor is B groups of one row).
-	cScaffold := c
-	if cfg.CondNorm {
-		cScaffold = ops.GroupNorm(c, m.p("cond_norm.weight"), m.p("cond_norm.bias"), g.batch, 1, CondNormEps)
-	}
+	cScaffold := m.scaffoldCond(c, g.batch)
 
 	enc := m.encode(x, cScaffold, g, res, inference)
 	var residual mat.Tensor
@@ -259,6 +254,16 @@ func (m *Model) forward(x mat.Tensor, cv cond.Value, frac []float32, choose Choo
 		res.Out = ops.Add(res.Out, ops.Modulate(ops.Linear(diff, m.p("latent_skip.weight"), nil), zero, scale, g.offsets()))
 	}
 	return res, nil
+}
+
+// scaffoldCond is the vector the scaffold's own blocks read of the
+// backbone's c [batch, CondDim]: through the adaptor when there is one (a
+// [B, CondDim] tensor is B groups of one row).
+func (m *Model) scaffoldCond(c mat.Tensor, batch int) mat.Tensor {
+	if !m.Config.CondNorm {
+		return c
+	}
+	return ops.GroupNorm(c, m.p("cond_norm.weight"), m.p("cond_norm.bias"), batch, 1, CondNormEps)
 }
 
 // encode runs the encoder on x [B·L, InChannels·p²] under the scaffold's

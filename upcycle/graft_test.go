@@ -350,14 +350,7 @@ func TestGraftAtTeacherPatchStartsAsTeacher(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tm := teacher(t, 3)
-			s := DefaultScaffold()
-			s.NormGroups, s.WidthFactor, s.EncoderInit, s.Sigma = 8, 8, "patch", 0.3
-			s.PatchSize, s.WideHead, s.NoEncoderNorm, s.RelativeResidual, s.LatentSkip = tm.Config.PatchSize, true, true, true, true
-			s.TokenEmbedder, s.DroppedContext = c.tokenEmbedder, c.droppedContext
-			m, err := graftDiT(tm, s, 4)
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := graftAtPatch(t, tm, c.tokenEmbedder, c.droppedContext)
 			// What the dropped cells learn must not reach the kept ones.
 			names := []string{"hnet.residual_proj.weight", "latent_skip.weight", "latent_skip.scale.weight"}
 			if c.moveEncoder {
@@ -367,20 +360,10 @@ func TestGraftAtTeacherPatchStartsAsTeacher(t *testing.T) {
 				// Nothing is dropped: the context is zero whatever it learns.
 				names = append(names, "dropped_context.conv.weight")
 			}
-			for _, name := range names {
-				for i, v := range data(m.Params.Get(name)) {
-					data(m.Params.Get(name))[i] = v + float32(0.1*math.Sin(float64(i)))
-				}
-			}
+			move(m, names)
 			// Every cell a confident boundary.
 			data(m.Params.Get("hnet.routing_module.residual_scorer.3.bias"))[0] = 30
-			tc := tm.Config
-			const B = 2
-			rng := rand.New(rand.NewPCG(5, 6))
-			x := make([]float32, B*tc.InChannels*tc.InputSize*tc.InputSize)
-			for i := range x {
-				x[i] = float32(rng.NormFloat64())
-			}
+			x := latents(tm, 2, 5)
 			got, res, err := m.Predict(x, cond.Input{T: []float32{300, 20}, Labels: []int{1, 4}}, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -388,17 +371,7 @@ func TestGraftAtTeacherPatchStartsAsTeacher(t *testing.T) {
 			if k := res.Chunks.NumKept; k[0] != m.Config.Cells() || k[1] != m.Config.Cells() {
 				t.Fatalf("kept %v of %d cells, want all", k, m.Config.Cells())
 			}
-			want, err := tm.Denoiser()(x, []int{300, 20}, []int{1, 4})
-			if err != nil {
-				t.Fatal(err)
-			}
-			e := fixtures.RelErr(got, want)
-			if c.teacher && !fixtures.Within(e, 1e-5) {
-				t.Fatalf("grafted model against its teacher: relative error %.2g", e)
-			}
-			if !c.teacher && !(e > 1e-3) {
-				t.Fatalf("grafted model against its teacher: relative error %.2g, want the moved encoder to show", e)
-			}
+			againstTeacher(t, tm, x, got, c.teacher, "grafted model")
 		})
 	}
 }
@@ -457,6 +430,61 @@ func graftDiT(tm *dit.Model, s Scaffold, seed uint64) (*dc.Model, error) {
 	return Graft(dit.Teacher{Model: tm}, s, tm.Config.InputSize, tm.Config.InputSize, seed)
 }
 
+// graftAtPatch grafts tm with cells of its patch, the patch encoder
+// prior, no encoder norm, the wide head, the relative residual and the
+// latent skip: a model that starts as its teacher.
+func graftAtPatch(t *testing.T, tm *dit.Model, tokenEmbedder, droppedContext bool) *dc.Model {
+	t.Helper()
+	s := DefaultScaffold()
+	s.NormGroups, s.WidthFactor, s.EncoderInit, s.Sigma = 8, 8, "patch", 0.3
+	s.PatchSize, s.WideHead, s.NoEncoderNorm, s.RelativeResidual, s.LatentSkip = tm.Config.PatchSize, true, true, true, true
+	s.TokenEmbedder, s.DroppedContext = tokenEmbedder, droppedContext
+	m, err := graftDiT(tm, s, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// move adds a sine ripple to every value of the named parameters: what
+// they learn, standing in for training.
+func move(m *dc.Model, names []string) {
+	for _, name := range names {
+		for i, v := range data(m.Params.Get(name)) {
+			data(m.Params.Get(name))[i] = v + float32(0.1*math.Sin(float64(i)))
+		}
+	}
+}
+
+// latents draws n standard normal latents of tm's input size.
+func latents(tm *dit.Model, n int, seed uint64) []float32 {
+	tc := tm.Config
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	x := make([]float32, n*tc.InChannels*tc.InputSize*tc.InputSize)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	return x
+}
+
+// againstTeacher checks got, what, against tm's prediction on x at
+// timesteps 300 and 20, labels 1 and 4: within 1e-5 if it should be the
+// teacher's, else more than 1e-3 away.
+func againstTeacher(t *testing.T, tm *dit.Model, x, got []float32, teacher bool, what string) {
+	t.Helper()
+	want, err := tm.Denoiser()(x, []int{300, 20}, []int{1, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := fixtures.RelErr(got, want)
+	if teacher && !fixtures.Within(e, 1e-5) {
+		t.Fatalf("%s against its teacher: relative error %.2g", what, e)
+	}
+	if !teacher && !(e > 1e-3) {
+		t.Fatalf("%s against its teacher: relative error %.2g, want the moved encoder to show", what, e)
+	}
+}
+
 // PredictDense of a model grafted at the teacher's patch runs the teacher's
 // own pass: whatever the router, the decoder, the final layer, the latent
 // skip and the residual have learned, and whoever the router marks, its
@@ -475,49 +503,21 @@ func TestPredictDenseIsTheTeacher(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tm := teacher(t, 7)
-			s := DefaultScaffold()
-			s.NormGroups, s.WidthFactor, s.EncoderInit, s.Sigma = 8, 8, "patch", 0.3
-			s.PatchSize, s.WideHead, s.NoEncoderNorm, s.RelativeResidual, s.LatentSkip = tm.Config.PatchSize, true, true, true, true
-			s.TokenEmbedder = c.tokenEmbedder
-			m, err := graftDiT(tm, s, 4)
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := graftAtPatch(t, tm, c.tokenEmbedder, false)
 			names := []string{"final_layer.linear.weight", "hnet.decoder.layers.0.conv2.weight", "hnet.residual_proj.weight",
 				"latent_skip.weight", "latent_skip.scale.bias"}
 			if c.moveEncoder {
 				names = append(names, "x_embedder.proj.weight", "hnet.encoder.layers.0.conv2.weight")
 			}
-			for _, name := range names {
-				for i, v := range data(m.Params.Get(name)) {
-					data(m.Params.Get(name))[i] = v + float32(0.1*math.Sin(float64(i)))
-				}
-			}
+			move(m, names)
 			// No cell a boundary: the router's choice must not matter.
 			data(m.Params.Get("hnet.routing_module.residual_scorer.3.bias"))[0] = -30
-			tc := tm.Config
-			const B = 2
-			rng := rand.New(rand.NewPCG(8, 9))
-			x := make([]float32, B*tc.InChannels*tc.InputSize*tc.InputSize)
-			for i := range x {
-				x[i] = float32(rng.NormFloat64())
-			}
-			in := cond.Input{T: []float32{300, 20}, Labels: []int{1, 4}}
-			got, res, err := m.PredictDense(x, in)
+			x := latents(tm, 2, 8)
+			got, res, err := m.PredictDense(x, cond.Input{T: []float32{300, 20}, Labels: []int{1, 4}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := tm.Denoiser()(x, []int{300, 20}, []int{1, 4})
-			if err != nil {
-				t.Fatal(err)
-			}
-			e := fixtures.RelErr(got, want)
-			if c.teacher && !fixtures.Within(e, 1e-5) {
-				t.Fatalf("the dense path against the teacher: relative error %.2g", e)
-			}
-			if !c.teacher && !(e > 1e-3) {
-				t.Fatalf("the dense path against the teacher: relative error %.2g, want the moved encoder to show", e)
-			}
+			againstTeacher(t, tm, x, got, c.teacher, "the dense path")
 			f, err := m.ResultFLOPs(res)
 			if err != nil {
 				t.Fatal(err)
