@@ -64,24 +64,66 @@ func RandomKeep(rng *rand.Rand) Chooser {
 		out := make([]bool, len(kept))
 		order := make([]int, L)
 		for b := range batch {
-			n := 0
-			for _, k := range kept[b*L : (b+1)*L] {
-				if k {
-					n++
-				}
-			}
-			order[0], order[1] = L-1, 0
-			for l := 1; l < L-1; l++ {
-				order[l+1] = l
-			}
-			rest := order[2:]
-			rng.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+			n := countKept(kept[b*L : (b+1)*L])
+			randomOrder(order, rng)
 			for _, l := range order[:n] {
 				out[b*L+l] = true
 			}
 		}
 		return out, nil
 	}
+}
+
+// SpreadRandomKeep is the random router kept apart: a Chooser that keeps
+// in every sample of a rows×cols grid as many cells as the router kept,
+// the first and last cell (one: the last, as RandomKeep) and then cells
+// in a uniformly random order, kept apart as SpreadDrop and ChangeKeep
+// keep theirs. Against RandomKeep it measures what spacing alone is
+// worth; against ChangeKeep or the router, what their ranking adds to it.
+func SpreadRandomKeep(rng *rand.Rand, rows, cols int) Chooser {
+	L := rows * cols
+	sp := newSpreader(rows, cols)
+	order := make([]int, L)
+	return func(kept []bool, batch int) ([]bool, error) {
+		if len(kept) != batch*L {
+			return nil, fmt.Errorf("dc: spread random keep: a mask of %d cells for %d grids of %d×%d", len(kept), batch, rows, cols)
+		}
+		out := make([]bool, len(kept))
+		if L < 2 {
+			copy(out, kept)
+			return out, nil
+		}
+		for b := range batch {
+			n := countKept(kept[b*L : (b+1)*L])
+			randomOrder(order, rng)
+			sp.keep(order, n, out[b*L:(b+1)*L])
+		}
+		return out, nil
+	}
+}
+
+// randomOrder fills order (one entry a cell) with the last cell, the
+// first, then the others in a uniformly random order: the random
+// routers' priorities, the cells the router always marks first.
+func randomOrder(order []int, rng *rand.Rand) {
+	L := len(order)
+	order[0], order[1] = L-1, 0
+	for l := 1; l < L-1; l++ {
+		order[l+1] = l
+	}
+	rest := order[2:]
+	rng.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+}
+
+// countKept is the number of cells mask keeps.
+func countKept(mask []bool) int {
+	n := 0
+	for _, k := range mask {
+		if k {
+			n++
+		}
+	}
+	return n
 }
 
 // ChangeKeep is a Chooser that keeps in every sample as many cells as the
@@ -118,13 +160,7 @@ func ChangeKeep(x0 []float32, samples, channels, rows, cols, patch int) (Chooser
 		}
 		out := make([]bool, len(kept))
 		for b := range batch {
-			n := 0
-			for _, x := range kept[b*L : (b+1)*L] {
-				if x {
-					n++
-				}
-			}
-			sp.keep(orders[b%samples], n, out[b*L:(b+1)*L])
+			sp.keep(orders[b%samples], countKept(kept[b*L:(b+1)*L]), out[b*L:(b+1)*L])
 		}
 		return out, nil
 	}, nil

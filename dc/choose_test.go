@@ -63,6 +63,76 @@ func TestRandomKeep(t *testing.T) {
 	}
 }
 
+// TestSpreadRandomKeep: the random router kept apart keeps the router's
+// count in every sample, the last cell among them and from two on the
+// first; on an 8×8 grid 16 kept cells (or 8 dropped ones) never touch,
+// which a uniform draw of 16 almost never achieves; seeds change the
+// cells, not the spacing.
+func TestSpreadRandomKeep(t *testing.T) {
+	const rows, cols = 8, 8
+	const L = rows * cols
+	counts := []int{2, 16, 56, L, 1}
+	kept := make([]bool, len(counts)*L)
+	for b, n := range counts {
+		for l := range n {
+			kept[b*L+l] = true
+		}
+	}
+	touching := func(mask []bool, want bool) bool {
+		for l, m := range mask {
+			r, c := l/cols, l%cols
+			if m == want && ((c+1 < cols && mask[l+1] == want) || (r+1 < rows && mask[l+cols] == want)) {
+				return true
+			}
+		}
+		return false
+	}
+	var first []bool
+	differ := false
+	for seed := range uint64(20) {
+		out, err := SpreadRandomKeep(rand.New(rand.NewPCG(seed, 0)), rows, cols)(kept, len(counts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for b, n := range counts {
+			g := out[b*L : (b+1)*L]
+			if got := len(cellsOf(g)); got != n || (n > 1 && !g[0]) || !g[L-1] {
+				t.Fatalf("seed %d sample %d: kept %d cells (first %v, last %v), want %d with the last and, from two on, the first", seed, b, got, g[0], g[L-1], n)
+			}
+		}
+		if touching(out[L:2*L], true) {
+			t.Errorf("seed %d: two of 16 kept cells touch: %v", seed, cellsOf(out[L:2*L]))
+		}
+		if touching(out[2*L:3*L], false) {
+			t.Errorf("seed %d: two of 8 dropped cells touch: %v", seed, cellsOf(out[2*L:3*L]))
+		}
+		if first == nil {
+			first = out
+		} else if !slices.Equal(first[L:2*L], out[L:2*L]) {
+			differ = true
+		}
+	}
+	if !differ {
+		t.Error("twenty seeds kept the same 16 cells")
+	}
+	uniform := 0
+	for seed := range uint64(20) {
+		out, err := RandomKeep(rand.New(rand.NewPCG(seed, 0)))(kept, len(counts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !touching(out[L:2*L], true) {
+			uniform++
+		}
+	}
+	if uniform > 2 {
+		t.Errorf("the uniform draw kept 16 cells apart in %d of 20 seeds: the test cannot tell spacing from chance", uniform)
+	}
+	if _, err := SpreadRandomKeep(rand.New(rand.NewPCG(0, 0)), rows, cols)(kept[:5], 1); err == nil {
+		t.Error("a mask of the wrong size accepted")
+	}
+}
+
 // TestChooserCount: a Chooser that keeps another count than the router
 // is refused with the sample named.
 func TestChooserCount(t *testing.T) {

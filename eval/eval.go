@@ -35,6 +35,9 @@
 //     with the kept cells chosen uniformly at random (dc.RandomKeep), as
 //     many in every sample at every step as the router kept there, and
 //     scored the same way — whether the router's choice of cells matters;
+//     with Options.SpreadRandom also with the random cells kept apart as
+//     the spread drop keeps them (dc.SpreadRandomKeep) — whether it is the
+//     ranking or the spacing;
 //   - the kept tokens of each sampling step, per row (the paper's temporal
 //     finding: noisy steps need fewer tokens);
 //   - the edge density ratio: with the data set's edge masks (or, without
@@ -165,6 +168,11 @@ type Options struct {
 	// NoRandomRouter leaves out the random-router baseline (RandomRouter),
 	// which draws every row's samples a second time.
 	NoRandomRouter bool
+	// SpreadRandom adds to the random-router baseline its cells kept
+	// apart (dc.SpreadRandomKeep), which draws every row's samples a
+	// third time: what spacing alone is worth, and what the router's
+	// ranking adds to it.
+	SpreadRandom bool
 	// Pictures, when set, also scores every row's samples as pictures:
 	// decoded by a VAE, FID against a reference (package pictures).
 	Pictures PictureScorer
@@ -307,6 +315,10 @@ type RandomRouter struct {
 	FDRandomRouter              *float64 `json:"fd_random_router"`
 	AccuracyRandomRouter        *float64 `json:"accuracy_random_router"`
 	PromptFollowingRandomRouter *float64 `json:"prompt_following_random_router,omitempty"`
+	// The same with the random cells kept apart (Options.SpreadRandom).
+	FDSpreadRandom              *float64 `json:"fd_spread_random,omitempty"`
+	AccuracySpreadRandom        *float64 `json:"accuracy_spread_random,omitempty"`
+	PromptFollowingSpreadRandom *float64 `json:"prompt_following_spread_random,omitempty"`
 }
 
 // randomRouter files q as the random router's scores.
@@ -691,6 +703,9 @@ func (e *evaluator) work() int {
 	w := runs * (in + smp)
 	if e.randomRouter() {
 		w += settings * smp
+		if e.o.SpreadRandom {
+			w += settings * smp
+		}
 	}
 	if tc := e.o.TeaCache; tc != nil {
 		w += len(tc.Thresholds) * (1 + len(e.o.Rhos)) * smp
@@ -975,19 +990,34 @@ func (e *evaluator) measure(s setting, masks bool) (*measured, error) {
 	if e.randomRouter() {
 		// The same noise as the router's samples: only the kept cells
 		// differ.
-		d := e.dc(s, nil)
-		d.Choose = dc.RandomKeep(rand.New(rand.NewPCG(e.o.Seed, s.randomStream(e.tc))))
-		random, err := e.sample(d.Denoiser(c), 0)
-		if err != nil {
-			return nil, fmt.Errorf("random router: %w", err)
-		}
-		q, err := e.scoreFeatures(random)
+		rng := rand.New(rand.NewPCG(e.o.Seed, s.randomStream(e.tc)))
+		q, err := e.chosenQuality(s, c, dc.RandomKeep(rng))
 		if err != nil {
 			return nil, fmt.Errorf("random router: %w", err)
 		}
 		m.random = randomRouter(q)
+		if e.o.SpreadRandom {
+			cfg := e.m.Config
+			q, err := e.chosenQuality(s, c, dc.SpreadRandomKeep(rng, cfg.CellRows(), cfg.CellCols()))
+			if err != nil {
+				return nil, fmt.Errorf("random router kept apart: %w", err)
+			}
+			m.random.FDSpreadRandom, m.random.AccuracySpreadRandom, m.random.PromptFollowingSpreadRandom = q.FD, q.ClassAccuracy, q.PromptFollowing
+		}
 	}
 	return m, nil
+}
+
+// chosenQuality scores setting s's samples drawn with choose's cells in
+// place of the router's.
+func (e *evaluator) chosenQuality(s setting, c sample.Conditions, choose dc.Chooser) (Quality, error) {
+	d := e.dc(s, nil)
+	d.Choose = choose
+	x, err := e.sample(d.Denoiser(c), 0)
+	if err != nil {
+		return Quality{}, err
+	}
+	return e.scoreFeatures(x)
 }
 
 // perImage turns a sampling run's FLOPs per step into GFLOPs per image.

@@ -217,3 +217,86 @@ func TestLookback(t *testing.T) {
 		t.Errorf("the table does not say lookback:\n%s", tab.String())
 	}
 }
+
+// TestSpreadRandom: with SpreadRandom every row and the Lite-CFG pair
+// also carry the random router kept apart (eval.json, the table, the
+// card), other than the random router's in some row, and leave the rows'
+// and the random router's own numbers as they were, bit for bit; a NaN
+// in its features fails the run naming it.
+func TestSpreadRandom(t *testing.T) {
+	s := newSetup(t)
+	s.balance(t)
+	opts := smallOptions()
+	opts.Features = stubNet{c: s.m.Config.InChannels}
+	teacher := TeacherOf(dit.Teacher{Model: s.teacher}, nil, 0)
+	base, err := Run(s.m, teacher, s.data, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.SpreadRandom = true
+	var calls, total int
+	opts.Progress = func(done, tot int) { calls, total = done, tot }
+	r, err := Run(s.m, teacher, s.data, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != total || total == 0 {
+		t.Errorf("progress reached %d of %d", calls, total)
+	}
+	type pair struct {
+		name      string
+		on, off   RandomRouter
+		onQ, offQ Quality
+	}
+	var all []pair
+	for i := range r.Rows {
+		all = append(all, pair{r.GridRows[i+1], r.Rows[i].RandomRouter, base.Rows[i].RandomRouter, r.Rows[i].Quality, base.Rows[i].Quality})
+	}
+	all = append(all, pair{"lite", r.LiteCFG.RandomRouter, base.LiteCFG.RandomRouter, r.LiteCFG.Quality, base.LiteCFG.Quality})
+	differ := false
+	for _, p := range all {
+		fd, acc := p.on.FDSpreadRandom, p.on.AccuracySpreadRandom
+		switch {
+		case fd == nil || acc == nil || !(*fd >= 0) || math.IsInf(*fd, 0) || !(*acc >= 0 && *acc <= 1):
+			t.Errorf("%s: kept apart FD %v, accuracy %v; want both measured", p.name, fd, acc)
+		case p.off.FDSpreadRandom != nil:
+			t.Errorf("%s: without SpreadRandom the row reports %v", p.name, *p.off.FDSpreadRandom)
+		case *p.on.FDRandomRouter != *p.off.FDRandomRouter || *p.onQ.FD != *p.offQ.FD:
+			t.Errorf("%s: SpreadRandom moved the random router (%v, without %v) or the row (%v, without %v)", p.name,
+				*p.on.FDRandomRouter, *p.off.FDRandomRouter, *p.onQ.FD, *p.offQ.FD)
+		default:
+			differ = differ || *fd != *p.on.FDRandomRouter
+		}
+	}
+	if !differ {
+		t.Error("kept apart, the random router scored as drawn uniformly in every row")
+	}
+	js, err := r.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(js, []byte(`"fd_spread_random"`)) {
+		t.Error("eval.json has no fd_spread_random")
+	}
+	if js, err = base.JSON(); err != nil || bytes.Contains(js, []byte(`"fd_spread_random"`)) {
+		t.Errorf("eval.json without SpreadRandom names fd_spread_random (err %v)", err)
+	}
+	var table, card bytes.Buffer
+	if err := r.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	r.WriteMarkdown(&card)
+	if !strings.Contains(table.String(), "apart FD") || !strings.Contains(card.String(), "random kept apart") {
+		t.Errorf("the tables lack the kept-apart column:\n%s\n%s", table.String(), card.String())
+	}
+
+	// Features sees the data (1), the teacher's samples (2), the row's (3),
+	// the random router's (4), then the random router's kept apart (5).
+	n := 0
+	opts = tinyOptions()
+	opts.Rhos, opts.SpreadRandom = []float64{0.5}, true
+	opts.Features = poisonAfter{stubNet: stubNet{c: s.m.Config.InChannels}, from: 5, calls: &n}
+	if _, err := Run(s.m, teacher, s.data, opts); err == nil || !strings.Contains(err.Error(), "kept apart") {
+		t.Errorf("NaN features of the kept-apart samples: err = %v, want an error naming them", err)
+	}
+}

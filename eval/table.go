@@ -19,7 +19,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		return optional(q.PromptFollowing, "%.3f") + "\t"
 	}
-	randoms := r.HasRandomRouter()
+	randoms, spreads := r.HasRandomRouter(), r.HasSpreadRandom()
 	random := func(q RandomRouter) string {
 		if !randoms {
 			return ""
@@ -27,6 +27,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		s := optional(q.FDRandomRouter, "%.2f") + "\t" + optional(q.AccuracyRandomRouter, "%.3f") + "\t"
 		if prompts {
 			s += optional(q.PromptFollowingRandomRouter, "%.3f") + "\t"
+		}
+		if spreads {
+			s += optional(q.FDSpreadRandom, "%.2f") + "\t" + optional(q.AccuracySpreadRandom, "%.3f") + "\t"
+			if prompts {
+				s += optional(q.PromptFollowingSpreadRandom, "%.3f") + "\t"
+			}
 		}
 		return s
 	}
@@ -49,6 +55,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		head += "random FD\trandom acc\t"
 		if prompts {
 			head += "random prompt\t"
+		}
+		if spreads {
+			head += "apart FD\tapart acc\t"
+			if prompts {
+				head += "apart prompt\t"
+			}
 		}
 	}
 	fmt.Fprintf(tw, "%sRMS\t\n", head)
@@ -78,6 +90,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(w, "; random router: FD %.2f, class accuracy %s", *l.FDRandomRouter, optional(l.AccuracyRandomRouter, "%.3f"))
 			if l.PromptFollowingRandomRouter != nil {
 				fmt.Fprintf(w, ", prompt following %.3f", *l.PromptFollowingRandomRouter)
+			}
+		}
+		if l.FDSpreadRandom != nil {
+			fmt.Fprintf(w, "; kept apart: FD %.2f, class accuracy %s", *l.FDSpreadRandom, optional(l.AccuracySpreadRandom, "%.3f"))
+			if l.PromptFollowingSpreadRandom != nil {
+				fmt.Fprintf(w, ", prompt following %.3f", *l.PromptFollowingSpreadRandom)
 			}
 		}
 		fmt.Fprintln(w)
@@ -165,11 +183,17 @@ func (r *Report) HasRandomRouter() bool {
 	return len(r.Rows) > 0 && r.Rows[0].FDRandomRouter != nil
 }
 
+// HasSpreadRandom says whether the rows carry the random router kept
+// apart (Options.SpreadRandom).
+func (r *Report) HasSpreadRandom() bool {
+	return len(r.Rows) > 0 && r.Rows[0].FDSpreadRandom != nil
+}
+
 // WriteMarkdown writes the report's rows as a Markdown table (a model
 // card's): ρ, kept tokens, GFLOPs per image and against the teacher, FD
 // and class accuracy (and prompt following for a caption-conditioned
-// teacher, and the random router's FD when measured), for each ρ, the
-// Lite-CFG pair and the teacher.
+// teacher, and the random router's FD, kept apart too, when measured),
+// for each ρ, the Lite-CFG pair and the teacher.
 func (r *Report) WriteMarkdown(w io.Writer) {
 	prompts := r.Teacher.PromptFollowing != nil
 	fids := r.Teacher.FID != nil
@@ -183,10 +207,13 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		}
 		return s
 	}
-	randoms := r.HasRandomRouter()
+	randoms, spreads := r.HasRandomRouter(), r.HasSpreadRandom()
 	random := func(q RandomRouter) string {
 		if !randoms {
 			return ""
+		}
+		if spreads {
+			return " " + optional(q.FDRandomRouter, "%.2f") + " | " + optional(q.FDSpreadRandom, "%.2f") + " |"
 		}
 		return " " + optional(q.FDRandomRouter, "%.2f") + " |"
 	}
@@ -199,6 +226,9 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	}
 	if randoms {
 		head, rule = head+" FD, random router |", rule+"---|"
+		if spreads {
+			head, rule = head+" FD, random kept apart |", rule+"---|"
+		}
 	}
 	fmt.Fprintf(w, "%s\n%s\n", head, rule)
 	t := r.Teacher.GFLOPsPerImage

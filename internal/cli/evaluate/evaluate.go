@@ -46,6 +46,7 @@ type Options struct {
 	Samples      int
 	Features     string
 	RandomRouter bool // with Features, the random-router baseline in every row
+	SpreadRandom bool // with it, the random router kept apart too
 	Steps        int
 	Batch        int
 	ProbeT       []int
@@ -124,7 +125,10 @@ the model was not trained on, e.g. another seed):
                  router's kept cells replaced by as many drawn uniformly at
                  random in every sample at every step (the first and last
                  cell, which the router always keeps, stay): its FD and
-                 class accuracy say what the router's choice is worth
+                 class accuracy say what the router's choice is worth;
+                 --spread-random samples once more with the random cells
+                 kept apart as the spread drop keeps them: what spacing
+                 alone is worth, and what the ranking adds to it
   by timestep    at the first ρ, unguided, the --num inputs' clean samples
                  all noised to each --probe-t: ε MSE of the DC model and the
                  teacher against the noise and between them, the slope of
@@ -154,7 +158,8 @@ quarter of the value range).
 The table goes to stdout, or one JSON object with --json:
 {"rows": [{"rho", "kept_tokens", "gflops_per_image", "ms_per_image",
 "eps_rel_mse", "sample_psnr_db", "fd", "class_accuracy", "sample_rms",
-"fd_random_router", "accuracy_random_router", "kept_per_step"}, ...],
+"fd_random_router", "accuracy_random_router", with --spread-random
+"fd_spread_random", "accuracy_spread_random", "kept_per_step"}, ...],
 "lite_cfg": {...}, "teacher": {..., "fd", "class_accuracy"}, "feature_net":
 {"accuracy", ...}, "data_fd_floor", "sampling_timesteps", "edge_density_ratio": r,
 "edges": {...}, "per_timestep": [{"t", "rho", "eps_mse", "teacher_eps_mse",
@@ -261,6 +266,7 @@ teacher row's, bit for bit.`,
 	f.IntVar(&opts.Samples, "samples", 8, "samples per row for the PSNR, FD, class accuracy and the elastic grid")
 	f.StringVar(&opts.Features, "features", "", "feature network for FD and class accuracy (e.g. testdata/featnet/model.safetensors)")
 	f.BoolVar(&opts.RandomRouter, "random-router", true, "with --features, also score each row sampled with the kept cells drawn at random, as many as the router kept (=false: skip it)")
+	f.BoolVar(&opts.SpreadRandom, "spread-random", false, "with the random router, also score each row with the random cells kept apart as the spread drop keeps them (what spacing alone is worth)")
 	f.IntVar(&opts.Steps, "steps", defaultSteps, "DDPM sampling steps (the 1000 training steps respaced); a DC checkpoint's recorded value unless given")
 	f.IntVar(&opts.Batch, "batch", 16, "images per forward pass for the held-out inputs")
 	f.Float64Var(&opts.DenseBelow, "dense-below", 0, "run the sampling steps below this timestep on every cell (the low-noise steps at full cost; 0: never; default: a DC checkpoint's recorded value, else 0)")
@@ -299,6 +305,8 @@ func validate(cmd *cobra.Command, o *Options) error {
 		return cmdutil.Usagef(cmd, "--data: want a data set file (e.g. from 'dcdit data shapes')")
 	case len(o.Rhos) == 0:
 		return cmdutil.Usagef(cmd, "--rho: want at least one fraction")
+	case o.SpreadRandom && !o.RandomRouter:
+		return cmdutil.Usagef(cmd, "--spread-random is the random router kept apart, beside the random router: drop --random-router=false")
 	case !o.NoLite && len(o.Lite) != 2:
 		return cmdutil.Usagef(cmd, "--lite %v: want two fractions, the conditional's then the unconditional's (or --no-lite)", o.Lite)
 	case !o.NoLite && !(o.LiteCFG > 1 && !math.IsInf(o.LiteCFG, 0)):
@@ -413,7 +421,7 @@ func Run(opts *Options) error {
 	eo := eval.Options{
 		Rhos: opts.Rhos, NumInputs: opts.Num, NumSamples: opts.Samples, Steps: opts.Steps,
 		BatchSize: opts.Batch, Seed: opts.Seed, CFG: opts.CFG, ProbeTimesteps: opts.ProbeT, DenseBelow: opts.DenseBelow,
-		CoarseFrom: opts.CoarseFrom, CoarseRho: opts.CoarseRho, NoRandomRouter: !opts.RandomRouter, Lookback: opts.Lookback,
+		CoarseFrom: opts.CoarseFrom, CoarseRho: opts.CoarseRho, NoRandomRouter: !opts.RandomRouter, SpreadRandom: opts.SpreadRandom, Lookback: opts.Lookback,
 		DenseTeacher: opts.DenseTeacher,
 	}
 	if opts.Features != "" {

@@ -2,26 +2,42 @@ package evaluate
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/dcdit/dcdit/internal/cli/iostreams"
 )
 
-// The random-router baseline is on unless --random-router=false.
+// The random-router baseline is on unless --random-router=false; the
+// random router kept apart is off unless --spread-random, which needs it.
 func TestRandomRouterFlag(t *testing.T) {
 	for _, tc := range []struct {
-		flags []string
-		want  bool
-	}{{nil, true}, {[]string{"--random-router=false"}, false}, {[]string{"--random-router"}, true}} {
+		flags          []string
+		random, spread bool
+		err            string
+	}{
+		{nil, true, false, ""},
+		{[]string{"--random-router=false"}, false, false, ""},
+		{[]string{"--random-router"}, true, false, ""},
+		{[]string{"--spread-random"}, true, true, ""},
+		{[]string{"--spread-random", "--random-router=false"}, false, true, "drop --random-router=false"},
+	} {
 		ios, _, _, _ := iostreams.Test()
 		var got *Options
 		cmd := NewCmd(ios, func(o *Options) error { got = o; return nil })
 		cmd.SetArgs(append([]string{"model.safetensors", "--teacher", "t.safetensors", "--data", "d.safetensors"}, tc.flags...))
-		if err := cmd.Execute(); err != nil {
+		err := cmd.Execute()
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v: err = %v, want %q", tc.flags, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
 			t.Fatalf("%v: %v", tc.flags, err)
 		}
-		if got == nil || got.RandomRouter != tc.want {
-			t.Errorf("%v: options %+v, want RandomRouter %v", tc.flags, got, tc.want)
+		if got == nil || got.RandomRouter != tc.random || got.SpreadRandom != tc.spread {
+			t.Errorf("%v: options %+v, want RandomRouter %v, SpreadRandom %v", tc.flags, got, tc.random, tc.spread)
 		}
 	}
 }

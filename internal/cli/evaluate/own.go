@@ -41,7 +41,7 @@ func isFixedPatch(path string) bool {
 // model against its teacher.
 func validateOwn(cmd *cobra.Command, o *Options) error {
 	for _, name := range []string{"teacher", "rho", "lite", "no-lite", "lite-cfg", "num", "batch", "dense-below", "coarse-from", "coarse-rho", "drop", "probe-t",
-		"num-heads", "dechunk-sigma", "out", "random-router", "vae", "inception", "ref"} {
+		"num-heads", "dechunk-sigma", "out", "random-router", "spread-random", "vae", "inception", "ref"} {
 		if cmd.Flags().Changed(name) {
 			return cmdutil.Usagef(cmd, "--%s measures a DC model against its teacher; %s is a fixed-patch model, scored on its own", name, o.Checkpoint)
 		}
