@@ -129,7 +129,7 @@ func TestEveryRecipeKeyIsUsedOrRefused(t *testing.T) {
 		"eval.cfg": e(`1.5`, changes), "eval.dense_below": e(`500.0`, changes), "eval.held_out": e(`3`, changes), "eval.samples": e(`3`, changes),
 		"eval.sampling_steps": e(`3`, changes), "eval.boundary_map_timesteps": e(`[300]`, changes), "eval.every": e(`2`, changes),
 		"eval.seed": e(`9`, changes), "eval.feature_net": e(`"no-such-net.safetensors"`, rejected),
-		"eval.vae": e(`"no-such-vae"`, rejected), "eval.random_router": e(`false`, changes),
+		"eval.vae": e(`"no-such-vae"`, rejected), "eval.random_router": e(`false`, changes), "eval.spread_random": e(`true`, changes),
 		"eval.lookback": e(`true`, changes), "eval.dense_teacher": e(`true`, rejected), "eval.coarse_from": e(`800.0`, changes), "eval.coarse_rho": e(`0.9`, rejected),
 	}
 

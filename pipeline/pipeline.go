@@ -322,7 +322,7 @@ func evalOptions(r *recipes.Recipe, features eval.FeatureNet, renderer eval.Late
 		CFG: e.CFG, Seed: uint64(e.Seed), BoundaryTimesteps: e.BoundaryMapTimesteps,
 		DiffusionSteps: r.Diffusion.Steps, Features: features, DenseBelow: e.DenseBelow, Renderer: renderer,
 		CoarseFrom: e.CoarseFrom, CoarseRho: e.CoarseRho,
-		NoRandomRouter: !e.RandomRouter, Lookback: e.Lookback, DenseTeacher: e.DenseTeacher}
+		NoRandomRouter: !e.RandomRouter, SpreadRandom: e.SpreadRandom, Lookback: e.Lookback, DenseTeacher: e.DenseTeacher}
 	if len(e.LiteCFG) == 2 {
 		o.Lite = &eval.Lite{Cond: e.LiteCFG[0], Uncond: e.LiteCFG[1], Scale: e.LiteCFGScale}
 	}

@@ -434,6 +434,9 @@ func checkEval(p *problems, r *Recipe) {
 		p.bad("eval.dense_below", e.DenseBelow, "a timestep in 0..%d (diffusion.steps)", r.Diffusion.Steps)
 	}
 	checkCoarse(p, r, "eval.", "eval.", e.CoarseFrom, e.CoarseRho, e.DenseBelow)
+	if e.SpreadRandom && !e.RandomRouter {
+		p.bad("eval.spread_random", e.SpreadRandom, "false without eval.random_router (it is the random router kept apart)")
+	}
 	if e.DenseTeacher && (r.Scaffold == nil || r.Scaffold.Head != "wide") {
 		p.bad("eval.dense_teacher", e.DenseTeacher, `false without scaffold.head = "wide" (the dense steps run the wide head)`)
 	}

@@ -263,6 +263,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 	setDefault(d, "eval.seed", &r.Eval.Seed, r.Seed)
 	setDefault(d, "eval.feature_net", &r.Eval.FeatureNet, "")
 	setDefault(d, "eval.random_router", &r.Eval.RandomRouter, true)
+	setDefault(d, "eval.spread_random", &r.Eval.SpreadRandom, false)
 	setDefault(d, "eval.lookback", &r.Eval.Lookback, false)
 	setDefault(d, "eval.dense_teacher", &r.Eval.DenseTeacher, false)
 	setDefault(d, "eval.vae", &r.Eval.VAE, "")

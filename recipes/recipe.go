@@ -722,6 +722,11 @@ type Eval struct {
 	// and step as the router kept (package eval's RandomRouter).
 	// Default: true.
 	RandomRouter bool `toml:"random_router"`
+	// SpreadRandom adds to the random-router baseline its cells kept apart
+	// as the spread drop keeps them, a third sampling run per row: what
+	// spacing alone is worth (package eval's Options.SpreadRandom, `dcdit
+	// eval --spread-random`). Needs random_router. Default: false.
+	SpreadRandom bool `toml:"spread_random"`
 	// Lookback samples every row with the kept cells of each step after
 	// the first chosen on the previous step's clean estimate, as many as
 	// the router keeps (package eval's Options.Lookback, `dcdit eval
