@@ -43,6 +43,7 @@ var (
 	plotDC      = color.RGBA{31, 119, 180, 255}
 	plotTeacher = color.RGBA{214, 39, 40, 255}
 	plotLite    = color.RGBA{44, 160, 44, 255}
+	plotApart   = color.RGBA{127, 127, 127, 255} // the random router kept apart
 	// The step-cache sweep's curves.
 	plotTeacherCache = color.RGBA{255, 127, 14, 255}
 	plotDCCache      = color.RGBA{148, 103, 189, 255}
@@ -61,12 +62,13 @@ type paretoPoint struct {
 // square and Lite-CFG as a green triangle. The random router, when the
 // report has it, is a dashed curve of rings at the same FLOPs (it keeps
 // as many cells), and for Lite-CFG a green ring joined to its triangle by
-// a dashed line. A TeaCache sweep adds the teacher + TeaCache as an
+// a dashed line; the random router kept apart (Options.SpreadRandom) is a
+// grey dashed curve of rings, and a grey ring for Lite-CFG. A TeaCache sweep adds the teacher + TeaCache as an
 // orange curve from the teacher through each threshold (labelled "T=…")
 // and, for each ρ, DC + TeaCache as a purple curve from that ρ's point
 // through the thresholds, named at its far end. It needs an evaluation with a feature network.
 func (r *Report) WriteParetoPNG(path string) error {
-	var dc, random []paretoPoint
+	var dc, random, apart []paretoPoint
 	for _, row := range r.Rows {
 		if row.FD == nil {
 			return errors.New("eval: the report has no Fréchet distances (no feature network)")
@@ -75,19 +77,26 @@ func (r *Report) WriteParetoPNG(path string) error {
 		if row.FDRandomRouter != nil {
 			random = append(random, paretoPoint{row.GFLOPsPerImage, *row.FDRandomRouter, fmt.Sprintf("random router at rho=%g", row.Rho)})
 		}
+		if row.FDSpreadRandom != nil {
+			apart = append(apart, paretoPoint{row.GFLOPsPerImage, *row.FDSpreadRandom, fmt.Sprintf("random router kept apart at rho=%g", row.Rho)})
+		}
 	}
 	if len(dc) == 0 || r.Teacher.FD == nil {
 		return errors.New("eval: the report has no Fréchet distances (no feature network)")
 	}
 	teacher := paretoPoint{r.Teacher.GFLOPsPerImage, *r.Teacher.FD, "teacher"}
-	all := append(append([]paretoPoint{teacher}, dc...), random...)
-	var lite, liteRandom *paretoPoint
+	all := append(append(append([]paretoPoint{teacher}, dc...), random...), apart...)
+	var lite, liteRandom, liteApart *paretoPoint
 	if l := r.LiteCFG; l != nil && l.FD != nil {
 		lite = &paretoPoint{l.GFLOPsPerImage, *l.FD, "Lite-CFG"}
 		all = append(all, *lite)
 		if l.FDRandomRouter != nil {
 			liteRandom = &paretoPoint{l.GFLOPsPerImage, *l.FDRandomRouter, "Lite-CFG's random router"}
 			all = append(all, *liteRandom)
+		}
+		if l.FDSpreadRandom != nil {
+			liteApart = &paretoPoint{l.GFLOPsPerImage, *l.FDSpreadRandom, "Lite-CFG's random router kept apart"}
+			all = append(all, *liteApart)
 		}
 	}
 	teacherCache, dcCache, err := r.teaCacheCurves(teacher, dc)
@@ -117,6 +126,9 @@ func (r *Report) WriteParetoPNG(path string) error {
 	legend := []entry{{"DC model across rho", plotDC, disc}}
 	if len(random) > 0 {
 		legend = append(legend, entry{"random router", plotDC, ring})
+	}
+	if len(apart) > 0 {
+		legend = append(legend, entry{"random, kept apart", plotApart, ring})
 	}
 	legend = append(legend, entry{"teacher (fixed patches)", plotTeacher, square})
 	if len(teacherCache) > 0 {
@@ -178,6 +190,12 @@ func (r *Report) WriteParetoPNG(path string) error {
 	for _, p := range random {
 		ring(img, px(p.x), py(p.y), plotDC)
 	}
+	for i := 1; i < len(apart); i++ {
+		dashed(img, px(apart[i-1].x), py(apart[i-1].y), px(apart[i].x), py(apart[i].y), plotApart)
+	}
+	for _, p := range apart {
+		ring(img, px(p.x), py(p.y), plotApart)
+	}
 	for i := 1; i < len(dc); i++ {
 		line(img, px(dc[i-1].x), py(dc[i-1].y), px(dc[i].x), py(dc[i].y), plotDC)
 	}
@@ -201,6 +219,9 @@ func (r *Report) WriteParetoPNG(path string) error {
 		if liteRandom != nil {
 			dashed(img, px(lite.x), py(lite.y), px(liteRandom.x), py(liteRandom.y), plotLite)
 			ring(img, px(liteRandom.x), py(liteRandom.y), plotLite)
+		}
+		if liteApart != nil {
+			ring(img, px(liteApart.x), py(liteApart.y), plotApart)
 		}
 		triangle(img, px(lite.x), py(lite.y), plotLite)
 		text(img, px(lite.x)+paretoLabelOffset, py(lite.y)+2*paretoLabelOffset, lite.label, plotLite)

@@ -3,7 +3,10 @@ package eval
 import (
 	"bytes"
 	"encoding/json"
+	"image/color"
+	"image/png"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -289,6 +292,24 @@ func TestSpreadRandom(t *testing.T) {
 	if !strings.Contains(table.String(), "apart FD") || !strings.Contains(card.String(), "random kept apart") {
 		t.Errorf("the tables lack the kept-apart column:\n%s\n%s", table.String(), card.String())
 	}
+	// pareto.png draws it in its own colour, which nothing else uses.
+	for _, tc := range []struct {
+		rep  *Report
+		want bool
+	}{{r, true}, {base, false}} {
+		path := filepath.Join(t.TempDir(), ParetoFile)
+		if err := tc.rep.WriteParetoPNG(path); err != nil {
+			t.Fatal(err)
+		}
+		if got := hasColour(t, path, plotApart); got != tc.want {
+			t.Errorf("pareto.png draws the kept-apart curve: %v, want %v", got, tc.want)
+		}
+	}
+	nan := math.NaN()
+	r.Rows[0].FDSpreadRandom = &nan
+	if err := r.WriteParetoPNG(filepath.Join(t.TempDir(), ParetoFile)); err == nil || !strings.Contains(err.Error(), "kept apart") {
+		t.Errorf("pareto plot of a NaN kept-apart FD: err = %v, want an error naming it", err)
+	}
 
 	// Features sees the data (1), the teacher's samples (2), the row's (3),
 	// the random router's (4), then the random router's kept apart (5).
@@ -299,4 +320,27 @@ func TestSpreadRandom(t *testing.T) {
 	if _, err := Run(s.m, teacher, s.data, opts); err == nil || !strings.Contains(err.Error(), "kept apart") {
 		t.Errorf("NaN features of the kept-apart samples: err = %v, want an error naming them", err)
 	}
+}
+
+// hasColour reports whether the PNG at path has a pixel of colour c.
+func hasColour(t *testing.T, path string, c color.RGBA) bool {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			if color.RGBAModel.Convert(img.At(x, y)).(color.RGBA) == c {
+				return true
+			}
+		}
+	}
+	return false
 }
