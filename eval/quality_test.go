@@ -1,7 +1,6 @@
 package eval
 
 import (
-	"image/png"
 	"math"
 	"os"
 	"path/filepath"
@@ -162,14 +161,7 @@ func TestRunQuality(t *testing.T) {
 	if !strings.Contains(strings.Join(files, " "), path) {
 		t.Errorf("written %v, want %s among them", files, path)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := png.Decode(f); err != nil {
-		t.Errorf("%s: %v", path, err)
-	}
+	decodePNG(t, path)
 }
 
 // TestRunQualityRejectsNaNFeatures: a Fréchet distance that meets NaN is

@@ -3,6 +3,7 @@ package eval
 import (
 	"bytes"
 	"encoding/json"
+	"image"
 	"image/color"
 	"image/png"
 	"math"
@@ -325,15 +326,7 @@ func TestSpreadRandom(t *testing.T) {
 // hasColour reports whether the PNG at path has a pixel of colour c.
 func hasColour(t *testing.T, path string, c color.RGBA) bool {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := decodePNG(t, path)
 	b := img.Bounds()
 	for y := b.Min.Y; y < b.Max.Y; y++ {
 		for x := b.Min.X; x < b.Max.X; x++ {
@@ -343,4 +336,19 @@ func hasColour(t *testing.T, path string, c color.RGBA) bool {
 		}
 	}
 	return false
+}
+
+// decodePNG reads the PNG at path, failing the test when it is not one.
+func decodePNG(t *testing.T, path string) image.Image {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return img
 }
