@@ -58,7 +58,6 @@ func (m *Model) forwardDense(x mat.Tensor, cv cond.Value) (*Result, error) {
 func (m *Model) denseFLOPs(B int, idle []bool) FLOPs {
 	c := m.Config
 	N, D := float64(B*c.Cells()), float64(c.ModelDim)
-	mac := func(m, k, n float64) float64 { return 2 * m * k * n }
 	f := FLOPs{
 		Backbone:  m.Backbone.FLOPs(slices.Repeat([]int{c.Cells()}, B)),
 		Final:     mac(float64(B), float64(c.CondDim), 2*D) + mac(N, D, float64(c.CellOut())),

@@ -53,7 +53,6 @@ func (m *Model) forwardFLOPs(numKept []int, idle []bool, residualRows int) FLOPs
 	c := m.Config
 	B, L := float64(len(numKept)), float64(c.Cells())
 	N := B * L
-	mac := func(m, k, n float64) float64 { return 2 * m * k * n }
 	var f FLOPs
 	f.Embed, f.Encoder, f.Decoder = m.convFLOPs(len(numKept), idle)
 	D, R := float64(c.ModelDim), float64(c.RouterDim)
@@ -93,13 +92,16 @@ func (m *Model) forwardFLOPs(numKept []int, idle []bool, residualRows int) FLOPs
 	return f
 }
 
+// mac is the FLOPs of an [m, k] × [k, n] product: a multiply and an add
+// per term.
+func mac(m, k, n float64) float64 { return 2 * m * k * n }
+
 // convFLOPs counts the latent embedder and the encoder's and the
 // decoder's conv blocks over B grids, the residual branch of block i
 // (encoder then decoder) left out where idle[i].
 func (m *Model) convFLOPs(B int, idle []bool) (embed, encoder, decoder float64) {
 	c := m.Config
 	N := float64(B * c.Cells())
-	mac := func(m, k, n float64) float64 { return 2 * m * k * n }
 	embed = mac(N, float64(c.CellIn())*9, float64(c.EncDecDim))
 	for i, w := range c.ConvWidths() {
 		in, out := float64(w[0]), float64(w[1])

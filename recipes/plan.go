@@ -900,29 +900,37 @@ func planFLOPs(pl *Plan, r *Recipe, m *planned) {
 	if guided {
 		branches = 2
 	}
+	f.Rows = append(f.Rows, pl.dcRows(r, perImage, branches)...)
+	if r.Base != nil {
+		for i := range f.Rows {
+			f.Rows[i].RelativeToBase = f.Rows[i].TFLOPsPerImage / f.Rows[0].TFLOPsPerImage
+		}
+	}
+}
+
+// dcRows are the DC model's FLOPs rows, one per eval.rho and the
+// Lite-CFG pair's, each run costed by perImage (stepKinds) over branches.
+func (pl *Plan) dcRows(r *Recipe, perImage func(fwd, coarseFwd, denseFwd float64, branches int) float64, branches int) []FLOPsRow {
+	c, cr := pl.DC, r.Eval.CoarseRho
+	var rows []FLOPsRow
 	denseOne := pl.denseForward(r, 1)
 	for _, rho := range r.Eval.Rho {
 		k := keptTokens(c, rho)
 		parts := pl.sampledForward(k)
 		fwd := parts.Total()
-		coarseFwd := pl.sampledForward(keptTokens(c, coarseRho(rho, r.Eval.CoarseRho))).Total()
-		f.Rows = append(f.Rows, FLOPsRow{Model: "dc", Rho: rho, Tokens: c.Cells(), Kept: k, GFLOPsPerForward: fwd / 1e9,
+		coarseFwd := pl.sampledForward(keptTokens(c, coarseRho(rho, cr))).Total()
+		rows = append(rows, FLOPsRow{Model: "dc", Rho: rho, Tokens: c.Cells(), Kept: k, GFLOPsPerForward: fwd / 1e9,
 			TFLOPsPerImage: perImage(fwd, coarseFwd, denseOne, branches) / 1e12, Parts: &parts})
 	}
 	if len(r.Eval.LiteCFG) == 2 {
 		rc, ru := r.Eval.LiteCFG[0], r.Eval.LiteCFG[1]
 		parts := pl.sampledForward(keptTokens(c, rc), keptTokens(c, ru))
 		fwd := parts.Total()
-		cr := r.Eval.CoarseRho
 		coarseFwd := pl.sampledForward(keptTokens(c, coarseRho(rc, cr)), keptTokens(c, coarseRho(ru, cr))).Total()
-		f.Rows = append(f.Rows, FLOPsRow{Model: "dc-lite-cfg", Rho: rc, RhoUncond: &ru, Tokens: c.Cells(), Kept: keptTokens(c, rc),
+		rows = append(rows, FLOPsRow{Model: "dc-lite-cfg", Rho: rc, RhoUncond: &ru, Tokens: c.Cells(), Kept: keptTokens(c, rc),
 			GFLOPsPerForward: fwd / 1e9, TFLOPsPerImage: perImage(fwd, coarseFwd, pl.denseForward(r, 2), 1) / 1e12, Parts: &parts})
 	}
-	if r.Base != nil {
-		for i := range f.Rows {
-			f.Rows[i].RelativeToBase = f.Rows[i].TFLOPsPerImage / f.Rows[0].TFLOPsPerImage
-		}
-	}
+	return rows
 }
 
 // stepKinds counts an evaluation's dense steps (below eval.dense_below:

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/dcdit/dcdit/datasets/shapes"
-	"github.com/dcdit/dcdit/dc"
 )
 
 // planCaptioned plans a recipe whose base is conditioned on captions (a
@@ -41,25 +40,7 @@ func planCaptioned(p *problems, r *Recipe, pl *Plan, m *planned) {
 	baseFwd := pl.forward(m.cfg, m.grid, m.grid, m.captionLen)
 	f.Rows = append(f.Rows, FLOPsRow{Model: "base", Tokens: m.Tokens, Kept: m.Tokens, GFLOPsPerForward: baseFwd / 1e9,
 		TFLOPsPerImage: float64(steps*branches) * baseFwd / 1e12})
-	at := func(kept ...int) dc.FLOPs { return pl.sampledForward(kept...) }
-	denseOne := pl.denseForward(r, 1)
-	for _, rho := range r.Eval.Rho {
-		k := keptTokens(c, rho)
-		parts := at(k)
-		fwd := parts.Total()
-		coarseFwd := at(keptTokens(c, coarseRho(rho, r.Eval.CoarseRho))).Total()
-		f.Rows = append(f.Rows, FLOPsRow{Model: "dc", Rho: rho, Tokens: c.Cells(), Kept: k, GFLOPsPerForward: fwd / 1e9,
-			TFLOPsPerImage: perImage(fwd, coarseFwd, denseOne, branches) / 1e12, Parts: &parts})
-	}
-	if len(r.Eval.LiteCFG) == 2 {
-		rc, ru := r.Eval.LiteCFG[0], r.Eval.LiteCFG[1]
-		parts := at(keptTokens(c, rc), keptTokens(c, ru))
-		fwd := parts.Total()
-		cr := r.Eval.CoarseRho
-		coarseFwd := at(keptTokens(c, coarseRho(rc, cr)), keptTokens(c, coarseRho(ru, cr))).Total()
-		f.Rows = append(f.Rows, FLOPsRow{Model: "dc-lite-cfg", Rho: rc, RhoUncond: &ru, Tokens: c.Cells(), Kept: keptTokens(c, rc),
-			GFLOPsPerForward: fwd / 1e9, TFLOPsPerImage: perImage(fwd, coarseFwd, pl.denseForward(r, 2), 1) / 1e12, Parts: &parts})
-	}
+	f.Rows = append(f.Rows, pl.dcRows(r, perImage, branches)...)
 	for i := range f.Rows {
 		f.Rows[i].RelativeToBase = f.Rows[i].TFLOPsPerImage / f.Rows[0].TFLOPsPerImage
 	}
@@ -71,7 +52,7 @@ func planCaptioned(p *problems, r *Recipe, pl *Plan, m *planned) {
 		sp := newStagePlan(p, pl, i, st, true)
 		var fwd float64
 		for _, rho := range st.Rho {
-			fwd += at(keptTokens(c, rho)).Total() / float64(len(st.Rho))
+			fwd += pl.sampledForward(keptTokens(c, rho)).Total() / float64(len(st.Rho))
 		}
 		sp.setCompute(st, fwd, baseFwd)
 		sp.Memory = memoryWith(pl, st, sp.Trainable, activationFloats(pl, m, st.Rho[0], pl.base.CaptionLen))

@@ -41,17 +41,7 @@ func TestGraftTeacherZImage(t *testing.T) {
 			if _, ok := m.Backbone.Parameters().Lookup(dc.BackbonePrefix + "x_embedder.weight"); !ok {
 				t.Fatalf("the backbone's tensors are not under %q", dc.BackbonePrefix)
 			}
-			rng := rand.New(rand.NewPCG(7, 8))
-			x := make([]float32, 2*C*S*S)
-			for i := range x {
-				x[i] = float32(rng.NormFloat64())
-			}
-			caps := []cond.Caption{{Features: make([]float32, 3*zc.CapFeatDim), Len: 3}, {Features: make([]float32, 9*zc.CapFeatDim), Len: 9}}
-			for _, c := range caps {
-				for i := range c.Features {
-					c.Features[i] = float32(rng.NormFloat64())
-				}
-			}
+			x, _, caps := zimageInputs(rand.New(rand.NewPCG(7, 8)), C*S*S, zc.CapFeatDim, 3, 9)
 			out, res, err := m.Predict(x, cond.Input{T: []float32{0.3, 0.8}, Captions: caps}, []float32{0.5})
 			if err != nil {
 				t.Fatal(err)
@@ -133,27 +123,11 @@ func TestGraftTeacherZImageStartsAsModel(t *testing.T) {
 			if c.tokenEmbedder {
 				names = append(names, "x_embedder.proj.weight", "hnet.encoder.layers.0.conv2.weight")
 			}
-			for _, name := range names {
-				for i := range data(m.Params.Get(name)) {
-					data(m.Params.Get(name))[i] += float32(0.1 * math.Sin(float64(i)))
-				}
-			}
+			move(m, names)
 			// Every cell a confident boundary.
 			data(m.Params.Get("hnet.routing_module.residual_scorer.3.bias"))[0] = 30
-			rng := rand.New(rand.NewPCG(7, 8))
 			C := zc.InChannels
-			x := make([]float32, 2*C*S*S)
-			for i := range x {
-				x[i] = float32(rng.NormFloat64())
-			}
-			feats := [][]float32{make([]float32, 3*zc.CapFeatDim), make([]float32, 9*zc.CapFeatDim)}
-			caps := make([]cond.Caption, len(feats))
-			for i, f := range feats {
-				for j := range f {
-					f[j] = float32(rng.NormFloat64())
-				}
-				caps[i] = cond.Caption{Features: f, Len: len(f) / zc.CapFeatDim}
-			}
+			x, feats, caps := zimageInputs(rand.New(rand.NewPCG(7, 8)), C*S*S, zc.CapFeatDim, 3, 9)
 			ts := []float32{0.3, 0.8}
 			got, res, err := m.Predict(x, cond.Input{T: ts, Captions: caps}, nil)
 			if err != nil {
@@ -292,26 +266,10 @@ func TestPredictDenseIsTheZImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"hnet.residual_proj.weight", "final_layer.linear.weight", "hnet.decoder.layers.0.conv2.weight"} {
-		for i := range data(m.Params.Get(name)) {
-			data(m.Params.Get(name))[i] += float32(0.1 * math.Sin(float64(i)))
-		}
-	}
+	move(m, []string{"hnet.residual_proj.weight", "final_layer.linear.weight", "hnet.decoder.layers.0.conv2.weight"})
 	data(m.Params.Get("hnet.routing_module.residual_scorer.3.bias"))[0] = -30
-	rng := rand.New(rand.NewPCG(9, 10))
 	C := zc.InChannels
-	x := make([]float32, 2*C*S*S)
-	for i := range x {
-		x[i] = float32(rng.NormFloat64())
-	}
-	feats := [][]float32{make([]float32, 4*zc.CapFeatDim), make([]float32, 7*zc.CapFeatDim)}
-	caps := make([]cond.Caption, len(feats))
-	for i, f := range feats {
-		for j := range f {
-			f[j] = float32(rng.NormFloat64())
-		}
-		caps[i] = cond.Caption{Features: f, Len: len(f) / zc.CapFeatDim}
-	}
+	x, feats, caps := zimageInputs(rand.New(rand.NewPCG(9, 10)), C*S*S, zc.CapFeatDim, 4, 7)
 	ts := []float32{0.2, 0.9}
 	got, _, err := m.PredictDense(x, cond.Input{T: ts, Captions: caps})
 	if err != nil {
@@ -324,4 +282,23 @@ func TestPredictDenseIsTheZImage(t *testing.T) {
 	if e := fixtures.RelErr(got, append(imgs[0], imgs[1]...)); !fixtures.Within(e, 1e-5) {
 		t.Fatalf("the dense path against the model: relative error %.2g", e)
 	}
+}
+
+// zimageInputs draws from rng one sample of size latent values per caption,
+// then each caption's features: tokens[i] tokens of dim features.
+func zimageInputs(rng *rand.Rand, size, dim int, tokens ...int) ([]float32, [][]float32, []cond.Caption) {
+	x := make([]float32, len(tokens)*size)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	feats := make([][]float32, len(tokens))
+	caps := make([]cond.Caption, len(tokens))
+	for i, n := range tokens {
+		feats[i] = make([]float32, n*dim)
+		for j := range feats[i] {
+			feats[i][j] = float32(rng.NormFloat64())
+		}
+		caps[i] = cond.Caption{Features: feats[i], Len: n}
+	}
+	return x, feats, caps
 }

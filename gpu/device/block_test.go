@@ -115,24 +115,6 @@ func TestBlockMirror(t *testing.T) {
 	same("dparams", a.set.Grad, b.set.Grad)
 }
 
-// gpuDevice opens the GPU or skips.
-func gpuDevice(t testing.TB) *device.Device {
-	t.Helper()
-	rt, err := cuda.Open(cuda.Options{})
-	if err != nil {
-		t.Skipf("no usable CUDA device: %v", err)
-	}
-	if _, _, _, err := rt.NVRTC(); err != nil {
-		t.Skipf("no NVRTC: %v", err)
-	}
-	d, err := device.Open(rt, device.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close(); rt.Close() })
-	return d
-}
-
 // deviceInputs uploads the block's parameters, x, c and r.
 type deviceInputs struct {
 	params  map[string]*device.Tensor
@@ -188,7 +170,7 @@ func download(t testing.TB, x mat.Tensor) []float32 {
 // on the CPU and compares the output and every gradient (parameters, x, c);
 // at DiT-XL size it also times both.
 func TestDeviceBlock(t *testing.T) {
-	d := gpuDevice(t)
+	d := device.OpenGPU(t, device.Options{})
 	cases := []struct {
 		name       string
 		D, heads   int

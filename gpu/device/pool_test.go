@@ -6,8 +6,10 @@ import (
 	"github.com/dcdit/dcdit/gpu/cuda"
 )
 
-// openGPU opens the GPU with the options, or skips.
-func openGPU(t *testing.T, opts Options) *Device {
+// OpenGPU opens the GPU with the options, or skips the test; the device
+// and the runtime close when it ends. (Exported for the package's external
+// tests.)
+func OpenGPU(t testing.TB, opts Options) *Device {
 	t.Helper()
 	rt, err := cuda.Open(cuda.Options{})
 	if err != nil {
@@ -31,7 +33,7 @@ func openGPU(t *testing.T, opts Options) *Device {
 // kept counts make new ones every step).
 func TestPoolBound(t *testing.T) {
 	const capBytes = 1 << 20
-	d := openGPU(t, Options{PoolBytes: capBytes})
+	d := OpenGPU(t, Options{PoolBytes: capBytes})
 	b, err := d.Alloc(1000)
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +62,7 @@ func TestPoolBound(t *testing.T) {
 // TestPackingsBound: the device keeps at most maxPackings packings, and
 // the one asked for last survives an eviction.
 func TestPackingsBound(t *testing.T) {
-	d := openGPU(t, Options{})
+	d := OpenGPU(t, Options{})
 	for n := 1; n <= maxPackings+100; n++ {
 		p, err := d.Packing([]int{0, n, 2 * n})
 		if err != nil {
