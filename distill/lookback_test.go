@@ -1,6 +1,7 @@
 package distill
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -37,13 +38,20 @@ func TestBudgetFracs(t *testing.T) {
 	}
 }
 
-// Lookback's cells are dc.ChangeKeep's on the teacher's clean estimate
-// x̂0 = (x − √(1−ᾱ)·ε̂)/√ᾱ in every sample with a budget — the affine map
-// it ranks on scales each sample's x̂0 and so keeps its order — and the
-// router's at ρ 0; a dense sample keeps every cell.
+// Lookback's cells are dc.LookbackKeep's on the teacher's clean estimate
+// x̂0 = (x − √(1−ᾱ)·ε̂)/√ᾱ in every sample with a budget — ChangeKeep's,
+// whose order the affine map it ranks on keeps, or at a spacing
+// CoverKeep's, on x̂0 itself — and the router's at ρ 0; a dense sample
+// keeps every cell.
 func TestLookbackChoosesOnTheTeachersEstimate(t *testing.T) {
+	for _, spacing := range []float64{0, 4} {
+		t.Run(fmt.Sprintf("spacing %g", spacing), func(t *testing.T) { testLookbackEstimate(t, spacing) })
+	}
+}
+
+func testLookbackEstimate(t *testing.T, spacing float64) {
 	cfg := &dc.Config{InChannels: 4, OutChannels: 8, GridRows: 8, GridCols: 8, PatchSize: 2}
-	o := &DCObjective{Model: &dc.Model{Config: cfg}, Schedule: ddpm.Linear(1000)}
+	o := &DCObjective{Model: &dc.Model{Config: cfg}, Schedule: ddpm.Linear(1000), LookbackSpacing: spacing}
 	B, L, k, stride := 3, cfg.Cells(), cfg.CellIn(), cfg.CellOut()
 	rng := rand.New(rand.NewPCG(3, 4))
 	pred, tokens := make([]float32, B*L*stride), make([]float32, B*L*k)
@@ -96,7 +104,7 @@ func TestLookbackChoosesOnTheTeachersEstimate(t *testing.T) {
 			}
 		}
 	}
-	ideal, err := dc.ChangeKeep(dc.FromTokens(x0, B, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch()), B, cfg.InChannels, cfg.CellRows(), cfg.CellCols(), cfg.Patch())
+	ideal, err := dc.LookbackKeep(dc.FromTokens(x0, B, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch()), B, cfg.InChannels, cfg.CellRows(), cfg.CellCols(), cfg.Patch(), spacing)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +113,7 @@ func TestLookbackChoosesOnTheTeachersEstimate(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(got[L:2*L], want[L:2*L]) {
-		t.Errorf("the budget's cells %v, want ChangeKeep's on the clean estimate %v", cells(got[L:2*L]), cells(want[L:2*L]))
+		t.Errorf("the budget's cells %v, want LookbackKeep's on the clean estimate %v", cells(got[L:2*L]), cells(want[L:2*L]))
 	}
 	if slices.Equal(got[L:2*L], kept[L:2*L]) {
 		t.Errorf("the budget kept the router's cells %v", cells(got[L:2*L]))

@@ -286,8 +286,9 @@ type DCObjective struct {
 	// gradient ranks a boundary the tail drop removed lower, not higher.
 	KeptGate bool
 	// Lookback, when > 0, is the share of the samples with a budget (ρ >
-	// 0, not dense), drawn per sample, trained on the cells dc.ChangeKeep
-	// ranks on the teacher's clean estimate at their input, as many as
+	// 0, not dense), drawn per sample, trained on the cells
+	// dc.LookbackKeep chooses on the teacher's clean estimate at their
+	// input (at LookbackSpacing), as many as
 	// the router keeps: the cells sampling with lookback keeps
 	// (sample.Lookback ranks them on the previous step's estimate, one
 	// step noisier). Trained on the router's cells only, the decoder
@@ -305,6 +306,10 @@ type DCObjective struct {
 	// them). A step with budgets runs up to twice the samples. Not with
 	// GuidedScale, whose twins are the unconditional branch.
 	LookbackTwins bool
+	// LookbackSpacing is the spacing of dc.LookbackKeep that Lookback's
+	// cells are chosen at: > 0 dc.CoverKeep's, 0 dc.ChangeKeep's. It
+	// should be sampling's (sample.Lookback.Spacing).
+	LookbackSpacing float64
 	// WidthTarget, when > 0, is DyDiT's target FLOPs ratio λ for a
 	// width-gated backbone (family.WidthGated, which the model's must be):
 	// the loss adds WidthWeight·(r − λ)², r the batch's FLOPs ratio of the
@@ -673,9 +678,11 @@ func appendRows[T any](s []T, idx []int, width int) []T {
 
 // lookback is the Chooser of a batch of B samples at noise levels t whose
 // budgets (drop fractions frac, one per sample) choose their cells on the
-// teacher's clean estimate (Lookback): dc.ChangeKeep on keepTargets' affine
-// map of it, whose per-sample scale leaves the ranks alone; a fraction of
-// 0 keeps the router's.
+// teacher's clean estimate (Lookback): dc.LookbackKeep on it; a fraction
+// of 0 keeps the router's. keepTargets' map u = a·pred + c·x is the
+// estimate itself under flow matching and, under DDPM, the estimate times
+// −√ᾱ/√(1 − ᾱ), which ChangeKeep's ranks ignore but CoverKeep's spacing,
+// in latent units, does not: the map is undone here for the cover.
 func (o *DCObjective) lookback(proc diffusion.Process, pred, tokens []float32, t []int, fracs []float32, B int) (dc.Chooser, error) {
 	cfg := o.Model.Config
 	if len(fracs) != B {
@@ -684,6 +691,12 @@ func (o *DCObjective) lookback(proc diffusion.Process, pred, tokens []float32, t
 	a, c, err := o.cleanMap(proc, t)
 	if err != nil {
 		return nil, err
+	}
+	if _, fm := proc.(*diffusion.FlowMatch); !fm && o.LookbackSpacing > 0 {
+		for i, v := range t {
+			s := -o.Schedule.SqrtOneMinusAlphasCumprod[v] / o.Schedule.SqrtAlphasCumprod[v]
+			a[i], c[i] = a[i]*s, c[i]*s
+		}
 	}
 	L, k, stride := cfg.Cells(), cfg.CellIn(), cfg.CellOut()
 	u := make([]float32, B*L*k)
@@ -696,7 +709,7 @@ func (o *DCObjective) lookback(proc diffusion.Process, pred, tokens []float32, t
 		}
 	}
 	x0 := dc.FromTokens(u, B, cfg.InChannels, cfg.GridRows, cfg.GridCols, cfg.Patch())
-	choose, err := dc.ChangeKeep(x0, B, cfg.InChannels, cfg.CellRows(), cfg.CellCols(), cfg.Patch())
+	choose, err := dc.LookbackKeep(x0, B, cfg.InChannels, cfg.CellRows(), cfg.CellCols(), cfg.Patch(), o.LookbackSpacing)
 	if err != nil {
 		return nil, fmt.Errorf("distill: lookback: %w", err)
 	}

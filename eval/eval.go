@@ -215,6 +215,9 @@ type Options struct {
 	// many as the router keeps. The random router and the TeaCache sweep
 	// keep their own choice.
 	Lookback bool
+	// LookbackSpacing chooses lookback's cells (sample.Lookback.Spacing):
+	// > 0 dc.CoverKeep's at that spacing, 0 dc.ChangeKeep's.
+	LookbackSpacing float64
 	// DenseTeacher runs the rows' dense steps (every cell kept: below
 	// DenseBelow) through the backbone and the wide head alone
 	// (sample.DC.DenseTeacher): the teacher's own pass when those are the
@@ -422,6 +425,9 @@ type Report struct {
 	// Lookback says the rows chose their kept cells by the previous
 	// step's clean estimate (Options.Lookback).
 	Lookback bool `json:"lookback,omitempty"`
+	// LookbackSpacing is Options.LookbackSpacing (absent: 0, the change
+	// ranking).
+	LookbackSpacing float64 `json:"lookback_spacing,omitempty"`
 	// DenseTeacher says the rows' dense steps ran as the teacher
 	// (Options.DenseTeacher).
 	DenseTeacher bool `json:"dense_teacher,omitempty"`
@@ -499,6 +505,10 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("eval: coarse from t = %v, want 0..%d", o.CoarseFrom, o.DiffusionSteps)
 	case !(o.CoarseRho >= 0 && o.CoarseRho < 1):
 		return o, fmt.Errorf("eval: coarse ρ = %v, want 0 ≤ ρ < 1", o.CoarseRho)
+	case !(o.LookbackSpacing >= 0) || math.IsInf(o.LookbackSpacing, 1):
+		return o, fmt.Errorf("eval: lookback spacing %v, want a finite value ≥ 0", o.LookbackSpacing)
+	case o.LookbackSpacing > 0 && !o.Lookback:
+		return o, fmt.Errorf("eval: lookback spacing %v without lookback: it chooses lookback's cells", o.LookbackSpacing)
 	}
 	for _, r := range o.Rhos {
 		if !(r >= 0 && r < 1) {
@@ -566,7 +576,7 @@ func Run(m *dc.Model, teacher Teacher, data *datasets.Set, opts Options) (*Repor
 	if e.cfg.SpreadDrop {
 		r.Drop = "spread"
 	}
-	r.Lookback = o.Lookback
+	r.Lookback, r.LookbackSpacing = o.Lookback, o.LookbackSpacing
 	r.DenseTeacher = o.DenseTeacher
 	r.DenseBelow = o.DenseBelow
 	if o.CoarseFrom > 0 {
@@ -973,7 +983,7 @@ func (e *evaluator) measure(s setting, masks bool) (*measured, error) {
 	stats := &sample.Stats{RecordMasks: masks}
 	d := e.dc(s, stats)
 	if e.o.Lookback {
-		d.Lookback = &sample.Lookback{Clean: e.sampler.Clean}
+		d.Lookback = &sample.Lookback{Clean: e.sampler.Clean, Spacing: e.o.LookbackSpacing}
 	}
 	if m.samples, err = e.sample(d.Denoiser(c), 0); err != nil {
 		return nil, err

@@ -143,7 +143,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.DenseTeacher {
 		fmt.Fprintln(w, "dense teacher: the steps that keep every cell run the backbone and the wide head alone, as the teacher")
 	}
-	if r.Lookback {
+	switch {
+	case r.Lookback && r.LookbackSpacing > 0:
+		fmt.Fprintf(w, "lookback: from the second sampling step each row with ρ > 0 keeps as many cells as the router, covering the previous step's clean estimate at spacing %g\n", r.LookbackSpacing)
+	case r.Lookback:
 		fmt.Fprintln(w, "lookback: from the second sampling step each row with ρ > 0 keeps as many cells as the router, ranked where the previous step's clean estimate changes most, kept apart")
 	}
 	if randoms {

@@ -117,6 +117,7 @@ func TestEveryRecipeKeyIsUsedOrRefused(t *testing.T) {
 		"stage.target": d0(`"eps"`, changes), "stage.trainable": e(`["scaffold"]`, changes), "stage.frozen": e(`["router"]`, changes),
 		"stage.rho": e(`[0.0, 0.4]`, changes), "stage.multi_budget_start": e(`2`, changes), "stage.dense_fraction": e(`0.25`, changes), "stage.dense_below": e(`500.0`, changes),
 		"stage.coarse_from": d0(`800.0`, changes), "stage.coarse_rho": d0(`0.9`, rejected), "stage.lookback": d0(`0.5`, changes), "stage.lookback_twins": d0(`true`, rejected),
+		"stage.lookback_spacing":  d0(`4.0`, rejected),
 		"stage.ratio_loss_weight": e(`0.1`, changes), "stage.class_dropout": e(`0.3`, changes), "stage.grad_clip": e(`0.5`, changes),
 		"stage.router_lr_scale": e(`2.0`, changes), "stage.class_embedder_lr_scale": e(`10.0`, changes), "stage.ema_decay": e(`0.9`, changes), "stage.weight_decay": e(`0.01`, changes),
 		"stage.betas": e(`[0.8, 0.99]`, changes), "stage.eps": e(`1e-6`, changes),
@@ -130,7 +131,7 @@ func TestEveryRecipeKeyIsUsedOrRefused(t *testing.T) {
 		"eval.sampling_steps": e(`3`, changes), "eval.boundary_map_timesteps": e(`[300]`, changes), "eval.every": e(`2`, changes),
 		"eval.seed": e(`9`, changes), "eval.feature_net": e(`"no-such-net.safetensors"`, rejected),
 		"eval.vae": e(`"no-such-vae"`, rejected), "eval.random_router": e(`false`, changes), "eval.spread_random": e(`true`, changes),
-		"eval.lookback": e(`true`, changes), "eval.dense_teacher": e(`true`, rejected), "eval.coarse_from": e(`800.0`, changes), "eval.coarse_rho": e(`0.9`, rejected),
+		"eval.lookback": e(`true`, changes), "eval.lookback_spacing": e(`4.0`, rejected), "eval.dense_teacher": e(`true`, rejected), "eval.coarse_from": e(`800.0`, changes), "eval.coarse_rho": e(`0.9`, rejected),
 	}
 
 	// The documented keys: every setting of the three recipes, stage

@@ -322,7 +322,7 @@ func evalOptions(r *recipes.Recipe, features eval.FeatureNet, renderer eval.Late
 		CFG: e.CFG, Seed: uint64(e.Seed), BoundaryTimesteps: e.BoundaryMapTimesteps,
 		DiffusionSteps: r.Diffusion.Steps, Features: features, DenseBelow: e.DenseBelow, Renderer: renderer,
 		CoarseFrom: e.CoarseFrom, CoarseRho: e.CoarseRho,
-		NoRandomRouter: !e.RandomRouter, SpreadRandom: e.SpreadRandom, Lookback: e.Lookback, DenseTeacher: e.DenseTeacher}
+		NoRandomRouter: !e.RandomRouter, SpreadRandom: e.SpreadRandom, Lookback: e.Lookback, LookbackSpacing: e.LookbackSpacing, DenseTeacher: e.DenseTeacher}
 	if len(e.LiteCFG) == 2 {
 		o.Lite = &eval.Lite{Cond: e.LiteCFG[0], Uncond: e.LiteCFG[1], Scale: e.LiteCFGScale}
 	}
@@ -585,7 +585,7 @@ func (m *model) objective(r *recipes.Recipe, st *recipes.Stage, teacher *base, s
 	}
 	o := &distill.DCObjective{Model: m.dc, Schedule: sched, NullClass: m.numClasses, Loss: distill.DCLoss(st.Loss),
 		Budget: distill.Budget{Rhos: st.Rho, Warmup: st.MultiBudgetStart, Dense: st.DenseFraction, DenseBelow: st.DenseBelow,
-			CoarseFrom: st.CoarseFrom, CoarseRho: st.CoarseRho}, Lookback: st.Lookback, LookbackTwins: st.LookbackTwins, RatioWeight: st.RatioLossWeight,
+			CoarseFrom: st.CoarseFrom, CoarseRho: st.CoarseRho}, Lookback: st.Lookback, LookbackTwins: st.LookbackTwins, LookbackSpacing: st.LookbackSpacing, RatioWeight: st.RatioLossWeight,
 		EpsOnly: st.Target == "eps", WeightCap: st.TimestepWeightCap, GuidedScale: st.GuidedScale, RouterTargetWeight: st.RouterTargetWeight,
 		RouterTargets: distill.RouterTargets(st.RouterTargets), KeptGate: st.RouterGate == "kept", P2: distill.P2{K: st.P2K, Gamma: st.P2Gamma},
 		WidthTarget: st.DyDiTLambda, WidthWeight: st.DyDiTWeight}

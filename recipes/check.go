@@ -323,6 +323,7 @@ func checkStages(p *problems, r *Recipe) {
 		case st.Kind != KindDistill || (st.Loss != "l1" && st.Loss != "l2"):
 			p.add(k("lookback"), "found %g, expected 0 in a %s stage with loss %q: lookback ranks the cells on the teacher's clean estimate, which only distillation (loss l1 or l2) has", st.Lookback, st.Kind, st.Loss)
 		}
+		checkSpacing(p, k("lookback_spacing"), st.LookbackSpacing, st.Lookback > 0, "lookback > 0")
 		switch {
 		case !st.LookbackTwins:
 		case !(st.Lookback > 0):
@@ -437,6 +438,7 @@ func checkEval(p *problems, r *Recipe) {
 	if e.SpreadRandom && !e.RandomRouter {
 		p.bad("eval.spread_random", e.SpreadRandom, "false without eval.random_router (it is the random router kept apart)")
 	}
+	checkSpacing(p, "eval.lookback_spacing", e.LookbackSpacing, e.Lookback, "eval.lookback")
 	if e.DenseTeacher && (r.Scaffold == nil || r.Scaffold.Head != "wide") {
 		p.bad("eval.dense_teacher", e.DenseTeacher, `false without scaffold.head = "wide" (the dense steps run the wide head)`)
 	}
@@ -706,5 +708,16 @@ func checkCoarse(p *problems, r *Recipe, prefix, sibling string, from, rho, dens
 		p.bad(prefix+"coarse_rho", rho, "0 without %scoarse_from (no step is coarse)", sibling)
 	case from > 0 && r.Scaffold == nil:
 		p.bad(prefix+"coarse_from", from, "0 without [scaffold] (a plain DiT drops nothing)")
+	}
+}
+
+// checkSpacing checks a lookback_spacing (key) at value: a finite number
+// ≥ 0, and 0 unless lookback is on (needs names what turns it on).
+func checkSpacing(p *problems, key string, spacing float64, lookback bool, needs string) {
+	switch {
+	case !(spacing >= 0) || math.IsInf(spacing, 1):
+		p.bad(key, spacing, "a finite spacing ≥ 0 (0: ranked where the estimate changes)")
+	case spacing > 0 && !lookback:
+		p.add(key, "found %g without %s, expected 0: it chooses lookback's cells", spacing, needs)
 	}
 }

@@ -212,6 +212,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 		setDefault(d, k("coarse_rho"), &st.CoarseRho, 0.0)
 		setDefault(d, k("lookback"), &st.Lookback, 0.0)
 		setDefault(d, k("lookback_twins"), &st.LookbackTwins, false)
+		setDefault(d, k("lookback_spacing"), &st.LookbackSpacing, 0.0)
 		ratio := 0.0
 		if scaffold {
 			ratio = r.Scaffold.Router.RatioLossWeight
@@ -265,6 +266,7 @@ func applyDefaults(r *Recipe, has map[string]bool, opts LoadOptions) {
 	setDefault(d, "eval.random_router", &r.Eval.RandomRouter, true)
 	setDefault(d, "eval.spread_random", &r.Eval.SpreadRandom, false)
 	setDefault(d, "eval.lookback", &r.Eval.Lookback, false)
+	setDefault(d, "eval.lookback_spacing", &r.Eval.LookbackSpacing, 0.0)
 	setDefault(d, "eval.dense_teacher", &r.Eval.DenseTeacher, false)
 	setDefault(d, "eval.vae", &r.Eval.VAE, "")
 }

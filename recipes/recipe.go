@@ -604,6 +604,14 @@ type Stage struct {
 	// with guided_scale). A step with budgets runs up to twice the
 	// samples. Default: false.
 	LookbackTwins bool `toml:"lookback_twins"`
+	// LookbackSpacing chooses lookback's cells: > 0 covers the estimate
+	// at that spacing (dc.CoverKeep: a dropped cell takes the best token
+	// near it, one cell² of distance costing as much as this many
+	// squared latent units of value), 0 ranks them where the estimate
+	// changes and keeps them apart (dc.ChangeKeep). Set it as
+	// eval.lookback_spacing, whose cells sampling keeps (needs lookback >
+	// 0). Default: 0.
+	LookbackSpacing float64 `toml:"lookback_spacing"`
 	// RatioLossWeight is λ for this stage. Default: the scaffold's
 	// router.ratio_loss_weight.
 	RatioLossWeight float64 `toml:"ratio_loss_weight"`
@@ -732,6 +740,10 @@ type Eval struct {
 	// the router keeps (package eval's Options.Lookback, `dcdit eval
 	// --lookback`). Default: false.
 	Lookback bool `toml:"lookback"`
+	// LookbackSpacing chooses lookback's cells, as the stage key of that
+	// name (`dcdit eval --lookback-spacing`; needs lookback). Default: 0
+	// (ranked where the estimate changes, kept apart).
+	LookbackSpacing float64 `toml:"lookback_spacing"`
 	// DenseTeacher runs the sampling steps that keep every cell (below
 	// dense_below) through the backbone and the wide head alone, without
 	// the router, de-chunk and decoder: the teacher's own pass when the

@@ -58,7 +58,7 @@ type DC struct {
 }
 
 // Lookback chooses the kept cells of a sampling run's steps from the step
-// before: dc.ChangeKeep on the clean estimate the previous step's output
+// before: dc.LookbackKeep on the clean estimate the previous step's output
 // implies, as many cells per sample as the router keeps (so the cost is
 // the router's). The first step has no estimate and keeps the router's
 // cells. Why: at mid noise the router sees only its own step's noisy
@@ -69,7 +69,10 @@ type Lookback struct {
 	// Clean writes the clean estimate of a step's output
 	// (diffusion.Process.Clean of the sampling process).
 	Clean func(dst, x, out, t []float32, sh diffusion.Shape) error
-	prev  []float32 // the last step's estimate of the conditional samples
+	// Spacing, when > 0, keeps the cells dc.CoverKeep covers the estimate
+	// with at that spacing; 0 keeps dc.ChangeKeep's.
+	Spacing float64
+	prev    []float32 // the last step's estimate of the conditional samples
 }
 
 // FlowMatchingTimestep is flow matching's timestep of a model time 1 − σ
@@ -262,7 +265,7 @@ func (l *Lookback) chooser(cfg *dc.Config, n int) (dc.Chooser, error) {
 	if len(l.prev) != n*cfg.InChannels*cfg.Tokens() {
 		return nil, fmt.Errorf("sample: lookback: the last step had %d latent values, this one %d samples of %d", len(l.prev), n, cfg.InChannels*cfg.Tokens())
 	}
-	return dc.ChangeKeep(l.prev, n, cfg.InChannels, cfg.CellRows(), cfg.CellCols(), cfg.Patch())
+	return dc.LookbackKeep(l.prev, n, cfg.InChannels, cfg.CellRows(), cfg.CellCols(), cfg.Patch(), l.Spacing)
 }
 
 // record keeps the clean estimate of a step's first n samples (the

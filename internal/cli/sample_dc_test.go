@@ -130,6 +130,12 @@ func TestSampleDC(t *testing.T) {
 	if bytes.Equal(look.latents, r6.latents) || !slices.Equal(look.kept[:2], r6.kept[:2]) || look.md["dcdit.lookback"] != "true" {
 		t.Errorf("lookback: kept %v (without: %v), the same latents %v, metadata %q", look.kept, r6.kept, bytes.Equal(look.latents, r6.latents), look.md["dcdit.lookback"])
 	}
+	// --lookback-spacing covers the estimate instead: other cells, so
+	// other latents.
+	cover := at("--rho", "0.6", "--lookback", "--lookback-spacing", "4")
+	if bytes.Equal(cover.latents, look.latents) || !slices.Equal(cover.kept[:2], look.kept[:2]) || cover.md["dcdit.lookback_spacing"] != "4" {
+		t.Errorf("lookback spacing: kept %v (change ranking: %v), the same latents %v, metadata %q", cover.kept, look.kept, bytes.Equal(cover.latents, look.latents), cover.md["dcdit.lookback_spacing"])
+	}
 
 	// Without guidance there is one branch and half the work.
 	solo := at("--cfg", "1")
@@ -212,6 +218,8 @@ func TestSampleDCErrors(t *testing.T) {
 		{"drop unknown", []string{ckpt, "--drop", "sideways"}, 2, []string{`--drop "sideways"`, "lowest|spread"}},
 		{"lookback on a DiT", []string{ditTiny(t), "--num-heads", "4", "--lookback"}, 2, []string{"--lookback applies to DC checkpoints"}},
 		{"lookback with teacache", []string{ckpt, "--lookback", "--teacache", "0.5"}, 2, []string{"--lookback and --teacache 0.5", "do not combine"}},
+		{"lookback spacing without lookback", []string{ckpt, "--lookback-spacing", "4"}, 2, []string{"--lookback-spacing 4", "add --lookback"}},
+		{"negative lookback spacing", []string{ckpt, "--lookback", "--lookback-spacing", "-1"}, 2, []string{"--lookback-spacing -1", "finite spacing ≥ 0"}},
 		{"rho 1", []string{ckpt, "--rho", "1"}, 2, []string{"--rho 1", "0 ≤ ρ < 1"}},
 		{"rho negative", []string{ckpt, "--rho", "-0.5"}, 2, []string{"--rho -0.5"}},
 		{"rho not a number", []string{ckpt, "--rho", "half"}, 2, []string{"--rho", "half"}},

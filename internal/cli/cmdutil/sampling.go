@@ -2,6 +2,7 @@ package cmdutil
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/dcdit/dcdit/dc"
@@ -126,6 +127,22 @@ const DropUsage = "how ρ drops boundaries: " + DropRules + " (lowest: the refer
 // LookbackUsage is --lookback's help, shared by the commands that sample
 // a DC model.
 const LookbackUsage = "from the second sampling step, keep as many cells as the router, chosen on the previous step's clean estimate: where it changes most, kept apart as the spread drop keeps them (a budget's cells: at ρ 0 the router's own)"
+
+// LookbackSpacingUsage is --lookback-spacing's help, shared by the
+// commands that sample a DC model.
+const LookbackSpacingUsage = "with --lookback, cover the estimate instead: each token serves the cells near it whose values it shares, one cell² of distance costing as much as this many squared latent units of value (dc.CoverKeep; 0: where it changes most, kept apart)"
+
+// LookbackSpacingProblem is what is wrong with --lookback-spacing at
+// spacing beside --lookback (given: lookback), or "".
+func LookbackSpacingProblem(lookback bool, spacing float64) string {
+	switch {
+	case !(spacing >= 0) || math.IsInf(spacing, 1):
+		return fmt.Sprintf("--lookback-spacing %v: want a finite spacing ≥ 0 (0: where the estimate changes most, kept apart)", spacing)
+	case spacing > 0 && !lookback:
+		return fmt.Sprintf("--lookback-spacing %v chooses lookback's cells: add --lookback", spacing)
+	}
+	return ""
+}
 
 // DenseTeacherUsage is --dense-teacher's help, shared by the commands that
 // sample a DC model.

@@ -62,6 +62,7 @@ type Options struct {
 	Sigma                 float64
 	Drop                  string  // --drop: the tail drop's rule ("": the file's)
 	Lookback              bool    // --lookback: the kept cells from the previous step's estimate
+	LookbackSpacing       float64 // --lookback-spacing: cover that estimate at this spacing (0: the change ranking)
 	DenseTeacher          bool    // --dense-teacher: the dense steps through the backbone and wide head alone
 	Shift                 float64 // flow matching's shift (a caption-conditioned Z-Image)
 	Quiet                 bool
@@ -282,6 +283,7 @@ teacher row's, bit for bit.`,
 	f.IntVar(&opts.TeacherHeads, "teacher-heads", 0, "attention heads of a teacher that matches no DiT preset")
 	f.StringVar(&opts.Drop, "drop", "", cmdutil.DropUsage)
 	f.BoolVar(&opts.Lookback, "lookback", false, cmdutil.LookbackUsage)
+	f.Float64Var(&opts.LookbackSpacing, "lookback-spacing", 0, cmdutil.LookbackSpacingUsage)
 	f.BoolVar(&opts.DenseTeacher, "dense-teacher", false, cmdutil.DenseTeacherUsage)
 	f.Float64Var(&opts.Sigma, "dechunk-sigma", 1, "de-chunk σ of a reference DC-DiT state_dict (DC checkpoints store it)")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress or file list (the table or JSON is still printed)")
@@ -305,6 +307,8 @@ func validate(cmd *cobra.Command, o *Options) error {
 		return cmdutil.Usagef(cmd, "--data: want a data set file (e.g. from 'dcdit data shapes')")
 	case len(o.Rhos) == 0:
 		return cmdutil.Usagef(cmd, "--rho: want at least one fraction")
+	case cmdutil.LookbackSpacingProblem(o.Lookback, o.LookbackSpacing) != "":
+		return cmdutil.Usagef(cmd, "%s", cmdutil.LookbackSpacingProblem(o.Lookback, o.LookbackSpacing))
 	case o.SpreadRandom && !o.RandomRouter:
 		return cmdutil.Usagef(cmd, "--spread-random is the random router kept apart, beside the random router: drop --random-router=false")
 	case !o.NoLite && len(o.Lite) != 2:
@@ -422,7 +426,7 @@ func Run(opts *Options) error {
 		Rhos: opts.Rhos, NumInputs: opts.Num, NumSamples: opts.Samples, Steps: opts.Steps,
 		BatchSize: opts.Batch, Seed: opts.Seed, CFG: opts.CFG, ProbeTimesteps: opts.ProbeT, DenseBelow: opts.DenseBelow,
 		CoarseFrom: opts.CoarseFrom, CoarseRho: opts.CoarseRho, NoRandomRouter: !opts.RandomRouter, SpreadRandom: opts.SpreadRandom, Lookback: opts.Lookback,
-		DenseTeacher: opts.DenseTeacher,
+		LookbackSpacing: opts.LookbackSpacing, DenseTeacher: opts.DenseTeacher,
 	}
 	if opts.Features != "" {
 		net, err := featnet.Load(opts.Features)

@@ -9,8 +9,9 @@ import (
 )
 
 // The random-router baseline is on unless --random-router=false; the
-// random router kept apart is off unless --spread-random, which needs it.
-func TestRandomRouterFlag(t *testing.T) {
+// random router kept apart is off unless --spread-random, which needs it;
+// --lookback-spacing needs --lookback.
+func TestKeptCellFlags(t *testing.T) {
 	for _, tc := range []struct {
 		flags          []string
 		random, spread bool
@@ -21,6 +22,9 @@ func TestRandomRouterFlag(t *testing.T) {
 		{[]string{"--random-router"}, true, false, ""},
 		{[]string{"--spread-random"}, true, true, ""},
 		{[]string{"--spread-random", "--random-router=false"}, false, true, "drop --random-router=false"},
+		{[]string{"--lookback", "--lookback-spacing", "4"}, true, false, ""},
+		{[]string{"--lookback-spacing", "4"}, true, false, "add --lookback"},
+		{[]string{"--lookback", "--lookback-spacing", "NaN"}, true, false, "finite spacing"},
 	} {
 		ios, _, _, _ := iostreams.Test()
 		var got *Options

@@ -118,7 +118,7 @@ func runDC(opts *Options) error {
 		return err
 	}
 	if opts.Lookback {
-		d.Lookback = &sample.Lookback{Clean: proc.Clean}
+		d.Lookback = &sample.Lookback{Clean: proc.Clean, Spacing: opts.LookbackSpacing}
 	}
 	var bar *progress.Bar
 	if !opts.Quiet {
@@ -173,11 +173,14 @@ func runDC(opts *Options) error {
 	return nil
 }
 
-// lookbackMeta records --lookback and --dense-teacher in the output's
-// metadata.
+// lookbackMeta records --lookback (with its spacing) and --dense-teacher
+// in the output's metadata.
 func lookbackMeta(md map[string]string, opts *Options) {
 	if opts.Lookback {
 		md["dcdit.lookback"] = "true"
+		if opts.LookbackSpacing > 0 {
+			md["dcdit.lookback_spacing"] = strconv.FormatFloat(opts.LookbackSpacing, 'g', -1, 64)
+		}
 	}
 	if opts.DenseTeacher {
 		md["dcdit.dense_teacher"] = "true"
@@ -296,7 +299,7 @@ func runDCZImage(opts *Options, m *dc.Model, meta *checkpoint.Meta, captionWidth
 		return err
 	}
 	if opts.Lookback {
-		d.Lookback = &sample.Lookback{Clean: (&diffusion.FlowMatch{}).Clean}
+		d.Lookback = &sample.Lookback{Clean: (&diffusion.FlowMatch{}).Clean, Spacing: opts.LookbackSpacing}
 	}
 	model := job.model(d.Denoiser(job.conditions()), run, func(bool) { run.flops += stats.FLOPs[len(stats.FLOPs)-1] })
 	if !opts.Quiet {

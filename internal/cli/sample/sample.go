@@ -49,6 +49,9 @@ type Options struct {
 	// Lookback is --lookback: the kept cells from the previous step's
 	// clean estimate (sample.Lookback).
 	Lookback bool
+	// LookbackSpacing is --lookback-spacing: lookback covers the estimate
+	// at this spacing (sample.Lookback.Spacing; 0: the change ranking).
+	LookbackSpacing float64
 	// DenseTeacher is --dense-teacher: the dense steps through the
 	// backbone and the wide head alone (sample.DC.DenseTeacher).
 	DenseTeacher bool
@@ -299,6 +302,7 @@ terminal; otherwise a plain line appears every 10 seconds.`,
 	f.StringVar(&opts.VAE, "vae", "", "VAE folder or file that --png decodes the samples with (default: vae/ of the model repository; see 'dcdit decode --help')")
 	f.StringVar(&opts.Drop, "drop", "", "DC checkpoints: "+cmdutil.DropUsage)
 	f.BoolVar(&opts.Lookback, "lookback", false, "DC checkpoints: "+cmdutil.LookbackUsage)
+	f.Float64Var(&opts.LookbackSpacing, "lookback-spacing", 0, "DC checkpoints: "+cmdutil.LookbackSpacingUsage)
 	f.BoolVar(&opts.DenseTeacher, "dense-teacher", false, "DC checkpoints: "+cmdutil.DenseTeacherUsage)
 	f.IntVar(&opts.NumHeads, "num-heads", 0, "attention heads, for DiT checkpoints that match no preset and official DC-DiT state dicts without their config (they do not store it)")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "print nothing but errors: no progress, warnings or summary")
@@ -359,6 +363,8 @@ func validate(cmd *cobra.Command, o *Options) error {
 		return cmdutil.Usagef(cmd, "--teacache %v: want a finite threshold ≥ 0", o.TeaCache)
 	case o.DenseTeacher && o.TeaCache > 0:
 		return cmdutil.Usagef(cmd, "--dense-teacher and --teacache %v: the cache plans every step, dense ones too, so the two do not combine yet", o.TeaCache)
+	case cmdutil.LookbackSpacingProblem(o.Lookback, o.LookbackSpacing) != "":
+		return cmdutil.Usagef(cmd, "%s", cmdutil.LookbackSpacingProblem(o.Lookback, o.LookbackSpacing))
 	case o.Lookback && o.TeaCache > 0:
 		return cmdutil.Usagef(cmd, "--lookback and --teacache %v: a cached step reuses the cells of the step it skips from, so the two do not combine", o.TeaCache)
 	case o.RhoUncondGiven && !(ddpm.Guidance{Scale: float32(o.CFG)}).Enabled():
