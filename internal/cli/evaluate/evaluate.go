@@ -166,15 +166,20 @@ The table goes to stdout, or one JSON object with --json:
 "edges": {...}, "per_timestep": [{"t", "rho", "eps_mse", "teacher_eps_mse",
 "eps_mse_to_teacher", "eps_slope", "x0_class_accuracy",
 "teacher_x0_class_accuracy"}, ...], "drop": "lowest" or "spread",
-"lookback": true with --lookback, "dense_teacher": true with --dense-teacher,
-...}.
+"lookback": true with --lookback, "lookback_spacing" with --lookback-spacing,
+"dense_teacher": true with --dense-teacher, ...}.
 
 --lookback samples every row (not the random router's, not TeaCache's) with
 the kept cells of each step after the first chosen on the step before: as
 many as the router keeps, ranked where the previous step's clean estimate
 changes most (the ideal-router ranking on x̂0) and kept apart as the spread
 drop keeps them. The router reads only its own step's noisy latents; at
-mid noise the step before has already drawn the shape.
+mid noise the step before has already drawn the shape. With
+--lookback-spacing S > 0 the cells cover that estimate instead (greedy
+facility location): a dropped cell costs its squared distance in value to
+the best kept cell plus S times their squared distance in cells, and each
+pick lowers the summed cost most, so a token serves the cells near it that
+share its values (S is in squared latent units per cell²).
 
 --out DIR (created if needed) receives eval.json (that object) and three
 pictures through the linear latent-to-RGB preview: boundaries.png (data
