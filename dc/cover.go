@@ -25,8 +25,8 @@ import (
 // the farther the worse (the decoder reads a dropped cell's features from
 // the tokens beside it), so a flat region takes a token within reach and
 // an edge, a corner or a small shape as many as their values need.
-// spacing (> 0) trades one cell² of distance against one squared latent
-// unit of value.
+// spacing (> 0) is what one cell² of distance costs in squared latent
+// units of value.
 func CoverKeep(x0 []float32, samples, channels, rows, cols, patch int, spacing float64) (Chooser, error) {
 	L := rows * cols
 	h, w := rows*patch, cols*patch
@@ -39,7 +39,7 @@ func CoverKeep(x0 []float32, samples, channels, rows, cols, patch int, spacing f
 	}
 	k := channels * patch * patch
 	u := make([]float64, L*k)
-	cv := &coverer{rows: rows, cols: cols, spacing: spacing, cost: make([]float64, L), kept: make([]bool, L)}
+	cv := &coverer{rows: rows, cols: cols, spacing: spacing, cost: make([]float64, L)}
 	orders := make([][]int, samples)
 	for s := range samples {
 		cellValues(u, x0[s*channels*h*w:(s+1)*channels*h*w], channels, rows, cols, patch)
@@ -66,21 +66,19 @@ type coverer struct {
 	rows, cols int
 	spacing    float64
 	cost       []float64 // each cell's cost under the kept cells
-	kept       []bool
 	queue      coverQueue
 }
 
 // order appends to order (emptied) every cell in the order CoverKeep
 // keeps them, u [L, k] the cells' values. The cover cost's fall is
 // submodular — keeping more cells never makes keeping another one worth
-// more — and so is a cell's own cost, so a key computed earlier bounds
-// the key now: the greedy re-evaluates only the cell on top of the queue
+// more — and a cell's own cost only falls, so a key computed earlier
+// bounds the key now: the greedy re-evaluates only the cell on top of the queue
 // until its fresh key still tops every other (lazy greedy), which picks
 // exactly the cells the full scan would.
 func (cv *coverer) order(order []int, u []float64, k int) []int {
 	L := cv.rows * cv.cols
 	order = order[:0]
-	clear(cv.kept)
 	for l := range cv.cost {
 		cv.cost[l] = math.Inf(1)
 	}
@@ -91,10 +89,8 @@ func (cv *coverer) order(order []int, u []float64, k int) []int {
 		cv.add(L-1, u, k)
 	}
 	q := cv.queue[:0]
-	for c := range L {
-		if !cv.kept[c] {
-			q = append(q, coverKey{cell: c, gain: cv.gain(c, cv.rows+cv.cols, u, k), cost: cv.cost[c]})
-		}
+	for c := 1; c < L-1; c++ {
+		q = append(q, coverKey{cell: c, gain: cv.gain(c, cv.rows+cv.cols, u, k), cost: cv.cost[c]})
 	}
 	heap.Init(&q)
 	for q.Len() > 0 {
@@ -168,7 +164,6 @@ func (cv *coverer) gain(c, reach int, u []float64, k int) float64 {
 
 // add keeps cell c.
 func (cv *coverer) add(c int, u []float64, k int) {
-	cv.kept[c] = true
 	for l := range cv.cost {
 		cv.cost[l] = min(cv.cost[l], cv.serve(l, c, u, k))
 	}

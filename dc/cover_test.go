@@ -147,7 +147,7 @@ func TestCoverOrderIsTheGreedy(t *testing.T) {
 				}
 			}
 			for _, spacing := range []float64{0.25, 4} {
-				cv := &coverer{rows: tc.rows, cols: tc.cols, spacing: spacing, cost: make([]float64, L), kept: make([]bool, L)}
+				cv := &coverer{rows: tc.rows, cols: tc.cols, spacing: spacing, cost: make([]float64, L)}
 				got := cv.order(nil, u, k)
 				if want := scanCoverOrder(u, k, tc.rows, tc.cols, spacing); !slices.Equal(got, want) {
 					t.Errorf("spacing %g: order %v, the full scan's %v", spacing, got, want)
