@@ -75,7 +75,9 @@ func FuzzUnpickle(f *testing.F) {
 			if ok && (off < 0 || n < 0 || off+n > fuzzStorageBytes) {
 				t.Fatalf("tensor %q: ByteRange %d+%d outside the %d-byte storage", tt.Name, off, n, fuzzStorageBytes)
 			}
-			if _, err := tt.ReadBytes(fuzzFile); err != nil {
+			// A stride-0 view too large to materialise is refused on
+			// read, by design; anything else accepted must read.
+			if _, err := tt.ReadBytes(fuzzFile); err != nil && !errors.Is(err, errExpand) {
 				t.Fatalf("accepted tensor %q does not read: %v", tt.Name, err)
 			}
 		}

@@ -51,6 +51,10 @@ func (t *Tensor) ByteRange() (off, n int64, ok bool) {
 // elements than its storage holds.
 const maxOverlapBytes = 1 << 28
 
+// errExpand is ReadBytes' refusal of an overlapping tensor past
+// maxOverlapBytes: the file is well formed, the tensor too large to read.
+var errExpand = errors.New("refusing to expand")
+
 // ReadBytes reads the tensor's elements from r, the checkpoint file, and
 // returns them in row-major order (numel*size bytes, little-endian as
 // stored). A strided tensor is gathered from the storage region it spans.
@@ -63,8 +67,8 @@ func (t *Tensor) ReadBytes(r io.ReaderAt) ([]byte, error) {
 	}
 	es := int64(t.DType.Size())
 	if n := numel * es; n > t.StorageBytes && n > maxOverlapBytes {
-		return nil, fmt.Errorf("pytorch: tensor %q: shape %v with strides %v repeats elements of storage %q (%d bytes); refusing to expand it to %d bytes",
-			t.Name, t.Shape, t.Strides, t.Storage, t.StorageBytes, n)
+		return nil, fmt.Errorf("pytorch: tensor %q: shape %v with strides %v repeats elements of storage %q (%d bytes); %w it to %d bytes",
+			t.Name, t.Shape, t.Strides, t.Storage, t.StorageBytes, errExpand, n)
 	}
 	if t.FileOffset < 0 || hi > math.MaxInt64-t.FileOffset || numel*es > math.MaxInt {
 		return nil, fmt.Errorf("pytorch: tensor %q: file offset %d and size %d bytes are out of range", t.Name, t.FileOffset, hi)
