@@ -303,6 +303,7 @@ teacher row's, bit for bit.`,
 // validate rejects flag values that are wrong whatever the files: usage
 // errors (exit 2).
 func validate(cmd *cobra.Command, o *Options) error {
+	spacing := cmdutil.LookbackSpacingProblem(o.Lookback, o.LookbackSpacing)
 	switch {
 	case o.Teacher == "":
 		return cmdutil.Usagef(cmd, "--teacher: want the teacher DiT checkpoint")
@@ -312,8 +313,8 @@ func validate(cmd *cobra.Command, o *Options) error {
 		return cmdutil.Usagef(cmd, "--data: want a data set file (e.g. from 'dcdit data shapes')")
 	case len(o.Rhos) == 0:
 		return cmdutil.Usagef(cmd, "--rho: want at least one fraction")
-	case cmdutil.LookbackSpacingProblem(o.Lookback, o.LookbackSpacing) != "":
-		return cmdutil.Usagef(cmd, "%s", cmdutil.LookbackSpacingProblem(o.Lookback, o.LookbackSpacing))
+	case spacing != "":
+		return cmdutil.Usagef(cmd, "%s", spacing)
 	case o.SpreadRandom && !o.RandomRouter:
 		return cmdutil.Usagef(cmd, "--spread-random is the random router kept apart, beside the random router: drop --random-router=false")
 	case !o.NoLite && len(o.Lite) != 2:

@@ -334,6 +334,7 @@ terminal; otherwise a plain line appears every 10 seconds.`,
 // validate rejects flag values that are wrong whatever the checkpoint: they
 // are usage errors (exit 2).
 func validate(cmd *cobra.Command, o *Options) error {
+	spacing := cmdutil.LookbackSpacingProblem(o.Lookback, o.LookbackSpacing)
 	switch {
 	case len(o.Classes) == 0:
 		return cmdutil.Usagef(cmd, "--class: want at least one label")
@@ -363,8 +364,8 @@ func validate(cmd *cobra.Command, o *Options) error {
 		return cmdutil.Usagef(cmd, "--teacache %v: want a finite threshold ≥ 0", o.TeaCache)
 	case o.DenseTeacher && o.TeaCache > 0:
 		return cmdutil.Usagef(cmd, "--dense-teacher and --teacache %v: the cache plans every step, dense ones too, so the two do not combine yet", o.TeaCache)
-	case cmdutil.LookbackSpacingProblem(o.Lookback, o.LookbackSpacing) != "":
-		return cmdutil.Usagef(cmd, "%s", cmdutil.LookbackSpacingProblem(o.Lookback, o.LookbackSpacing))
+	case spacing != "":
+		return cmdutil.Usagef(cmd, "%s", spacing)
 	case o.Lookback && o.TeaCache > 0:
 		return cmdutil.Usagef(cmd, "--lookback and --teacache %v: a cached step reuses the cells of the step it skips from, so the two do not combine", o.TeaCache)
 	case o.RhoUncondGiven && !(ddpm.Guidance{Scale: float32(o.CFG)}).Enabled():
